@@ -1,0 +1,229 @@
+"""WARCA: training by minibatch Adam, linear (primal) and kernel forms.
+
+``fit(features, labels, cfg)`` learns W: [D', D] (``cfg.kernel == "none"``)
+or A: [D', N] in the space of a named kernel, and returns a ``Metric``.
+One jitted function, ``make_train_step``, performs a whole iteration:
+
+1. draw a minibatch of same-label pairs (i, j) uniformly from S;
+2. embed the anchors, positives and candidates (all training points, or a
+   random pool of ``candidate_pool`` of them);
+3. draw a violator k per pair and estimate rank_ij (``sampling``);
+4. the closed-form (or autodiff) gradient of the weighted hinge (eq. 12 / 18);
+   in the kernel form with ``preconditioned`` the eq. 23-24 direction, a
+   scatter into three columns of A per triplet;
+5. ``tx`` = penalty + Adam (``optim.make_optimizer``).
+
+In the kernel form the embeddings K A^T of all N training points are computed
+once per iteration ([N, N] x [N, D'], the one dense product the method needs)
+and shared by the violator search, the hinge gradient and the penalty.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from warca_jax import kernels, losses, optim, sampling
+from warca_jax.metric import Metric
+
+GRADIENTS = ("closed_form", "autodiff")
+
+
+def check_config(cfg, *, n: int, d: int) -> None:
+    """Raises ValueError for a WARCA config that cannot run on N x D training data."""
+    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
+        raise ValueError(f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}")
+    limit = n if cfg.kernel != "none" else d
+    if not 1 <= cfg.dim <= limit:
+        what = "training samples" if cfg.kernel != "none" else "input dimensions"
+        raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
+    for name in ("batch_size", "num_iters", "log_every"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.candidate_pool < 0 or cfg.max_tries < 0:
+        raise ValueError("candidate_pool and max_tries must be >= 0 (0: all candidates / no cap)")
+    if cfg.margin <= 0:
+        raise ValueError(f"margin must be positive, got {cfg.margin}")
+    if cfg.gradient not in GRADIENTS:
+        raise ValueError(f"unknown gradient {cfg.gradient!r}; expected one of {GRADIENTS}")
+    if cfg.sampler not in sampling.SAMPLERS:
+        raise ValueError(f"unknown sampler {cfg.sampler!r}; expected one of {sampling.SAMPLERS}")
+    if cfg.weighting not in losses.WEIGHTINGS:
+        raise ValueError(f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}")
+    if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
+        raise ValueError(
+            "autodiff gives the plain kernel gradient, not the K^-1 preconditioned one: "
+            "set preconditioned=False or gradient='closed_form'")
+
+
+def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = None) -> jax.Array:
+    """Initial W with orthonormal rows, or A scaled so that tr(A K A^T) = D'."""
+    if gram is None:
+        q, _ = jnp.linalg.qr(jax.random.normal(key, (d, dim), jnp.float32))
+        return q.T
+    a = jax.random.normal(key, (dim, gram.shape[0]), jnp.float32)
+    scale = jnp.sum(a * (gram @ a.T).T) / dim
+    return a / jnp.sqrt(jnp.maximum(scale, 1e-30))
+
+
+def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+    """Builds the jitted ``step(state, feats, table, key) -> (state, metrics)``.
+
+    ``feats`` is X: [N, D] in the primal form and K: [N, N] in the kernel form;
+    ``table`` is the ``sampling.PairTable`` of the training labels.
+    """
+    margin, lam = float(cfg.margin), float(cfg.lam)
+    pool = int(cfg.candidate_pool)
+    precond = kernel_form and cfg.preconditioned
+
+    def step(state: optim.TrainState, feats, table: sampling.PairTable, key):
+        w = state.params
+        n = feats.shape[0]
+        kp, kc, kv = jax.random.split(jax.random.fold_in(key, state.step), 3)
+        i, j = sampling.sample_pairs(kp, table, cfg.batch_size)
+        use_pool = 0 < pool < n
+        cand = jax.random.randint(kc, (pool,), 0, n) if use_pool else None
+        if kernel_form or not use_pool:
+            emb = feats @ w.T  # [N, D']: K A^T or X W^T
+            ea, ep = emb[i], emb[j]
+            ec = emb[cand] if use_pool else emb
+        else:
+            emb = None
+            ea, ep, ec = feats[i] @ w.T, feats[j] @ w.T, feats[cand] @ w.T
+        cand_labels = table.labels[cand] if use_pool else table.labels
+        d_ij = losses.safe_norm(ea - ep)
+        d_ik = sampling.pairwise_dist(ea, ec)
+        negative = cand_labels[None, :] != table.labels[i][:, None]
+        viol = sampling.find_violators(
+            kv, d_ij, d_ik, negative, table.num_negatives[i],
+            margin=margin, sampler=cfg.sampler, max_tries=cfg.max_tries)
+        k = cand[viol.index] if use_pool else viol.index
+        weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
+        weights = jax.lax.stop_gradient(weights)
+        pu, pv = ea - ep, ea - ec[viol.index]
+        extra = {"embeddings": emb} if kernel_form else {}
+        if precond:
+            grad, hinge = losses.kernel_hinge_precond_grad(
+                emb, i, j, k, weights, margin=margin, n=n)
+        else:
+            u, v = feats[i] - feats[j], feats[i] - feats[k]
+            hinge = losses.triplet_hinge(pu, pv, margin=margin)[0]
+            if cfg.gradient == "closed_form":
+                cu, cv, _ = losses.hinge_coefficients(pu, pv, weights, margin=margin)
+                grad = cu.T @ u - cv.T @ v
+            else:
+                grad = jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=margin)
+        updates, opt_state = tx.update(grad, state.opt_state, w, **extra)
+        pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb if kernel_form else None)
+        hinge_loss = jnp.mean(weights * hinge)
+        metrics = {
+            "loss": hinge_loss + lam * pen,
+            "hinge": hinge_loss,
+            "penalty": pen,
+            "mean_rank": jnp.mean(viol.rank),
+            "violated_frac": jnp.mean(viol.found),
+            "active_frac": jnp.mean(viol.found & (hinge > 0)),
+        }
+        new_state = optim.TrainState(optax.apply_updates(w, updates), opt_state, state.step + 1)
+        return new_state, metrics
+
+    return jax.jit(step, donate_argnums=0)
+
+
+def _validate(features, labels, cfg):
+    x = np.asarray(features)
+    y = np.asarray(labels)
+    if x.ndim != 2:
+        raise ValueError(f"features must be 2-D [N, D], got shape {x.shape}")
+    if y.shape != (x.shape[0],):
+        raise ValueError(f"labels must have shape [{x.shape[0]}] to match features, got {y.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"features contain {int(np.sum(~np.isfinite(x)))} NaN or inf values")
+    _, counts = np.unique(y, return_counts=True)
+    if np.sum(counts >= 2) < 2 or len(counts) < 2:
+        raise ValueError(
+            "WARCA needs at least two identities with two or more images; "
+            f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}")
+    check_config(cfg, n=x.shape[0], d=x.shape[1])
+    if cfg.kernel != "none":
+        kernels.check_kernel_input(x, cfg.kernel)
+    return x.astype(np.float32), y
+
+
+def fit(
+    features: np.ndarray,
+    labels: np.ndarray,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+) -> tuple[Metric, list[dict]]:
+    """Learns a WARCA metric.
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the ``method`` section of a config (see configs/warca.py).
+      seed: PRNG seed; same seed, same result.
+      log_fn: called with a dict of metrics every ``cfg.log_every`` steps.
+      progress: show a progress bar.
+
+    Returns:
+      (metric, history) where history is the list of logged dicts.
+
+    Raises:
+      ValueError: bad input or config, before any training.
+      FloatingPointError: training diverged (non-finite loss or parameters).
+    """
+    x, y = _validate(features, labels, cfg)
+    kernel_form = cfg.kernel != "none"
+    table = sampling.make_pair_table(y)
+    key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
+    gamma = 1.0
+    t0 = time.perf_counter()
+    if kernel_form:
+        gamma = float(cfg.kernel_gamma) if cfg.kernel_gamma > 0 else kernels.default_gamma(
+            x, cfg.kernel, seed=seed)
+        feats = kernels.kernel_matrix(jnp.asarray(x), jnp.asarray(x), kernel=cfg.kernel, gamma=gamma)
+        if not bool(jnp.all(jnp.isfinite(feats))):
+            raise FloatingPointError("the training kernel matrix has non-finite entries")
+        params = init_params(key_init, dim=cfg.dim, d=x.shape[1], gram=feats)
+    else:
+        feats = jnp.asarray(x)
+        params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
+    tx = optim.make_optimizer(
+        learning_rate=cfg.learning_rate, lam=cfg.lam, penalty=cfg.penalty,
+        penalty_mode=cfg.penalty_mode, preconditioned=kernel_form and cfg.preconditioned)
+    state = optim.TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
+    step = make_train_step(cfg, tx, kernel_form=kernel_form)
+    history = []
+    bar = tqdm(total=cfg.num_iters, desc="warca", disable=not progress, leave=False)
+    for it in range(1, cfg.num_iters + 1):
+        state, metrics = step(state, feats, table, key_train)
+        if it % cfg.log_every == 0 or it == cfg.num_iters:
+            row = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            row.update(step=it, seconds=time.perf_counter() - t0)
+            if not all(np.isfinite(v) for v in row.values()):
+                raise FloatingPointError(
+                    f"WARCA diverged at step {it}: {row}; lower learning_rate or lam")
+            history.append(row)
+            if log_fn is not None:
+                log_fn(row)
+            bar.update(it - bar.n)
+    bar.close()
+    proj = np.asarray(state.params)
+    metric = Metric(
+        kind="kernel" if kernel_form else "linear", input_dim=x.shape[1], projection=proj,
+        support=x if kernel_form else None, kernel=cfg.kernel if kernel_form else "none",
+        gamma=gamma, name="warca")
+    if not metric.is_finite():
+        raise FloatingPointError("WARCA produced a non-finite model; lower learning_rate or lam")
+    return metric, history
+
