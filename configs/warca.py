@@ -54,9 +54,10 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.penalty_mode = "coupled"  # penalty before Adam ('coupled') or after ('decoupled').
     c.method.margin = 1.0  # gamma of the hinge, fixed at 1 in the paper.
     c.method.weighting = "harmonic"  # rank weighting L(r): 'harmonic' or 'uniform'.
-    c.method.sampler = "exact"  # rank estimate: 'exact' count or 'wsabie' (|T|-1)/tries.
-    c.method.candidate_pool = 0  # violator candidates per step (0: all training points).
-    c.method.max_tries = 0  # wsabie: give up after this many negatives (0: no cap).
+    c.method.sampler = "exact"  # 'exact': count violators among all candidates;
+    #                             'wsabie': draw negatives until one violates, rank (|T|-1)/tries.
+    c.method.candidate_pool = 0  # random candidates shared by a step (0: all training points).
+    c.method.max_tries = 128  # wsabie: negatives drawn per pair at most.
     c.method.batch_size = 512  # pairs per minibatch.
     c.method.num_iters = 2000  # Adam iterations.
     c.method.learning_rate = 1e-2  # Adam step size eta.
@@ -65,7 +66,7 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.log_every = 100  # steps between lines of metrics.jsonl.
 
     c.eval = ml_collections.ConfigDict()
-    c.eval.metric = "euclidean"  # distance between embeddings.
+    c.eval.baseline = True  # also evaluate plain Euclidean distance on each split.
     c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
     c.eval.repeats = 10  # single-shot repetitions.
     c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.

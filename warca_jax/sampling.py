@@ -5,16 +5,18 @@ the same label. Step 2 draws k uniformly among the violators of (i, j), the
 samples of another label with gamma + d_ij - d_ik > 0, and estimates
 rank_ij, the number of violators, which sets the weight L(rank_ij).
 
-Two rank estimators are offered, both vectorised over the minibatch:
+Two samplers are offered, both vectorised over the minibatch:
 
-* ``exact``: count the violators among the candidates. With all N training
-  points as candidates this is rank_ij itself; with a random candidate pool of
-  C points it is the pool count scaled by |T_y| / (negatives in the pool).
-* ``wsabie``: the WSABIE estimate floor((|T_y| - 1) / t), where t is the number
-  of negatives tried, in a random order, until the first violator. The random
-  order is a uniform key per candidate; the violator with the smallest key is
-  the first one met, which is also a uniform draw among the violators, so both
-  estimators draw k the same way and differ only in the rank.
+* ``exact``: compare each anchor with every candidate (all N training points,
+  or a random pool of C shared by the minibatch), count the violators and draw
+  k uniformly among them. With all N points the count is rank_ij itself; with
+  a pool it is scaled by |T_y| / (negatives in the pool). Work: B x C.
+* ``wsabie``: the WSABIE procedure. Each pair draws negatives uniformly (with
+  replacement) one at a time until one violates; the tries t give the estimate
+  rank_ij ~ floor((|T_y| - 1) / t) and the violator met is k. Here the first
+  ``max_tries`` draws of every pair are made at once and the first violator
+  among them is taken; a pair with none in ``max_tries`` draws gets no update,
+  as in WSABIE with a cap. Work: B x max_tries, independent of N.
 
 Everything here is outside the gradient: indices, ranks and weights are
 returned through ``jax.lax.stop_gradient`` by the callers' design (they are
@@ -112,14 +114,12 @@ class Violators(NamedTuple):
     Attributes:
       index: [B] int32 index of the sampled violator k among the candidates.
       rank: [B] float32 estimated rank_ij (0 where no violator was found).
-      found: [B] bool whether a violator was found (within max_tries for wsabie).
-      count: [B] int32 violators among the candidates.
+      found: [B] bool whether a violator was found.
     """
 
     index: jax.Array
     rank: jax.Array
     found: jax.Array
-    count: jax.Array
 
 
 def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
@@ -128,47 +128,101 @@ def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
-def find_violators(
+def _select_nth(mask: jax.Array, r: jax.Array, *, width: int = 32) -> jax.Array:
+    """Column of the r-th (0-based) True entry of each row of mask [B, C].
+
+    Two levels (counts per block of ``width`` columns, then inside one block)
+    instead of a cumulative sum over C, which XLA's CPU backend runs slowly.
+    """
+    b, c = mask.shape
+    nb = -(-c // width)
+    blocks = jnp.pad(mask, ((0, 0), (0, nb * width - c))).reshape(b, nb, width)
+    per_block = jnp.sum(blocks, axis=2, dtype=jnp.int32)
+    cum = jnp.cumsum(per_block, axis=1)
+    blk = jnp.minimum(jnp.sum(cum <= r[:, None], axis=1), nb - 1)
+    before = jnp.take_along_axis(cum - per_block, blk[:, None], 1)[:, 0]
+    inner = jnp.take_along_axis(blocks, blk[:, None, None], 1)[:, 0]
+    pos = jnp.argmax(jnp.cumsum(inner, axis=1, dtype=jnp.int32) > (r - before)[:, None], axis=1)
+    return blk * width + pos
+
+
+def exact_violators(
     key: jax.Array,
+    anchors: jax.Array,
     d_ij: jax.Array,
-    d_ik: jax.Array,
+    cand_emb: jax.Array,
     negative: jax.Array,
     num_negatives: jax.Array,
     *,
     margin: float,
-    sampler: str = "exact",
-    max_tries: int = 0,
 ) -> Violators:
-    """Draws one violator per pair and estimates its rank.
+    """Counts the violators among all candidates and draws one uniformly.
 
     Args:
       key: PRNG key.
+      anchors: [B, D'] anchor embeddings.
       d_ij: [B] distances of the pairs.
-      d_ik: [B, C] distances from each anchor to the candidates.
+      cand_emb: [C, D'] candidate embeddings.
       negative: [B, C] bool, candidate has a label other than the anchor's.
       num_negatives: [B] |T_{y_i}|, negatives of the anchor in the training set.
       margin: gamma.
-      sampler: ``exact`` or ``wsabie``.
-      max_tries: for ``wsabie``, give up after this many negatives (0: no cap).
 
     Returns:
-      ``Violators``.
+      ``Violators`` with index into the C candidates.
     """
-    if sampler not in SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
+    d_ik = pairwise_dist(anchors, cand_emb)
     violating = negative & (margin + d_ij[:, None] - d_ik > 0)
-    count = jnp.sum(violating, axis=1)
-    keys = jax.random.uniform(key, d_ik.shape)
-    index = jnp.argmin(jnp.where(violating, keys, 2.0), axis=1)
+    count = jnp.sum(violating, axis=1, dtype=jnp.int32)
+    r = jnp.floor(jax.random.uniform(key, count.shape) * count).astype(jnp.int32)
+    index = _select_nth(violating, jnp.minimum(r, jnp.maximum(count - 1, 0)))
+    in_pool = jnp.maximum(jnp.sum(negative, axis=1, dtype=jnp.int32), 1)
     found = count > 0
-    if sampler == "exact":
-        in_pool = jnp.maximum(jnp.sum(negative, axis=1), 1)
-        rank = count * (num_negatives / in_pool)
-    else:
-        first = jnp.take_along_axis(keys, index[:, None], axis=1)
-        tries = jnp.sum(negative & (keys <= first), axis=1)
-        if max_tries > 0:
-            found = found & (tries <= max_tries)
-        rank = jnp.floor((num_negatives - 1) / jnp.maximum(tries, 1))
-    rank = jnp.where(found, rank, 0.0)
-    return Violators(index.astype(jnp.int32), rank.astype(jnp.float32), found, count)
+    rank = jnp.where(found, count * (num_negatives / in_pool), 0.0)
+    return Violators(index.astype(jnp.int32), rank.astype(jnp.float32), found)
+
+
+def wsabie_violators(
+    key: jax.Array,
+    anchors: jax.Array,
+    anchor_labels: jax.Array,
+    d_ij: jax.Array,
+    cand_emb: jax.Array,
+    cand_labels: jax.Array,
+    num_negatives: jax.Array,
+    *,
+    margin: float,
+    max_tries: int,
+) -> Violators:
+    """WSABIE sequential sampling, ``max_tries`` draws per pair made at once.
+
+    Draws that hit the anchor's own label are rejected (not counted as tries),
+    so the tries are uniform draws from the negatives.
+
+    Args:
+      key: PRNG key.
+      anchors: [B, D'] anchor embeddings.
+      anchor_labels: [B] labels of the anchors.
+      d_ij: [B] distances of the pairs.
+      cand_emb: [C, D'] candidate embeddings.
+      cand_labels: [C] candidate labels.
+      num_negatives: [B] |T_{y_i}|.
+      margin: gamma.
+      max_tries: draws per pair.
+
+    Returns:
+      ``Violators`` with index into the C candidates.
+    """
+    if max_tries < 1:
+        raise ValueError(f"the wsabie sampler needs max_tries >= 1, got {max_tries}")
+    b = anchors.shape[0]
+    draws = jax.random.randint(key, (b, max_tries), 0, cand_emb.shape[0])
+    negative = cand_labels[draws] != anchor_labels[:, None]
+    diff = anchors[:, None, :] - cand_emb[draws]
+    d_ik = jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    violating = negative & (margin + d_ij[:, None] - d_ik > 0)
+    first = jnp.argmax(violating, axis=1)
+    found = jnp.any(violating, axis=1)
+    tries = jnp.sum(negative & (jnp.arange(max_tries)[None, :] <= first[:, None]), axis=1)
+    rank = jnp.where(found, jnp.floor((num_negatives - 1) / jnp.maximum(tries, 1)), 0.0)
+    index = jnp.take_along_axis(draws, first[:, None], 1)[:, 0]
+    return Violators(index.astype(jnp.int32), rank.astype(jnp.float32), found)

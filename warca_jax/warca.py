@@ -46,8 +46,10 @@ def check_config(cfg, *, n: int, d: int) -> None:
     for name in ("batch_size", "num_iters", "log_every"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.candidate_pool < 0 or cfg.max_tries < 0:
-        raise ValueError("candidate_pool and max_tries must be >= 0 (0: all candidates / no cap)")
+    if cfg.candidate_pool < 0:
+        raise ValueError(f"candidate_pool must be >= 0 (0: all), got {cfg.candidate_pool}")
+    if cfg.sampler == "wsabie" and cfg.max_tries < 1:
+        raise ValueError(f"the wsabie sampler needs max_tries >= 1, got {cfg.max_tries}")
     if cfg.margin <= 0:
         raise ValueError(f"margin must be positive, got {cfg.margin}")
     if cfg.gradient not in GRADIENTS:
@@ -98,11 +100,15 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
             ea, ep, ec = feats[i] @ w.T, feats[j] @ w.T, feats[cand] @ w.T
         cand_labels = table.labels[cand] if use_pool else table.labels
         d_ij = losses.safe_norm(ea - ep)
-        d_ik = sampling.pairwise_dist(ea, ec)
-        negative = cand_labels[None, :] != table.labels[i][:, None]
-        viol = sampling.find_violators(
-            kv, d_ij, d_ik, negative, table.num_negatives[i],
-            margin=margin, sampler=cfg.sampler, max_tries=cfg.max_tries)
+        anchor_labels = table.labels[i]
+        if cfg.sampler == "exact":
+            negative = cand_labels[None, :] != anchor_labels[:, None]
+            viol = sampling.exact_violators(
+                kv, ea, d_ij, ec, negative, table.num_negatives[i], margin=margin)
+        else:
+            viol = sampling.wsabie_violators(
+                kv, ea, anchor_labels, d_ij, ec, cand_labels, table.num_negatives[i],
+                margin=margin, max_tries=cfg.max_tries)
         k = cand[viol.index] if use_pool else viol.index
         weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
         weights = jax.lax.stop_gradient(weights)

@@ -1,0 +1,223 @@
+"""Tests for warca_jax.evaluation (and the CMC plot)."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from warca_jax import evaluation
+from warca_jax.evaluation import (
+    DISTANCES,
+    evaluate,
+    evaluate_distances,
+    pairwise_distances,
+    single_shot_evaluate,
+)
+from warca_jax.plots import plot_cmc
+
+
+def reference(dist, ql, gl, qc, gc):
+    """Plain NumPy protocol: stable argsort per query, junk removed, then CMC/AP/INP."""
+    firsts, aps, inps = [], [], []
+    for i in range(len(ql)):
+        order = np.argsort(dist[i], kind="stable")
+        lab, cam = gl[order], gc[order]
+        junk = ((lab == ql[i]) & (cam == qc[i])) | (lab == -1)
+        pos = np.flatnonzero(lab[~junk] == ql[i]) + 1
+        if len(pos) == 0:
+            continue
+        firsts.append(pos[0])
+        aps.append(np.mean(np.arange(1, len(pos) + 1) / pos))
+        inps.append(len(pos) / pos[-1])
+    firsts = np.array(firsts)
+    g = dist.shape[1]
+    cmc = np.array([100.0 * np.mean(firsts <= r) for r in range(1, g + 1)])
+    return {
+        "cmc": cmc,
+        "rank1": cmc[0],
+        "rank5": cmc[min(5, g) - 1],
+        "mAP": 100.0 * np.mean(aps),
+        "mINP": 100.0 * np.mean(inps),
+        "AUC": cmc.mean(),
+        "num_valid": len(firsts),
+        "num_skipped": len(ql) - len(firsts),
+    }
+
+
+def assert_matches_reference(res, ref):
+    np.testing.assert_allclose(res["cmc"], ref["cmc"], rtol=1e-6, atol=1e-9)
+    for key in ("rank1", "rank5", "mAP", "mINP", "AUC"):
+        np.testing.assert_allclose(res[key], ref[key], rtol=1e-6, err_msg=key)
+    assert res["num_valid"] == ref["num_valid"]
+    assert res["num_skipped"] == ref["num_skipped"]
+
+
+def random_protocol(rng, nq=31, ng=57, ids=8, cams=3):
+    ql = rng.integers(1, ids + 3, nq)  # ids above `ids` have no gallery image: skipped
+    gl = rng.integers(-1, ids + 1, ng)  # includes -1 (junk) and 0 (distractors)
+    return ql, gl, rng.integers(1, cams + 1, nq), rng.integers(1, cams + 1, ng)
+
+
+# ----------------------------------------------------------------------------- distances
+@pytest.mark.parametrize("metric", DISTANCES)
+@pytest.mark.parametrize("block_size", [7, 1024])
+def test_pairwise_distances_match_scipy(metric, block_size):
+    rng = np.random.default_rng(0)
+    x = rng.random((20, 6)).astype(np.float32)
+    y = rng.random((9, 6)).astype(np.float32)
+    x[3] = 0.0  # zero row for cosine, 0/0 terms for chi2
+    y[2, :3] = 0.0
+    x[4, :3] = 0.0
+    got = np.asarray(pairwise_distances(x, y, metric=metric, block_size=block_size))
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    if metric == "chi2":
+        num = (x64[:, None] - y64[None]) ** 2
+        den = x64[:, None] + y64[None]
+        want = np.where(den > 0, num / np.where(den > 0, den, 1), 0).sum(-1)
+    elif metric == "cosine":
+        want = cdist(x64 + (x64 == 0).all(1, keepdims=True), y64, "cosine")
+        want[3] = 1.0  # zero vector: cos similarity 0 by convention
+    else:
+        want = cdist(x64, y64, {"manhattan": "cityblock"}.get(metric, metric))
+    assert got.shape == (20, 9) and got.dtype == np.float32
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_chi2_rejects_negative_features():
+    with pytest.raises(ValueError, match="non-negative"):
+        pairwise_distances(-np.ones((2, 3)), np.ones((2, 3)), metric="chi2")
+
+
+# ----------------------------------------------------------------------------- protocol
+@pytest.mark.parametrize("block_size", [1, 7, 256])
+def test_evaluate_distances_matches_reference_with_ties(block_size):
+    rng = np.random.default_rng(1)
+    ql, gl, qc, gc = random_protocol(rng)
+    dist = np.round(rng.random((31, 57)), 1).astype(np.float32)  # many ties
+    dist[:, 5] = -0.0  # ties between -0.0 and +0.0 too
+    dist[:, 6] = 0.0
+    ref = reference(dist, ql, gl, qc, gc)
+    assert ref["num_skipped"] > 0 and ref["num_valid"] > 0
+    res = evaluate_distances(dist, ql, gl, qc, gc, block_size=block_size)
+    assert_matches_reference(res, ref)
+    assert res["num_queries"] == 31
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "manhattan", "sqeuclidean"])
+def test_evaluate_features_matches_reference(metric):
+    rng = np.random.default_rng(2)
+    ql, gl, qc, gc = random_protocol(rng, nq=13, ng=40)
+    xq = rng.integers(0, 3, (13, 4)).astype(np.float32)  # integer features: exact ties
+    xg = rng.integers(0, 3, (40, 4)).astype(np.float32)
+    name = {"manhattan": "cityblock"}.get(metric, metric)
+    ref = reference(cdist(xq, xg, name).astype(np.float32), ql, gl, qc, gc)
+    res = evaluate(xq, xg, ql, gl, qc, gc, metric=metric, block_size=4)
+    assert_matches_reference(res, ref)
+
+
+def test_hand_computed_case():
+    ql, qc = np.array([1, 2]), np.array([1, 1])
+    gl, gc = np.array([1, 2, 1, 3, 2]), np.array([2, 2, 1, 2, 2])
+    dist = np.array([[0.3, 0.1, 0.5, 0.2, 0.4], [0.2, 0.4, 0.1, 0.3, 0.5]])
+    # q0: kept order g1 g3 g0 g4 (g2 junk) -> match at 3. q1: matches at 4 and 5.
+    res = evaluate_distances(dist, ql, gl, qc, gc)
+    np.testing.assert_allclose(res["cmc"], [0, 0, 50, 100, 100])
+    assert res["rank1"] == 0 and res["rank5"] == 100 and res["rank20"] == 100
+    np.testing.assert_allclose(res["mAP"], 100 * (1 / 3 + (1 / 4 + 2 / 5) / 2) / 2)
+    np.testing.assert_allclose(res["mINP"], 100 * (1 / 3 + 2 / 5) / 2)
+    np.testing.assert_allclose(res["AUC"], 50.0)
+    json.dumps({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in res.items()})
+
+
+def test_perfect_ranking():
+    gl = np.repeat(np.arange(1, 6), 3)
+    gc = np.tile([1, 2, 3], 5)
+    ql, qc = np.arange(1, 6), np.full(5, 4)
+    dist = (ql[:, None] != gl[None, :]).astype(np.float32)
+    res = evaluate_distances(dist, ql, gl, qc, gc, max_rank=30)
+    assert res["rank1"] == res["mAP"] == res["AUC"] == res["mINP"] == 100.0
+    assert res["cmc"].shape == (30,) and np.all(res["cmc"] == 100.0)
+
+
+def test_max_rank_shorter_than_gallery():
+    rng = np.random.default_rng(3)
+    ql, gl, qc, gc = random_protocol(rng)
+    dist = rng.random((31, 57)).astype(np.float32)
+    full = evaluate_distances(dist, ql, gl, qc, gc)
+    short = evaluate_distances(dist, ql, gl, qc, gc, max_rank=10)
+    np.testing.assert_array_equal(short["cmc"], full["cmc"][:10])
+    assert short["rank20"] == full["rank20"] == full["cmc"][19]
+
+
+def test_no_valid_query_raises():
+    with pytest.raises(ValueError, match="no query has a true match"):
+        evaluate_distances(np.zeros((1, 2)), [1], [2, -1], [1], [2, 2])
+
+
+# ----------------------------------------------------------------------------- single shot
+def test_single_shot():
+    rng = np.random.default_rng(4)
+    ql, qc = np.arange(1, 11), np.ones(10, int)
+    gl, gc = np.repeat(np.arange(1, 11), 4), np.full(40, 2)
+    xq = rng.standard_normal((10, 5)).astype(np.float32)
+    xg = (np.repeat(xq, 4, 0) + rng.standard_normal((40, 5))).astype(np.float32)
+    a = single_shot_evaluate(xq, xg, ql, gl, qc, gc, repeats=4, seed=0)
+    b = single_shot_evaluate(xq, xg, ql, gl, qc, gc, repeats=4, seed=0)
+    c = single_shot_evaluate(xq, xg, ql, gl, qc, gc, repeats=4, seed=1)
+    assert a["mAP"] == b["mAP"] and np.array_equal(a["cmc"], b["cmc"])
+    assert a["mAP"] != c["mAP"]
+    assert a["cmc"].shape == (10,) and a["rank1_std"] >= 0 and a["mAP_std"] > 0
+    # One image per identity: every draw is the whole gallery.
+    one = single_shot_evaluate(xq, xg[::4], ql, gl[::4], qc, gc[::4], repeats=3)
+    plain = evaluate(xq, xg[::4], ql, gl[::4], qc, gc[::4])
+    for key in ("rank1", "rank5", "mAP", "mINP", "AUC"):
+        np.testing.assert_allclose(one[key], plain[key], rtol=1e-6)
+    np.testing.assert_allclose(one["cmc"], plain["cmc"])
+    assert one["rank1_std"] == 0.0
+
+
+# ----------------------------------------------------------------------------- bad input
+X, G = np.ones((3, 4)), np.ones((5, 4))
+IDS = dict(query_labels=[1, 2, 3], gallery_labels=[1, 2, 3, 4, 5])
+CAMS = dict(query_cams=[1, 1, 1], gallery_cams=[2, 2, 2, 2, 2])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(query_features=np.ones(4)), "2-D"),
+        (dict(gallery_features=np.ones((5, 3))), "dims differ"),
+        (dict(query_features=np.full((3, 4), np.nan)), "NaN or inf"),
+        (dict(gallery_features=np.full((5, 4), np.inf)), "NaN or inf"),
+        (dict(query_labels=[1, 2]), "query_labels"),
+        (dict(gallery_cams=[1, 2]), "gallery_cams"),
+        (dict(metric="mahalanobis"), "unknown metric"),
+        (dict(max_rank=0), "max_rank"),
+    ],
+)
+def test_evaluate_bad_input(kwargs, match, monkeypatch):
+    monkeypatch.setattr(evaluation, "_evaluate_blocks", None)  # must fail before any work
+    args = dict(query_features=X, gallery_features=G, **IDS, **CAMS) | kwargs
+    with pytest.raises(ValueError, match=match):
+        evaluate(**args)
+
+
+@pytest.mark.parametrize(
+    "dist, match",
+    [(np.ones(5), "2-D"), (np.full((3, 5), np.nan), "NaN or inf"), (np.ones((3, 4)), "gallery")],
+)
+def test_evaluate_distances_bad_input(dist, match):
+    with pytest.raises(ValueError, match=match):
+        evaluate_distances(dist, **IDS, **CAMS)
+
+
+# ----------------------------------------------------------------------------- plot
+def test_plot_cmc_writes_png(tmp_path):
+    path = plot_cmc(
+        {"euclidean": np.linspace(40, 100, 60), "warca": np.linspace(60, 100, 60)},
+        tmp_path / "cmc.png",
+        title="CMC",
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
