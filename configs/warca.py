@@ -57,7 +57,7 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.sampler = "exact"  # 'exact': count violators among all candidates;
     #                             'wsabie': draw negatives until one violates, rank (|T|-1)/tries.
     c.method.candidate_pool = 0  # random candidates shared by a step (0: all training points).
-    c.method.max_tries = 128  # wsabie: negatives drawn per pair at most.
+    c.method.max_tries = 0  # wsabie: give up after this many tries (0: no cap).
     c.method.batch_size = 512  # pairs per minibatch.
     c.method.num_iters = 2000  # Adam iterations.
     c.method.learning_rate = 1e-2  # Adam step size eta.

@@ -48,8 +48,13 @@ def test_primal_hinge_grad_matches_autodiff(seed, jit):
 
 def test_primal_hinge_numerical_gradient():
     w, u, v, weights, _ = _triplets(3)
-    check_grads(lambda w: losses.warca_hinge_loss(w, u, v, weights, margin=1.0),
-                (w,), order=1, modes=["rev"], eps=1e-6)
+    check_grads(
+        lambda w: losses.warca_hinge_loss(w, u, v, weights, margin=1.0),
+        (w,),
+        order=1,
+        modes=["rev"],
+        eps=1e-6,
+    )
 
 
 def test_hinge_grad_is_w_times_g_sum():
@@ -58,17 +63,26 @@ def test_hinge_grad_is_w_times_g_sum():
     pu, pv = u @ w.T, v @ w.T
     hinge, dij, dik = losses.triplet_hinge(pu, pv, margin=1.0)
     expected = sum(
-        weights[b] * (hinge[b] > 0) / len(u) * w @ losses.outer_product_g(u[b], v[b], dij[b], dik[b])
-        for b in range(len(u)))
-    np.testing.assert_allclose(losses.warca_hinge_grad(w, u, v, weights, margin=1.0), expected,
-                               rtol=1e-10, atol=1e-12)
+        weights[b]
+        * (hinge[b] > 0)
+        / len(u)
+        * w
+        @ losses.outer_product_g(u[b], v[b], dij[b], dik[b])
+        for b in range(len(u))
+    )
+    np.testing.assert_allclose(
+        losses.warca_hinge_grad(w, u, v, weights, margin=1.0), expected, rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("kind", ["aon", "frobenius", "none"])
 def test_penalty_grads(kind):
     w = jnp.asarray(np.random.default_rng(5).normal(size=(3, 6)))
-    np.testing.assert_allclose(losses.penalty_grad(w, kind=kind),
-                               jax.grad(lambda w: losses.penalty(w, kind=kind))(w), rtol=1e-12)
+    np.testing.assert_allclose(
+        losses.penalty_grad(w, kind=kind),
+        jax.grad(lambda w: losses.penalty(w, kind=kind))(w),
+        rtol=1e-12,
+    )
     check_grads(lambda w: losses.penalty(w, kind=kind), (w,), order=2)
 
 
@@ -109,7 +123,8 @@ def test_preconditioned_hinge_grad_is_grad_times_k_inverse(seed):
     plain = losses.kernel_warca_hinge_grad(a, gram[i], gram[j], gram[k], weights, margin=1.0)
     emb = gram @ a.T
     pre, _ = losses.kernel_hinge_precond_grad(
-        emb, jnp.asarray(i), jnp.asarray(j), jnp.asarray(k), weights, margin=1.0, n=gram.shape[0])
+        emb, jnp.asarray(i), jnp.asarray(j), jnp.asarray(k), weights, margin=1.0, n=gram.shape[0]
+    )
     np.testing.assert_allclose(pre @ gram, plain, rtol=1e-8, atol=1e-10)
     # At most three non-zero columns per triplet.
     assert int(jnp.sum(jnp.any(pre != 0, axis=0))) <= 3 * len(i)
@@ -122,16 +137,20 @@ def test_sparse_e_is_k_inverse_g_k_inverse():
     dij, dik = 0.7, 1.3
     g = losses.outer_product_g(gram[i] - gram[j], gram[i] - gram[k], dij, dik)
     kinv = jnp.linalg.inv(gram)
-    np.testing.assert_allclose(kinv @ g @ kinv, losses.sparse_e(i, j, k, dij, dik, gram.shape[0]),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        kinv @ g @ kinv, losses.sparse_e(i, j, k, dij, dik, gram.shape[0]), atol=1e-6
+    )
     # The paper counts nine non-zeros; two of them share the (i, i) entry, so seven are distinct.
     assert int(jnp.sum(losses.sparse_e(i, j, k, dij, dik, 9) != 0)) == 7
 
 
 def test_kernel_aon_penalty_grads():
     gram, a, *_ = _kernel_problem(3)
-    np.testing.assert_allclose(losses.kernel_aon_penalty_grad(a, gram),
-                               jax.grad(losses.kernel_aon_penalty)(a, gram), rtol=1e-10)
+    np.testing.assert_allclose(
+        losses.kernel_aon_penalty_grad(a, gram),
+        jax.grad(losses.kernel_aon_penalty)(a, gram),
+        rtol=1e-10,
+    )
     pre = losses.kernel_aon_penalty_precond_grad(a, gram @ a.T)
     np.testing.assert_allclose(pre @ gram, losses.kernel_aon_penalty_grad(a, gram), rtol=1e-8)
 
@@ -141,19 +160,27 @@ def test_zero_distance_pair_gives_finite_gradient():
     u = jnp.zeros((2, 5))  # x_i == x_j: d_ij = 0
     v = jnp.asarray(np.random.default_rng(8).normal(size=(2, 5))) * 0.01
     weights = jnp.ones(2)
-    for g in (losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
-              jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0)):
+    for g in (
+        losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
+        jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0),
+    ):
         assert bool(jnp.all(jnp.isfinite(g)))
-    np.testing.assert_allclose(losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
-                               jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
+        jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 def test_rank_weight():
     r = jnp.arange(6.0)
-    np.testing.assert_allclose(losses.rank_weight(r, weighting="harmonic"),
-                               [0, 1, 1.5, 1.5 + 1 / 3, 1.5 + 1 / 3 + 0.25, 1.5 + 1 / 3 + 0.25 + 0.2],
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        losses.rank_weight(r, weighting="harmonic"),
+        [0, 1, 1.5, 1.5 + 1 / 3, 1.5 + 1 / 3 + 0.25, 1.5 + 1 / 3 + 0.25 + 0.2],
+        rtol=1e-10,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(losses.rank_weight(r, weighting="uniform"), r)
     with pytest.raises(ValueError, match="unknown rank weighting"):
         losses.rank_weight(r, weighting="log")

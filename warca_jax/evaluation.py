@@ -24,112 +24,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-DISTANCES = ("euclidean", "sqeuclidean", "cosine", "manhattan", "chi2")
+from warca_jax.distances import (  # noqa: F401  (DISTANCES, pairwise_distances re-exported)
+    DISTANCES,
+    block_distances,
+    check_features,
+    pad_rows,
+    pairwise_distances,
+    row_block,
+    sq_norms,
+)
 
-# Bound on b * m * d for the metrics that need a [b, m, d] intermediate.
-_MAX_BROADCAST_ELEMENTS = 64 * 2**20
 _RANKS = (1, 5, 10, 20)
-
-
-# ----------------------------------------------------------------------------- distances
-def _block_distances(
-    x: jax.Array, y: jax.Array, xx: jax.Array, yy: jax.Array, *, metric: str
-) -> jax.Array:
-    """Distances between a row block and the gallery.
-
-    Args:
-      x: [b, d]. y: [m, d].
-      xx: [b] and yy: [m] squared norms, computed by a separate call: inside this fusion
-        XLA would recompute the row reduction for every output element (2x slower).
-      metric: one of ``DISTANCES``.
-
-    Returns:
-      [b, m] distances.
-    """
-    hi = jax.lax.Precision.HIGHEST
-    if metric in ("euclidean", "sqeuclidean"):
-        sq = jnp.maximum(xx[:, None] + yy[None, :] - 2.0 * jnp.dot(x, y.T, precision=hi), 0.0)
-        return jnp.sqrt(sq) if metric == "euclidean" else sq
-    if metric == "cosine":
-        nx, ny = jnp.sqrt(xx), jnp.sqrt(yy)
-        inv_x = jnp.where(nx > 0, 1.0 / jnp.where(nx > 0, nx, 1.0), 0.0)  # zero rows: cos 0
-        inv_y = jnp.where(ny > 0, 1.0 / jnp.where(ny > 0, ny, 1.0), 0.0)
-        return 1.0 - jnp.dot(x, y.T, precision=hi) * inv_x[:, None] * inv_y[None, :]
-    diff = x[:, None, :] - y[None, :, :]
-    if metric == "manhattan":
-        return jnp.sum(jnp.abs(diff), axis=-1)
-    s = x[:, None, :] + y[None, :, :]
-    return jnp.sum(jnp.where(s > 0, diff * diff / jnp.where(s > 0, s, 1.0), 0.0), axis=-1)
-
-
-_sq_norms = jax.jit(lambda a: jnp.sum(a * a, axis=1))
-_distances_jit = jax.jit(_block_distances, static_argnames="metric")
-
-
-def _row_block(block_size: int, m: int, d: int, metric: str) -> int:
-    if metric in ("manhattan", "chi2"):
-        return max(1, min(block_size, _MAX_BROADCAST_ELEMENTS // max(m * d, 1)))
-    return block_size
-
-
-def _check_features(x, y, metric: str, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-    if metric not in DISTANCES:
-        raise ValueError(f"unknown metric {metric!r}; expected one of {DISTANCES}")
-    if not isinstance(block_size, int | np.integer) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
-    for name, a in (("query", x), ("gallery", y)):
-        if a.ndim != 2:
-            raise ValueError(f"{name} features must be 2-D [n, d], got shape {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} features contain NaN or inf; expected finite values")
-    if x.shape[1] != y.shape[1]:
-        raise ValueError(f"query and gallery feature dims differ: {x.shape[1]} vs {y.shape[1]}")
-    if metric == "chi2" and (np.any(x < 0) or np.any(y < 0)):
-        raise ValueError("chi2 distance requires non-negative features; got negative values")
-    return x, y
-
-
-def _pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
-    if a.shape[0] == rows:
-        return a
-    return np.pad(a, [(0, rows - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
-
-
-def pairwise_distances(
-    x: jax.typing.ArrayLike,
-    y: jax.typing.ArrayLike,
-    *,
-    metric: str = "euclidean",
-    block_size: int = 1024,
-) -> jax.Array:
-    """Pairwise distances, computed jitted in row blocks of ``x``.
-
-    ``euclidean`` is ``sqrt(max(||x||^2 + ||y||^2 - 2 x.y, 0))`` and ``sqeuclidean`` the
-    clamped square; ``cosine`` is ``1 - cos`` with zero vectors at distance 1 from all;
-    ``manhattan`` is L1; ``chi2`` is ``sum (x - y)^2 / (x + y)`` with ``0/0`` terms as 0
-    (non-negative inputs only). For ``manhattan``/``chi2`` the block is shrunk so that the
-    ``[b, m, d]`` intermediate stays below 64M elements.
-
-    Args:
-      x: [n, d] features.
-      y: [m, d] features.
-      metric: one of ``DISTANCES``.
-      block_size: rows of ``x`` per jitted call (the last block is padded).
-
-    Returns:
-      [n, m] float32 distances.
-    """
-    x, y = _check_features(x, y, metric, block_size)
-    b = _row_block(block_size, y.shape[0], y.shape[1], metric)
-    b = min(b, max(x.shape[0], 1))
-    yj = jnp.asarray(y)
-    yy = _sq_norms(yj)
-    out = []
-    for i in range(0, x.shape[0], b):
-        xb = jnp.asarray(_pad_rows(x[i : i + b], b))
-        out.append(_distances_jit(xb, yj, _sq_norms(xb), yy, metric=metric)[: x.shape[0] - i])
-    return jnp.concatenate(out) if out else jnp.zeros((0, y.shape[0]), jnp.float32)
 
 
 # ----------------------------------------------------------------------------- ranking
@@ -154,7 +59,7 @@ def _sort_keys(dist: jax.Array, *, idx_bits: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("metric", "idx_bits"))
 def _feature_keys(x, y, xx, yy, *, metric, idx_bits):
-    return _sort_keys(_block_distances(x, y, xx, yy, metric=metric), idx_bits=idx_bits)
+    return _sort_keys(block_distances(x, y, xx, yy, metric=metric), idx_bits=idx_bits)
 
 
 _dist_keys = jax.jit(_sort_keys, static_argnames="idx_bits")
@@ -240,13 +145,13 @@ def _evaluate_blocks(block_keys, nq, ql, qc, gl, gc, *, block_size, max_rank) ->
             pending = block_keys(start + b, b, idx_bits)
         sorted_keys = np.sort(keys.ravel())
         rows = slice(start, start + b)
-        blk_same = _pad_rows(same[rows], b)
+        blk_same = pad_rows(same[rows], b)
         rank = np.searchsorted(sorted_keys, np.take_along_axis(keys, blk_same, axis=1))
         rank = rank - np.arange(b)[:, None] * g
         out = _query_stats(
             jnp.asarray(rank, jnp.int32),
-            jnp.asarray(_pad_rows(good[rows], b)),
-            jnp.asarray(_pad_rows(junk[rows], b)),
+            jnp.asarray(pad_rows(good[rows], b)),
+            jnp.asarray(pad_rows(junk[rows], b)),
         )
         stats.append([np.asarray(o)[: min(b, nq - start)] for o in out])
     first, ap, inp, num_good = (
@@ -316,17 +221,17 @@ def evaluate(
     Returns:
       dict of plain Python numbers and one numpy array:
     """
-    x, y = _check_features(query_features, gallery_features, metric, block_size)
+    x, y = check_features(query_features, gallery_features, metric, block_size)
     ql, gl, qc, gc = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
     yj = jnp.asarray(y[gl != -1])
-    yy = _sq_norms(yj)
-    b_max = _row_block(block_size, yj.shape[0], yj.shape[1], metric)
+    yy = sq_norms(yj)
+    b_max = row_block(block_size, yj.shape[0], yj.shape[1], metric)
 
     def block_keys(start, rows, idx_bits):
-        xb = jnp.asarray(_pad_rows(x[start : start + rows], rows))
-        return _feature_keys(xb, yj, _sq_norms(xb), yy, metric=metric, idx_bits=idx_bits)
+        xb = jnp.asarray(pad_rows(x[start : start + rows], rows))
+        return _feature_keys(xb, yj, sq_norms(xb), yy, metric=metric, idx_bits=idx_bits)
 
     return _evaluate_blocks(block_keys, len(x), ql, qc, gl, gc, block_size=b_max, max_rank=max_rank)
 
@@ -367,7 +272,7 @@ def evaluate_distances(
     kept = gl != -1
 
     def block_keys(start, rows, idx_bits):
-        block = _pad_rows(dist[start : start + rows][:, kept], rows)
+        block = pad_rows(dist[start : start + rows][:, kept], rows)
         return _dist_keys(jnp.asarray(block), idx_bits=idx_bits)
 
     return _evaluate_blocks(
@@ -414,7 +319,7 @@ def single_shot_evaluate(
     """
     if not isinstance(repeats, int | np.integer) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
-    x, y = _check_features(query_features, gallery_features, metric, 1)
+    x, y = check_features(query_features, gallery_features, metric, 1)
     ql, gl, qc, gc = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )

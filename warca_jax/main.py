@@ -15,7 +15,8 @@ from ml_collections import config_flags
 from warca_jax import train
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True)
+    "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the run's outputs.")
 flags.mark_flags_as_required(["config", "workdir"])
 

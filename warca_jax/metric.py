@@ -64,7 +64,8 @@ class Metric:
             if self.projection.shape[1] != self.support.shape[0]:
                 raise ValueError(
                     f"kernel projection has {self.projection.shape[1]} columns but there are "
-                    f"{self.support.shape[0]} support vectors")
+                    f"{self.support.shape[0]} support vectors"
+                )
 
     @property
     def output_dim(self) -> int:
@@ -87,7 +88,8 @@ class Metric:
         x = np.asarray(x)
         if x.ndim != 2 or x.shape[1] != self.input_dim:
             raise ValueError(
-                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}")
+                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
+            )
         if not np.all(np.isfinite(x)):
             raise ValueError("transform got NaN or inf in the features")
         if self.kind == "identity":
@@ -100,7 +102,8 @@ class Metric:
             xb = jnp.asarray(x[s : s + block_size], jnp.float32)
             if self.kind == "kernel":
                 xb = kernels.kernel_matrix(
-                    xb, jnp.asarray(self.support), kernel=self.kernel, gamma=self.gamma)
+                    xb, jnp.asarray(self.support), kernel=self.kernel, gamma=self.gamma
+                )
             out.append(np.asarray(xb @ proj.T))
         if not out:
             return np.zeros((0, self.output_dim), np.float32)
@@ -117,11 +120,17 @@ class Metric:
     def save(self, path: str | os.PathLike) -> None:
         """Writes the metric to ``path`` (.npz); refuses a non-finite metric."""
         if not self.is_finite():
-            raise FloatingPointError(f"refusing to save a non-finite {self.name or self.kind} metric")
-        meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("projection", "support")}
-        arrays = {k: getattr(self, k) for k in ("projection", "support")
-                  if getattr(self, k) is not None}
+            raise FloatingPointError(
+                f"refusing to save a non-finite {self.name or self.kind} metric"
+            )
+        meta = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("projection", "support")
+        }
+        arrays = {
+            k: getattr(self, k) for k in ("projection", "support") if getattr(self, k) is not None
+        }
         tmp = f"{os.fspath(path)}.tmp.npz"
         np.savez(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
         os.replace(tmp, path)

@@ -30,7 +30,9 @@ from warca_jax import losses
 PENALTY_MODES = ("coupled", "decoupled")
 
 
-def penalty_value(params: jax.Array, *, kind: str, embeddings: jax.Array | None = None) -> jax.Array:
+def penalty_value(
+    params: jax.Array, *, kind: str, embeddings: jax.Array | None = None
+) -> jax.Array:
     """R(params): the penalty of the primal form, or of the kernel form given K A^T."""
     if embeddings is None:
         return losses.penalty(params, kind=kind)

@@ -5,18 +5,25 @@ the same label. Step 2 draws k uniformly among the violators of (i, j), the
 samples of another label with gamma + d_ij - d_ik > 0, and estimates
 rank_ij, the number of violators, which sets the weight L(rank_ij).
 
-Two samplers are offered, both vectorised over the minibatch:
+Both samplers compare each anchor with every candidate: all N training
+points, or a random pool of C of them shared by the minibatch (``pool``).
+On one device the B x C comparison is cheaper than gathering per-pair
+random candidates, so both do it and differ in how they estimate the rank:
 
-* ``exact``: compare each anchor with every candidate (all N training points,
-  or a random pool of C shared by the minibatch), count the violators and draw
-  k uniformly among them. With all N points the count is rank_ij itself; with
-  a pool it is scaled by |T_y| / (negatives in the pool). Work: B x C.
-* ``wsabie``: the WSABIE procedure. Each pair draws negatives uniformly (with
-  replacement) one at a time until one violates; the tries t give the estimate
-  rank_ij ~ floor((|T_y| - 1) / t) and the violator met is k. Here the first
-  ``max_tries`` draws of every pair are made at once and the first violator
-  among them is taken; a pair with none in ``max_tries`` draws gets no update,
-  as in WSABIE with a cap. Work: B x max_tries, independent of N.
+* ``exact``: count the violators among the candidates. With all N points the
+  count is rank_ij itself; with a pool it is scaled by |T_y| / (negatives in
+  the pool), an unbiased estimate.
+* ``wsabie``: the WSABIE estimate floor((|T_y| - 1) / t), where t is the number
+  of negatives WSABIE draws (uniformly, with replacement) until the first
+  violator. t is drawn from its law, the geometric law with success
+  probability (violators / negatives among the candidates), which is the same
+  random variable as the sequential loop without the loop; a pair whose t
+  exceeds ``max_tries`` gets no update, as in WSABIE with a cap.
+
+In both, k is drawn uniformly among the violating candidates (the first
+violator met by sequential sampling is such a draw): a uniform integer r below
+the violator count picks the r-th violator, so one random number per pair is
+drawn, not one per candidate.
 
 Everything here is outside the gradient: indices, ranks and weights are
 returned through ``jax.lax.stop_gradient`` by the callers' design (they are
@@ -76,7 +83,8 @@ def make_pair_table(labels: np.ndarray) -> PairTable:
     if partners.sum() == 0:
         raise ValueError(
             "no positive pairs: every identity has a single sample; WARCA needs at least "
-            "one identity with two or more samples")
+            "one identity with two or more samples"
+        )
     cdf = np.cumsum(partners) / partners.sum()
     return PairTable(
         labels=jnp.asarray(inverse, jnp.int32),
@@ -98,14 +106,29 @@ def sample_pairs(key: jax.Array, table: PairTable, batch_size: int) -> tuple[jax
     Returns:
       (i [B], j [B]) int32 indices.
     """
-    k1, k2 = jax.random.split(key)
+    u, v = uniforms(key, (2, batch_size))
     n = table.labels.shape[0]
-    u = jax.random.uniform(k1, (batch_size,))
     i = jnp.minimum(jnp.searchsorted(table.anchor_cdf, u, side="right"), n - 1)
     c = table.count[i]
-    shift = 1 + jax.random.randint(k2, (batch_size,), 0, jnp.maximum(c - 1, 1))
+    shift = 1 + jnp.minimum(jnp.floor(v * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
     j = table.order[table.start[i] + (table.pos[i] + shift) % c]
     return i.astype(jnp.int32), j
+
+
+def uniforms(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform floats in [0, 1) with 23 random bits, from one threefry call.
+
+    The samplers need a few random vectors per step; drawing them from one
+    ``jax.random.bits`` call keeps XLA's compile time down (every threefry
+    instance in a jitted step costs compile time on the CPU).
+    """
+    bits = jax.random.bits(key, shape, jnp.uint32)
+    return jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - 1.0
+
+
+def random_indices(key: jax.Array, size: int, n: int) -> jax.Array:
+    """``size`` indices drawn uniformly from [0, n) with replacement (modulo bias < n / 2^32)."""
+    return (jax.random.bits(key, (size,), jnp.uint32) % jnp.uint32(n)).astype(jnp.int32)
 
 
 class Violators(NamedTuple):
@@ -128,101 +151,78 @@ def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
-def _select_nth(mask: jax.Array, r: jax.Array, *, width: int = 32) -> jax.Array:
-    """Column of the r-th (0-based) True entry of each row of mask [B, C].
+def _select_nth(mask: jax.Array, r: jax.Array, *, width: int = 32) -> tuple[jax.Array, jax.Array]:
+    """Column of the r-th (0-based) True entry of each row of mask [B, C], and the row counts.
 
-    Two levels (counts per block of ``width`` columns, then inside one block)
-    instead of a cumulative sum over C, which XLA's CPU backend runs slowly.
+    Two levels (counts per block of ``width`` columns, then inside one block) in a
+    single pass over the mask, instead of a cumulative sum over C, which XLA's CPU
+    backend runs slowly.
+
+    Args:
+      mask: [B, C] bool.
+      r: [B] int32, or a callable count -> r (so r may depend on the counts).
+
+    Returns:
+      ([B] int32 column, [B] int32 number of True entries).
     """
     b, c = mask.shape
     nb = -(-c // width)
     blocks = jnp.pad(mask, ((0, 0), (0, nb * width - c))).reshape(b, nb, width)
     per_block = jnp.sum(blocks, axis=2, dtype=jnp.int32)
     cum = jnp.cumsum(per_block, axis=1)
+    count = cum[:, -1]
+    r = r(count) if callable(r) else r
     blk = jnp.minimum(jnp.sum(cum <= r[:, None], axis=1), nb - 1)
     before = jnp.take_along_axis(cum - per_block, blk[:, None], 1)[:, 0]
     inner = jnp.take_along_axis(blocks, blk[:, None, None], 1)[:, 0]
     pos = jnp.argmax(jnp.cumsum(inner, axis=1, dtype=jnp.int32) > (r - before)[:, None], axis=1)
-    return blk * width + pos
+    return (blk * width + pos).astype(jnp.int32), count
 
 
-def exact_violators(
+def find_violators(
     key: jax.Array,
-    anchors: jax.Array,
     d_ij: jax.Array,
-    cand_emb: jax.Array,
+    d_ik: jax.Array,
     negative: jax.Array,
     num_negatives: jax.Array,
     *,
     margin: float,
+    sampler: str = "exact",
+    max_tries: int = 0,
 ) -> Violators:
-    """Counts the violators among all candidates and draws one uniformly.
+    """Draws one violator per pair among the candidates and estimates rank_ij.
 
     Args:
       key: PRNG key.
-      anchors: [B, D'] anchor embeddings.
       d_ij: [B] distances of the pairs.
-      cand_emb: [C, D'] candidate embeddings.
+      d_ik: [B, C] distances from each anchor to the candidates.
       negative: [B, C] bool, candidate has a label other than the anchor's.
       num_negatives: [B] |T_{y_i}|, negatives of the anchor in the training set.
       margin: gamma.
+      sampler: ``exact`` or ``wsabie``.
+      max_tries: ``wsabie``: negatives drawn at most before giving up (0: no cap).
 
     Returns:
       ``Violators`` with index into the C candidates.
     """
-    d_ik = pairwise_dist(anchors, cand_emb)
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
+    u, v = uniforms(key, (2,) + d_ij.shape)
     violating = negative & (margin + d_ij[:, None] - d_ik > 0)
-    count = jnp.sum(violating, axis=1, dtype=jnp.int32)
-    r = jnp.floor(jax.random.uniform(key, count.shape) * count).astype(jnp.int32)
-    index = _select_nth(violating, jnp.minimum(r, jnp.maximum(count - 1, 0)))
-    in_pool = jnp.maximum(jnp.sum(negative, axis=1, dtype=jnp.int32), 1)
+    index, count = _select_nth(
+        violating, lambda n: jnp.minimum(jnp.floor(u * n), jnp.maximum(n - 1, 0)).astype(jnp.int32)
+    )
     found = count > 0
-    rank = jnp.where(found, count * (num_negatives / in_pool), 0.0)
-    return Violators(index.astype(jnp.int32), rank.astype(jnp.float32), found)
-
-
-def wsabie_violators(
-    key: jax.Array,
-    anchors: jax.Array,
-    anchor_labels: jax.Array,
-    d_ij: jax.Array,
-    cand_emb: jax.Array,
-    cand_labels: jax.Array,
-    num_negatives: jax.Array,
-    *,
-    margin: float,
-    max_tries: int,
-) -> Violators:
-    """WSABIE sequential sampling, ``max_tries`` draws per pair made at once.
-
-    Draws that hit the anchor's own label are rejected (not counted as tries),
-    so the tries are uniform draws from the negatives.
-
-    Args:
-      key: PRNG key.
-      anchors: [B, D'] anchor embeddings.
-      anchor_labels: [B] labels of the anchors.
-      d_ij: [B] distances of the pairs.
-      cand_emb: [C, D'] candidate embeddings.
-      cand_labels: [C] candidate labels.
-      num_negatives: [B] |T_{y_i}|.
-      margin: gamma.
-      max_tries: draws per pair.
-
-    Returns:
-      ``Violators`` with index into the C candidates.
-    """
-    if max_tries < 1:
-        raise ValueError(f"the wsabie sampler needs max_tries >= 1, got {max_tries}")
-    b = anchors.shape[0]
-    draws = jax.random.randint(key, (b, max_tries), 0, cand_emb.shape[0])
-    negative = cand_labels[draws] != anchor_labels[:, None]
-    diff = anchors[:, None, :] - cand_emb[draws]
-    d_ik = jnp.sqrt(jnp.sum(diff * diff, axis=-1))
-    violating = negative & (margin + d_ij[:, None] - d_ik > 0)
-    first = jnp.argmax(violating, axis=1)
-    found = jnp.any(violating, axis=1)
-    tries = jnp.sum(negative & (jnp.arange(max_tries)[None, :] <= first[:, None]), axis=1)
-    rank = jnp.where(found, jnp.floor((num_negatives - 1) / jnp.maximum(tries, 1)), 0.0)
-    index = jnp.take_along_axis(draws, first[:, None], 1)[:, 0]
-    return Violators(index.astype(jnp.int32), rank.astype(jnp.float32), found)
+    in_pool = jnp.maximum(jnp.sum(negative, axis=1, dtype=jnp.int32), 1)
+    if sampler == "exact":
+        rank = count * (num_negatives / in_pool)
+    else:
+        p = count / in_pool
+        v = jnp.maximum(1.0 - v, 1e-12)  # in (0, 1]
+        log_q = jnp.log1p(-jnp.minimum(p, 1.0 - 1e-7))
+        tries = jnp.where(p >= 1.0, 1.0, 1.0 + jnp.floor(jnp.log(v) / log_q))
+        if max_tries > 0:
+            found = found & (tries <= max_tries)
+        rank = jnp.floor((num_negatives - 1) / tries)
+    rank = jnp.where(found, rank, 0.0)
+    return Violators(index, rank.astype(jnp.float32), found)

@@ -29,8 +29,18 @@ from warca_jax import data as data_lib
 from warca_jax import evaluation, plots, warca
 from warca_jax.metric import Metric
 
-SUMMARY_KEYS = ("rank1", "rank5", "rank10", "rank20", "mAP", "mINP", "AUC",
-                "train_seconds", "eval_seconds", "num_skipped")
+SUMMARY_KEYS = (
+    "rank1",
+    "rank5",
+    "rank10",
+    "rank20",
+    "mAP",
+    "mINP",
+    "AUC",
+    "train_seconds",
+    "eval_seconds",
+    "num_skipped",
+)
 _CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
 
 # name -> fit(features, labels, method_cfg, *, seed, log_fn, progress) -> (Metric, history)
@@ -41,20 +51,29 @@ def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=Fa
     """Fits the learner named ``method_cfg.name`` and returns (Metric, history)."""
     if method_cfg.name not in METHODS:
         raise ValueError(f"unknown method {method_cfg.name!r}; expected one of {sorted(METHODS)}")
-    return METHODS[method_cfg.name](features, labels, method_cfg, seed=seed, log_fn=log_fn,
-                                    progress=progress)
+    return METHODS[method_cfg.name](
+        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress
+    )
 
 
-def evaluate_metric(metric: Metric, dataset: data_lib.Dataset, split: data_lib.Split,
-                    eval_cfg, *, seed: int = 0) -> dict:
+def evaluate_metric(
+    metric: Metric, dataset: data_lib.Dataset, split: data_lib.Split, eval_cfg, *, seed: int = 0
+) -> dict:
     """Embeds the split's query and gallery with ``metric`` and evaluates them."""
     x = dataset.features
     q, g = split.query_idx, split.gallery_idx
-    args = (metric.transform(x[q]), metric.transform(x[g]), dataset.labels[q],
-            dataset.labels[g], dataset.cams[q], dataset.cams[g])
+    args = (
+        metric.transform(x[q]),
+        metric.transform(x[g]),
+        dataset.labels[q],
+        dataset.labels[g],
+        dataset.cams[q],
+        dataset.cams[g],
+    )
     if eval_cfg.single_shot:
         return evaluation.single_shot_evaluate(
-            *args, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed)
+            *args, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed
+        )
     return evaluation.evaluate(*args, metric=metric.distance)
 
 
@@ -85,7 +104,8 @@ def _check_config(workdir: str, config) -> None:
         if json.loads(old) != json.loads(text):
             raise ValueError(
                 f"{workdir} holds a run with a different config ({path}); use a new workdir "
-                "or remove it to start over")
+                "or remove it to start over"
+            )
         return
     with open(path, "w") as f:
         f.write(text)
@@ -109,14 +129,21 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
     seed = config.seed + s
 
     with open(metrics_path, "a") as mf:
+
         def log_fn(row):
             mf.write(json.dumps({"split": s, **row}) + "\n")
             mf.flush()
 
         t0 = time.perf_counter()
         train = split.train_idx
-        metric, _ = fit_method(dataset.features[train], dataset.labels[train], config.method,
-                               seed=seed, log_fn=log_fn, progress=config.progress)
+        metric, _ = fit_method(
+            dataset.features[train],
+            dataset.labels[train],
+            config.method,
+            seed=seed,
+            log_fn=log_fn,
+            progress=config.progress,
+        )
         train_seconds = time.perf_counter() - t0
     metric.save(os.path.join(workdir, f"model_split{s}.npz"))
     t0 = time.perf_counter()
@@ -125,8 +152,13 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
     res["train_seconds"] = train_seconds
     out = {"split": s, **_jsonable(res)}
     if config.eval.baseline:
-        base = evaluate_metric(Metric("identity", dataset.features.shape[1], name="euclidean"),
-                               dataset, split, config.eval, seed=seed)
+        base = evaluate_metric(
+            Metric("identity", dataset.features.shape[1], name="euclidean"),
+            dataset,
+            split,
+            config.eval,
+            seed=seed,
+        )
         out["baseline_euclidean"] = _jsonable(base)
     _write_json(os.path.join(workdir, f"split_{s}.json"), out)
     return out
@@ -163,20 +195,38 @@ def train_and_evaluate(config, workdir: str) -> dict:
             logging.info("split %d already done; reusing %s", s, path)
             continue
         res = run_split(dataset, s, config, workdir)
-        logging.info("split %d: rank1 %.2f  mAP %.2f  (train %.1fs)", s, res["rank1"],
-                     res["mAP"], res["train_seconds"])
+        logging.info(
+            "split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
+            s,
+            res["rank1"],
+            res["mAP"],
+            res["train_seconds"],
+        )
         per_split.append(res)
 
     summary = summarise(per_split)
-    results = {"method": config.method.name, "dataset": dataset.name,
-               "num_splits": len(per_split), **summary, "splits": per_split}
+    results = {
+        "method": config.method.name,
+        "dataset": dataset.name,
+        "num_splits": len(per_split),
+        **summary,
+        "splits": per_split,
+    }
     curves = {config.method.name: summary["cmc"]}
     if config.eval.baseline:
-        base = summarise([r["baseline_euclidean"] | {"train_seconds": 0.0, "eval_seconds": 0.0}
-                          for r in per_split])
+        base = summarise(
+            [
+                r["baseline_euclidean"] | {"train_seconds": 0.0, "eval_seconds": 0.0}
+                for r in per_split
+            ]
+        )
         results["baseline_euclidean"] = {"mean": base["mean"], "std": base["std"]}
         curves["euclidean"] = base["cmc"]
     _write_json(os.path.join(workdir, "results.json"), results)
-    plots.plot_cmc(curves, os.path.join(workdir, "cmc.png"), max_rank=config.eval.plot_max_rank,
-                   title=f"{config.method.name} on {dataset.name}")
+    plots.plot_cmc(
+        curves,
+        os.path.join(workdir, "cmc.png"),
+        max_rank=config.eval.plot_max_rank,
+        title=f"{config.method.name} on {dataset.name}",
+    )
     return results

@@ -20,7 +20,9 @@ and shared by the violator search, the hinge gradient and the penalty.
 
 from __future__ import annotations
 
+import functools
 import time
+import types
 from collections.abc import Callable
 
 import jax
@@ -38,7 +40,9 @@ GRADIENTS = ("closed_form", "autodiff")
 def check_config(cfg, *, n: int, d: int) -> None:
     """Raises ValueError for a WARCA config that cannot run on N x D training data."""
     if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
-        raise ValueError(f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}")
+        raise ValueError(
+            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
+        )
     limit = n if cfg.kernel != "none" else d
     if not 1 <= cfg.dim <= limit:
         what = "training samples" if cfg.kernel != "none" else "input dimensions"
@@ -48,8 +52,8 @@ def check_config(cfg, *, n: int, d: int) -> None:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
     if cfg.candidate_pool < 0:
         raise ValueError(f"candidate_pool must be >= 0 (0: all), got {cfg.candidate_pool}")
-    if cfg.sampler == "wsabie" and cfg.max_tries < 1:
-        raise ValueError(f"the wsabie sampler needs max_tries >= 1, got {cfg.max_tries}")
+    if cfg.max_tries < 0:
+        raise ValueError(f"max_tries must be >= 0 (0: no cap), got {cfg.max_tries}")
     if cfg.margin <= 0:
         raise ValueError(f"margin must be positive, got {cfg.margin}")
     if cfg.gradient not in GRADIENTS:
@@ -57,11 +61,14 @@ def check_config(cfg, *, n: int, d: int) -> None:
     if cfg.sampler not in sampling.SAMPLERS:
         raise ValueError(f"unknown sampler {cfg.sampler!r}; expected one of {sampling.SAMPLERS}")
     if cfg.weighting not in losses.WEIGHTINGS:
-        raise ValueError(f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}")
+        raise ValueError(
+            f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}"
+        )
     if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
         raise ValueError(
             "autodiff gives the plain kernel gradient, not the K^-1 preconditioned one: "
-            "set preconditioned=False or gradient='closed_form'")
+            "set preconditioned=False or gradient='closed_form'"
+        )
 
 
 def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = None) -> jax.Array:
@@ -74,12 +81,8 @@ def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = No
     return a / jnp.sqrt(jnp.maximum(scale, 1e-30))
 
 
-def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
-    """Builds the jitted ``step(state, feats, table, key) -> (state, metrics)``.
-
-    ``feats`` is X: [N, D] in the primal form and K: [N, N] in the kernel form;
-    ``table`` is the ``sampling.PairTable`` of the training labels.
-    """
+def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+    """The un-jitted ``step(state, feats, table, key) -> (state, metrics)``."""
     margin, lam = float(cfg.margin), float(cfg.lam)
     pool = int(cfg.candidate_pool)
     precond = kernel_form and cfg.preconditioned
@@ -90,7 +93,7 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
         kp, kc, kv = jax.random.split(jax.random.fold_in(key, state.step), 3)
         i, j = sampling.sample_pairs(kp, table, cfg.batch_size)
         use_pool = 0 < pool < n
-        cand = jax.random.randint(kc, (pool,), 0, n) if use_pool else None
+        cand = sampling.random_indices(kc, pool, n) if use_pool else None
         if kernel_form or not use_pool:
             emb = feats @ w.T  # [N, D']: K A^T or X W^T
             ea, ep = emb[i], emb[j]
@@ -101,14 +104,16 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
         cand_labels = table.labels[cand] if use_pool else table.labels
         d_ij = losses.safe_norm(ea - ep)
         anchor_labels = table.labels[i]
-        if cfg.sampler == "exact":
-            negative = cand_labels[None, :] != anchor_labels[:, None]
-            viol = sampling.exact_violators(
-                kv, ea, d_ij, ec, negative, table.num_negatives[i], margin=margin)
-        else:
-            viol = sampling.wsabie_violators(
-                kv, ea, anchor_labels, d_ij, ec, cand_labels, table.num_negatives[i],
-                margin=margin, max_tries=cfg.max_tries)
+        viol = sampling.find_violators(
+            kv,
+            d_ij,
+            sampling.pairwise_dist(ea, ec),
+            cand_labels[None, :] != anchor_labels[:, None],
+            table.num_negatives[i],
+            margin=margin,
+            sampler=cfg.sampler,
+            max_tries=cfg.max_tries,
+        )
         k = cand[viol.index] if use_pool else viol.index
         weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
         weights = jax.lax.stop_gradient(weights)
@@ -116,7 +121,8 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
         extra = {"embeddings": emb} if kernel_form else {}
         if precond:
             grad, hinge = losses.kernel_hinge_precond_grad(
-                emb, i, j, k, weights, margin=margin, n=n)
+                emb, i, j, k, weights, margin=margin, n=n
+            )
         else:
             u, v = feats[i] - feats[j], feats[i] - feats[k]
             hinge = losses.triplet_hinge(pu, pv, margin=margin)[0]
@@ -139,7 +145,54 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
         new_state = optim.TrainState(optax.apply_updates(w, updates), opt_state, state.step + 1)
         return new_state, metrics
 
-    return jax.jit(step, donate_argnums=0)
+    return step
+
+
+def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+    """Builds the jitted ``step(state, feats, table, key) -> (state, metrics)``.
+
+    ``feats`` is X: [N, D] in the primal form and K: [N, N] in the kernel form;
+    ``table`` is the ``sampling.PairTable`` of the training labels; the step
+    uses ``fold_in(key, state.step)``, so a run is reproducible from the seed.
+    """
+    return jax.jit(_step_fn(cfg, tx, kernel_form=kernel_form), donate_argnums=0)
+
+
+def make_train_chunk(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+    """Like ``make_train_step`` but runs ``length`` steps in one call (``lax.scan``).
+
+    ``chunk(state, feats, table, key, length) -> (state, metrics)`` with the
+    metrics averaged over the chunk; the same steps as calling the single step
+    ``length`` times, with one dispatch from Python instead of ``length``.
+    """
+    step = _step_fn(cfg, tx, kernel_form=kernel_form)
+
+    def chunk(state, feats, table, key, length):
+        def body(st, _):
+            return step(st, feats, table, key)
+
+        state, metrics = jax.lax.scan(body, state, None, length=length)
+        return state, jax.tree.map(jnp.mean, metrics)
+
+    return jax.jit(chunk, static_argnums=4, donate_argnums=0)
+
+
+@functools.lru_cache(maxsize=32)
+def _optimizer_and_chunk(frozen_cfg: tuple, kernel_form: bool):
+    """``tx`` and the jitted chunk for a config, built once per distinct config.
+
+    Fits with the same method config (the splits of a protocol) then share one
+    compiled program instead of compiling it again for every fit.
+    """
+    cfg = types.SimpleNamespace(**dict(frozen_cfg))
+    tx = optim.make_optimizer(
+        learning_rate=cfg.learning_rate,
+        lam=cfg.lam,
+        penalty=cfg.penalty,
+        penalty_mode=cfg.penalty_mode,
+        preconditioned=kernel_form and cfg.preconditioned,
+    )
+    return tx, make_train_chunk(cfg, tx, kernel_form=kernel_form)
 
 
 def _validate(features, labels, cfg):
@@ -155,7 +208,8 @@ def _validate(features, labels, cfg):
     if np.sum(counts >= 2) < 2 or len(counts) < 2:
         raise ValueError(
             "WARCA needs at least two identities with two or more images; "
-            f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}")
+            f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}"
+        )
     check_config(cfg, n=x.shape[0], d=x.shape[1])
     if cfg.kernel != "none":
         kernels.check_kernel_input(x, cfg.kernel)
@@ -195,41 +249,43 @@ def fit(
     gamma = 1.0
     t0 = time.perf_counter()
     if kernel_form:
-        gamma = float(cfg.kernel_gamma) if cfg.kernel_gamma > 0 else kernels.default_gamma(
-            x, cfg.kernel, seed=seed)
-        feats = kernels.kernel_matrix(jnp.asarray(x), jnp.asarray(x), kernel=cfg.kernel, gamma=gamma)
+        feats, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
         if not bool(jnp.all(jnp.isfinite(feats))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1], gram=feats)
     else:
         feats = jnp.asarray(x)
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
-    tx = optim.make_optimizer(
-        learning_rate=cfg.learning_rate, lam=cfg.lam, penalty=cfg.penalty,
-        penalty_mode=cfg.penalty_mode, preconditioned=kernel_form and cfg.preconditioned)
+    tx, chunk = _optimizer_and_chunk(tuple(sorted(cfg.items())), kernel_form)
     state = optim.TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
-    step = make_train_step(cfg, tx, kernel_form=kernel_form)
     history = []
     bar = tqdm(total=cfg.num_iters, desc="warca", disable=not progress, leave=False)
-    for it in range(1, cfg.num_iters + 1):
-        state, metrics = step(state, feats, table, key_train)
-        if it % cfg.log_every == 0 or it == cfg.num_iters:
-            row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            row.update(step=it, seconds=time.perf_counter() - t0)
-            if not all(np.isfinite(v) for v in row.values()):
-                raise FloatingPointError(
-                    f"WARCA diverged at step {it}: {row}; lower learning_rate or lam")
-            history.append(row)
-            if log_fn is not None:
-                log_fn(row)
-            bar.update(it - bar.n)
+    it = 0
+    while it < cfg.num_iters:
+        length = min(cfg.log_every, cfg.num_iters - it)
+        state, metrics = chunk(state, feats, table, key_train, length)
+        it += length
+        row = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        row.update(step=it, seconds=time.perf_counter() - t0)
+        if not all(np.isfinite(v) for v in row.values()):
+            raise FloatingPointError(
+                f"WARCA diverged by step {it}: {row}; lower learning_rate or lam"
+            )
+        history.append(row)
+        if log_fn is not None:
+            log_fn(row)
+        bar.update(length)
     bar.close()
     proj = np.asarray(state.params)
     metric = Metric(
-        kind="kernel" if kernel_form else "linear", input_dim=x.shape[1], projection=proj,
-        support=x if kernel_form else None, kernel=cfg.kernel if kernel_form else "none",
-        gamma=gamma, name="warca")
+        kind="kernel" if kernel_form else "linear",
+        input_dim=x.shape[1],
+        projection=proj,
+        support=x if kernel_form else None,
+        kernel=cfg.kernel if kernel_form else "none",
+        gamma=gamma,
+        name="warca",
+    )
     if not metric.is_finite():
         raise FloatingPointError("WARCA produced a non-finite model; lower learning_rate or lam")
     return metric, history
-

@@ -1,0 +1,63 @@
+"""Metric: transform, save/load round trip, refusals."""
+
+import numpy as np
+import pytest
+
+from warca_jax import kernels
+from warca_jax.metric import Metric
+
+
+def test_linear_and_kernel_transform_and_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(20, 6)).astype(np.float32)
+    w = rng.normal(size=(3, 6)).astype(np.float32)
+    lin = Metric("linear", 6, projection=w, name="warca")
+    np.testing.assert_allclose(lin.transform(x, block_size=7), x @ w.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lin.mahalanobis_matrix(), w.T @ w, rtol=1e-6)
+
+    support = rng.uniform(size=(11, 6)).astype(np.float32)
+    a = rng.normal(size=(3, 11)).astype(np.float32)
+    ker = Metric("kernel", 6, projection=a, support=support, kernel="chi2_rbf", gamma=0.3)
+    expected = np.asarray(kernels.kernel_matrix(x, support, kernel="chi2_rbf", gamma=0.3)) @ a.T
+    np.testing.assert_allclose(ker.transform(x), expected, rtol=1e-5, atol=1e-6)
+
+    for m in (lin, ker):
+        path = tmp_path / f"{m.kind}.npz"
+        m.save(path)
+        back = Metric.load(path)
+        assert (back.kind, back.kernel, back.gamma, back.name) == (
+            m.kind,
+            m.kernel,
+            m.gamma,
+            m.name,
+        )
+        np.testing.assert_array_equal(back.transform(x), m.transform(x))
+
+
+def test_transform_checks_its_input():
+    m = Metric("linear", 4, projection=np.eye(2, 4, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"shape \[n, 4\]"):
+        m.transform(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="NaN"):
+        m.transform(np.full((3, 4), np.nan))
+    k = Metric("kernel", 2, projection=np.ones((1, 3)), support=np.ones((3, 2)), kernel="chi2")
+    with pytest.raises(ValueError, match="non-negative"):
+        k.transform(-np.ones((2, 2)))
+
+
+def test_non_finite_metric_is_never_saved(tmp_path):
+    w = np.array([[np.nan, 1.0]], np.float32)
+    m = Metric("linear", 2, projection=w)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        m.save(tmp_path / "m.npz")
+    assert not list(tmp_path.iterdir())
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved metric"):
+        Metric.load(tmp_path / "missing.npz")
+    np.savez(tmp_path / "other.npz", a=np.ones(2))
+    with pytest.raises(KeyError, match="not a saved Metric"):
+        Metric.load(tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="support vectors"):
+        Metric("kernel", 2, projection=np.ones((1, 3)))
