@@ -45,6 +45,8 @@ _CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
 
 # name -> fit(features, labels, method_cfg, *, seed, log_fn, progress) -> (Metric, history)
 METHODS: dict[str, Callable] = {"warca": warca.fit}
+# name -> validate(features, labels, method_cfg), run on every split before any training
+VALIDATORS: dict[str, Callable] = {"warca": warca.validate_inputs}
 
 
 def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False):
@@ -184,6 +186,11 @@ def train_and_evaluate(config, workdir: str) -> dict:
       The dict written to results.json.
     """
     dataset = data_lib.load_dataset(config.data)
+    if config.method.name not in METHODS:
+        raise ValueError(f"unknown method {config.method.name!r}; expected one of {sorted(METHODS)}")
+    for split in dataset.splits:
+        t = split.train_idx
+        VALIDATORS[config.method.name](dataset.features[t], dataset.labels[t], config.method)
     os.makedirs(workdir, exist_ok=True)
     _check_config(workdir, config)
     per_split = []

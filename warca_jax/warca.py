@@ -195,7 +195,13 @@ def _optimizer_and_chunk(frozen_cfg: tuple, kernel_form: bool):
     return tx, make_train_chunk(cfg, tx, kernel_form=kernel_form)
 
 
-def _validate(features, labels, cfg):
+def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks training data and config before any work; returns float32 features and labels.
+
+    Raises:
+      ValueError: NaN/inf, shape mismatches, too few identities, a config that
+        cannot run on this data, or negative features for a chi2 kernel.
+    """
     x = np.asarray(features)
     y = np.asarray(labels)
     if x.ndim != 2:
@@ -242,7 +248,7 @@ def fit(
       ValueError: bad input or config, before any training.
       FloatingPointError: training diverged (non-finite loss or parameters).
     """
-    x, y = _validate(features, labels, cfg)
+    x, y = validate_inputs(features, labels, cfg)
     kernel_form = cfg.kernel != "none"
     table = sampling.make_pair_table(y)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))

@@ -1,0 +1,151 @@
+"""WARCA training: it learns, it is reproducible, its paths agree, it refuses bad input."""
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+
+from configs.warca import get_config
+from warca_jax import data, evaluation, warca
+
+
+def _method(variant="linear", **overrides):
+    cfg = copy.deepcopy(get_config(variant).method)
+    cfg.unlock()
+    cfg.update(**overrides)
+    return cfg
+
+
+def _split_eval(learned, ds, split, **kw):
+    x, q, g = ds.features, split.query_idx, split.gallery_idx
+    f = learned.transform if learned is not None else (lambda a: a)
+    return evaluation.evaluate(f(x[q]), f(x[g]), ds.labels[q], ds.labels[g], ds.cams[q],
+                               ds.cams[g], **kw)
+
+
+@pytest.fixture(scope="module")
+def default_data():
+    """The default config's synthetic dataset (200 identities, half for training)."""
+    return data.load_dataset(get_config("linear").data)
+
+
+def test_warca_beats_euclidean_by_a_wide_margin(default_data):
+    ds, split = default_data, default_data.splits[0]
+    cfg = _method(num_iters=600)
+    metric, hist = warca.fit(ds.features[split.train_idx], ds.labels[split.train_idx], cfg)
+    learned = _split_eval(metric, ds, split)
+    euclid = _split_eval(None, ds, split)
+    assert euclid["rank1"] < 40
+    assert learned["rank1"] >= euclid["rank1"] + 35
+    assert learned["mAP"] >= euclid["mAP"] + 30
+    assert hist[-1]["loss"] < hist[0]["loss"]
+
+
+def test_kernel_warca_chi2_beats_chi2_distance():
+    ds = data.load_dataset(get_config("chi2").data)
+    split = ds.splits[0]
+    cfg = _method("chi2", num_iters=400)
+    metric, _ = warca.fit(ds.features[split.train_idx], ds.labels[split.train_idx], cfg)
+    assert metric.kind == "kernel" and metric.kernel == "chi2_rbf" and metric.gamma > 0
+    learned = _split_eval(metric, ds, split)
+    chi2 = _split_eval(None, ds, split, metric="chi2")
+    assert learned["rank1"] >= chi2["rank1"] + 25
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(sampler="wsabie"), dict(candidate_pool=64), dict(sampler="wsabie", max_tries=20),
+     dict(penalty="frobenius", penalty_mode="decoupled"), dict(weighting="uniform")],
+)
+def test_options_learn(default_data, overrides):
+    ds, split = default_data, default_data.splits[1]
+    cfg = _method(num_iters=300, **overrides)
+    metric, _ = warca.fit(ds.features[split.train_idx], ds.labels[split.train_idx], cfg)
+    assert _split_eval(metric, ds, split)["rank1"] >= _split_eval(None, ds, split)["rank1"] + 25
+
+
+def _small_problem(seed=0, hist=False):
+    x, y, _ = data.make_synthetic(num_ids=30, images_per_id=4, dim=16, signal_dim=4,
+                                  num_nuisance=2, histogram=hist, seed=seed)
+    return x, y
+
+
+def test_same_seed_same_result():
+    x, y = _small_problem()
+    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
+    a, ha = warca.fit(x, y, cfg, seed=3)
+    b, hb = warca.fit(x, y, cfg, seed=3)
+    c, _ = warca.fit(x, y, cfg, seed=4)
+    np.testing.assert_array_equal(a.projection, b.projection)
+    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
+    assert not np.allclose(a.projection, c.projection)
+
+
+@pytest.mark.parametrize("kernel", ["none", "rbf"])
+def test_closed_form_and_autodiff_training_agree(kernel):
+    x, y = _small_problem()
+    common = dict(dim=6, num_iters=30, batch_size=64, log_every=30, kernel=kernel,
+                  preconditioned=False)
+    a, _ = warca.fit(x, y, _method(gradient="closed_form", **common), seed=1)
+    b, _ = warca.fit(x, y, _method(gradient="autodiff", **common), seed=1)
+    np.testing.assert_allclose(a.projection, b.projection, rtol=1e-3, atol=1e-4)
+
+
+def test_duplicate_images_do_not_give_nan():
+    x, y = _small_problem()
+    x[1] = x[0]  # d_ij = 0 for the pair (0, 1)
+    x[5] = x[4]
+    cfg = _method(dim=6, num_iters=50, batch_size=256, log_every=25)
+    metric, hist = warca.fit(x, y, cfg)
+    assert metric.is_finite() and all(np.isfinite(r["loss"]) for r in hist)
+
+
+def test_divergence_is_an_error_not_a_model():
+    x, y = _small_problem()
+    cfg = _method(dim=6, num_iters=60, batch_size=64, log_every=20, learning_rate=1e12)
+    with pytest.raises(FloatingPointError, match="diverged|non-finite"):
+        warca.fit(x, y, cfg)
+
+
+@pytest.mark.parametrize(
+    "mutate, overrides, match",
+    [
+        (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 7, np.nan, x), y), {},
+         "NaN or inf"),
+        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x[:, 0], y), {}, "2-D"),
+        (lambda x, y: (x, np.arange(len(y))), {}, "two identities with two or more"),
+        (lambda x, y: (x, np.where(y < 1, 0, np.arange(len(y)) + 100)), {},
+         "two identities with two or more"),
+        (lambda x, y: (x, y), {"dim": 17}, "output dim"),
+        (lambda x, y: (x, y), {"kernel": "chi2"}, "non-negative"),
+        (lambda x, y: (x, y), {"kernel": "poly"}, "unknown kernel"),
+        (lambda x, y: (x, y), {"sampler": "warp"}, "unknown sampler"),
+        (lambda x, y: (x, y), {"kernel": "rbf", "gradient": "autodiff"}, "preconditioned"),
+        (lambda x, y: (x, y), {"batch_size": 0}, "batch_size"),
+        (lambda x, y: (x, y), {"learning_rate": -1.0}, "learning_rate"),
+    ],
+)
+def test_bad_input_is_refused_before_training(mutate, overrides, match):
+    x, y = _small_problem()
+    x = x - x.mean()  # has negative entries
+    x, y = mutate(x, y)
+    with pytest.raises(ValueError, match=match):
+        warca.fit(x, y, _method(**{"dim": 6, "num_iters": 5, **overrides}))
+
+
+def test_train_step_is_one_jitted_step():
+    x, y = _small_problem()
+    cfg = _method(dim=6, batch_size=32)
+    from warca_jax import optim, sampling
+
+    tx = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
+    params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
+    state = optim.TrainState(params, tx.init(params), jax.numpy.zeros((), jax.numpy.int32))
+    step = warca.make_train_step(cfg, tx, kernel_form=False)
+    state, metrics = step(state, jax.numpy.asarray(x), sampling.make_pair_table(y),
+                          jax.random.PRNGKey(1))
+    assert int(state.step) == 1
+    assert set(metrics) >= {"loss", "hinge", "penalty", "mean_rank", "violated_frac"}
+    np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init
