@@ -10,10 +10,14 @@ import pytest
 from warca_jax import sampling
 
 
+def _u(seed, b):
+    return sampling.to_uniform(jax.random.bits(jax.random.PRNGKey(seed), (2, b), jnp.uint32))
+
+
 def test_pairs_are_uniform_over_same_label_pairs():
     labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3])  # 2 + 6 + 20 ordered pairs; 3 has none
     table = sampling.make_pair_table(labels)
-    i, j = jax.jit(sampling.sample_pairs, static_argnums=2)(jax.random.PRNGKey(0), table, 28_000)
+    i, j = jax.jit(sampling.sample_pairs)(_u(0, 28_000), table)
     i, j = np.asarray(i), np.asarray(j)
     assert np.all(labels[i] == labels[j]) and np.all(i != j)
     counts = collections.Counter(zip(i.tolist(), j.tolist(), strict=True))
@@ -37,7 +41,7 @@ def test_exact_violators_count_and_draw_a_violator():
     d_ij = rng.uniform(0, 2, 64)
     negative = rng.uniform(size=(64, 150)) > 0.1
     viol = sampling.find_violators(
-        jax.random.PRNGKey(1),
+        _u(1, 64),
         jnp.asarray(d_ij, jnp.float32),
         jnp.asarray(d_ik, jnp.float32),
         jnp.asarray(negative),
@@ -63,7 +67,7 @@ def test_violator_draw_is_uniform(sampler):
     b = 4096
     d_ij, d_ik, negative = _every_seventh(b)
     viol = jax.jit(sampling.find_violators, static_argnames=("margin", "sampler", "max_tries"))(
-        jax.random.PRNGKey(2), d_ij, d_ik, negative, jnp.full(b, 100.0), margin=1.0, sampler=sampler
+        _u(2, b), d_ij, d_ik, negative, jnp.full(b, 100.0), margin=1.0, sampler=sampler
     )
     idx = np.asarray(viol.index)
     assert set(idx.tolist()) <= set(range(0, 100, 7))
@@ -76,7 +80,7 @@ def test_violator_draw_is_uniform(sampler):
 def test_exact_rank_from_a_pool_is_rescaled():
     negative = jnp.asarray(np.array([[True] * 5 + [False] * 5]))
     viol = sampling.find_violators(
-        jax.random.PRNGKey(0),
+        _u(0, 1),
         jnp.ones(1),
         jnp.zeros((1, 10)),
         negative,
@@ -92,7 +96,7 @@ def test_wsabie_tries_follow_the_geometric_law():
     d_ik = jnp.tile(jnp.where(jnp.arange(c) % 4 == 0, 0.0, 5.0), (b, 1))
     big = 720720.0  # divisible by 1..16, so t = (|T| - 1) / rank exactly for t <= 16
     viol = sampling.find_violators(
-        jax.random.PRNGKey(3),
+        _u(3, b),
         jnp.full(b, 0.5),
         d_ik,
         jnp.ones((b, c), bool),
@@ -108,7 +112,7 @@ def test_wsabie_tries_follow_the_geometric_law():
     assert abs(np.mean(tries) - 4.0) < 0.2
     assert abs(np.mean(tries == 1) - 0.25) < 0.03
     capped = sampling.find_violators(
-        jax.random.PRNGKey(3),
+        _u(3, b),
         jnp.full(b, 0.5),
         d_ik,
         jnp.ones((b, c), bool),
@@ -123,7 +127,7 @@ def test_wsabie_tries_follow_the_geometric_law():
 
 def test_same_label_candidates_never_violate():
     viol = sampling.find_violators(
-        jax.random.PRNGKey(4),
+        _u(4, 8),
         jnp.ones(8),
         jnp.zeros((8, 50)),
         jnp.zeros((8, 50), bool),
@@ -135,7 +139,7 @@ def test_same_label_candidates_never_violate():
     np.testing.assert_array_equal(np.asarray(viol.rank), 0.0)
     with pytest.raises(ValueError, match="unknown sampler"):
         sampling.find_violators(
-            jax.random.PRNGKey(4),
+            _u(4, 8),
             jnp.ones(8),
             jnp.zeros((8, 50)),
             jnp.zeros((8, 50), bool),
@@ -157,3 +161,16 @@ def test_select_nth(width):
     for row in range(40):
         if count[row]:
             assert got[row] == np.nonzero(mask[row])[0][r[row]]
+
+
+def test_step_bits_are_distinct_per_step_and_reproducible():
+    key = jax.random.PRNGKey(7)
+    a = np.asarray(sampling.step_bits(key, jnp.int32(0), 101))
+    b = np.asarray(sampling.step_bits(key, jnp.int32(1), 101))
+    assert a.shape == (101,) and a.dtype == np.uint32
+    np.testing.assert_array_equal(a, np.asarray(sampling.step_bits(key, jnp.int32(0), 101)))
+    assert len(np.intersect1d(a, b)) == 0
+    u = np.asarray(sampling.to_uniform(jnp.asarray(np.concatenate([a, b]))))
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.07
+    typed = sampling.step_bits(jax.random.key(7), jnp.int32(0), 101)
+    np.testing.assert_array_equal(np.asarray(typed), a)

@@ -28,10 +28,21 @@ def _small(**data_overrides):
 def test_entry_point_writes_every_output(tmp_path):
     workdir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "warca_jax.main", "--config=configs/warca.py:small",
-         f"--workdir={workdir}", "--config.method.lam=0.001", "--config.method.num_iters=40",
-         "--config.method.log_every=20"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "warca_jax.main",
+            "--config=configs/warca.py:small",
+            f"--workdir={workdir}",
+            "--config.method.lam=0.001",
+            "--config.method.num_iters=40",
+            "--config.method.log_every=20",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["mean"]["rank1"] > 0
@@ -41,8 +52,18 @@ def test_entry_point_writes_every_output(tmp_path):
     assert {"loss", "mean_rank", "penalty", "seconds"} <= set(lines[0])
     results = json.loads((workdir / "results.json").read_text())
     assert results["num_splits"] == 2 and len(results["splits"]) == 2
-    for key in ("rank1", "rank5", "rank10", "rank20", "mAP", "mINP", "AUC", "train_seconds",
-                "eval_seconds", "num_skipped"):
+    for key in (
+        "rank1",
+        "rank5",
+        "rank10",
+        "rank20",
+        "mAP",
+        "mINP",
+        "AUC",
+        "train_seconds",
+        "eval_seconds",
+        "num_skipped",
+    ):
         assert key in results["mean"] and key in results["std"] and key in results["splits"][0]
     assert (workdir / "cmc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metric = Metric.load(workdir / "model_split0.npz")
@@ -51,9 +72,19 @@ def test_entry_point_writes_every_output(tmp_path):
 
 def test_unknown_config_field_fails_loudly(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "warca_jax.main", "--config=configs/warca.py:small",
-         f"--workdir={tmp_path}", "--config.method.lerning_rate=0.1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "warca_jax.main",
+            "--config=configs/warca.py:small",
+            f"--workdir={tmp_path}",
+            "--config.method.lerning_rate=0.1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "lerning_rate" in proc.stderr
 
 
@@ -86,14 +117,22 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
 
 
 def test_user_npz_with_fixed_splits(tmp_path):
-    x, y, cams = data.make_synthetic(num_ids=40, images_per_id=4, dim=16, signal_dim=4,
-                                     num_nuisance=2, seed=1)
+    x, y, cams = data.make_synthetic(
+        num_ids=40, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=1
+    )
     train_idx = np.nonzero(y < 20)[0]
     query_idx = np.nonzero((y >= 20) & (cams == 0))[0]
     gallery_idx = np.nonzero((y >= 20) & (cams == 1))[0]
     path = tmp_path / "feats.npz"
-    np.savez(path, features=x, labels=y, cams=cams, train_idx=train_idx, query_idx=query_idx,
-             gallery_idx=gallery_idx)
+    np.savez(
+        path,
+        features=x,
+        labels=y,
+        cams=cams,
+        train_idx=train_idx,
+        query_idx=query_idx,
+        gallery_idx=gallery_idx,
+    )
     config = _small(name="npz", path=str(path))
     config.method.dim = 8
     results = train.train_and_evaluate(config, str(tmp_path / "run"))

@@ -20,8 +20,9 @@ def _method(variant="linear", **overrides):
 def _split_eval(learned, ds, split, **kw):
     x, q, g = ds.features, split.query_idx, split.gallery_idx
     f = learned.transform if learned is not None else (lambda a: a)
-    return evaluation.evaluate(f(x[q]), f(x[g]), ds.labels[q], ds.labels[g], ds.cams[q],
-                               ds.cams[g], **kw)
+    return evaluation.evaluate(
+        f(x[q]), f(x[g]), ds.labels[q], ds.labels[g], ds.cams[q], ds.cams[g], **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +56,13 @@ def test_kernel_warca_chi2_beats_chi2_distance():
 
 @pytest.mark.parametrize(
     "overrides",
-    [dict(sampler="wsabie"), dict(candidate_pool=64), dict(sampler="wsabie", max_tries=20),
-     dict(penalty="frobenius", penalty_mode="decoupled"), dict(weighting="uniform")],
+    [
+        dict(sampler="wsabie"),
+        dict(candidate_pool=64),
+        dict(sampler="wsabie", max_tries=20),
+        dict(penalty="frobenius", penalty_mode="decoupled"),
+        dict(weighting="uniform"),
+    ],
 )
 def test_options_learn(default_data, overrides):
     ds, split = default_data, default_data.splits[1]
@@ -66,8 +72,9 @@ def test_options_learn(default_data, overrides):
 
 
 def _small_problem(seed=0, hist=False):
-    x, y, _ = data.make_synthetic(num_ids=30, images_per_id=4, dim=16, signal_dim=4,
-                                  num_nuisance=2, histogram=hist, seed=seed)
+    x, y, _ = data.make_synthetic(
+        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, histogram=hist, seed=seed
+    )
     return x, y
 
 
@@ -85,8 +92,9 @@ def test_same_seed_same_result():
 @pytest.mark.parametrize("kernel", ["none", "rbf"])
 def test_closed_form_and_autodiff_training_agree(kernel):
     x, y = _small_problem()
-    common = dict(dim=6, num_iters=30, batch_size=64, log_every=30, kernel=kernel,
-                  preconditioned=False)
+    common = dict(
+        dim=6, num_iters=30, batch_size=64, log_every=30, kernel=kernel, preconditioned=False
+    )
     a, _ = warca.fit(x, y, _method(gradient="closed_form", **common), seed=1)
     b, _ = warca.fit(x, y, _method(gradient="autodiff", **common), seed=1)
     np.testing.assert_allclose(a.projection, b.projection, rtol=1e-3, atol=1e-4)
@@ -111,13 +119,19 @@ def test_divergence_is_an_error_not_a_model():
 @pytest.mark.parametrize(
     "mutate, overrides, match",
     [
-        (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 7, np.nan, x), y), {},
-         "NaN or inf"),
+        (
+            lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 7, np.nan, x), y),
+            {},
+            "NaN or inf",
+        ),
         (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
         (lambda x, y: (x[:, 0], y), {}, "2-D"),
         (lambda x, y: (x, np.arange(len(y))), {}, "two identities with two or more"),
-        (lambda x, y: (x, np.where(y < 1, 0, np.arange(len(y)) + 100)), {},
-         "two identities with two or more"),
+        (
+            lambda x, y: (x, np.where(y < 1, 0, np.arange(len(y)) + 100)),
+            {},
+            "two identities with two or more",
+        ),
         (lambda x, y: (x, y), {"dim": 17}, "output dim"),
         (lambda x, y: (x, y), {"kernel": "chi2"}, "non-negative"),
         (lambda x, y: (x, y), {"kernel": "poly"}, "unknown kernel"),
@@ -144,8 +158,9 @@ def test_train_step_is_one_jitted_step():
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
     state = optim.TrainState(params, tx.init(params), jax.numpy.zeros((), jax.numpy.int32))
     step = warca.make_train_step(cfg, tx, kernel_form=False)
-    state, metrics = step(state, jax.numpy.asarray(x), sampling.make_pair_table(y),
-                          jax.random.PRNGKey(1))
+    state, metrics = step(
+        state, jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(1)
+    )
     assert int(state.step) == 1
     assert set(metrics) >= {"loss", "hinge", "penalty", "mean_rank", "violated_frac"}
     np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init

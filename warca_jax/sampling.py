@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import jax.extend.random as jax_random_ext
 import jax.numpy as jnp
 import numpy as np
 
@@ -97,38 +98,62 @@ def make_pair_table(labels: np.ndarray) -> PairTable:
     )
 
 
-def sample_pairs(key: jax.Array, table: PairTable, batch_size: int) -> tuple[jax.Array, jax.Array]:
-    """Draws ``batch_size`` ordered pairs (i, j), i != j, y_i = y_j, uniformly from S.
+def step_bits(key: jax.Array, step: jax.Array, size: int) -> jax.Array:
+    """``size`` random uint32 words for training step ``step``, from one threefry call.
 
-    i is drawn with probability (count_i - 1) / |S|, then j uniformly among the
-    count_i - 1 other members of its class.
+    Word w of step t is threefry_2x32(key, (t, w)): a 64-bit counter, so no two
+    (step, word) pairs share randomness and the words of step t do not depend on
+    how steps are grouped into jitted calls. One threefry instance per step
+    instead of a fold_in, splits and several draws keeps XLA's compile time down
+    (each threefry instance in a jitted step costs ~0.3 s of CPU compile time).
+
+    Args:
+      key: a PRNG key (raw uint32[2] or typed).
+      step: scalar step index.
+      size: number of words.
+
+    Returns:
+      [size] uint32.
+    """
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    half = -(-size // 2)
+    count = jnp.concatenate(
+        [jnp.full((half,), step, jnp.uint32), jnp.arange(half, dtype=jnp.uint32)]
+    )
+    return jax_random_ext.threefry_2x32(key, count)[:size]
+
+
+def to_uniform(bits: jax.Array) -> jax.Array:
+    """Uniform floats in [0, 1) from uint32 words (23 random mantissa bits)."""
+    return jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - 1.0
+
+
+def to_indices(bits: jax.Array, n: int) -> jax.Array:
+    """Indices uniform in [0, n) from uint32 words (modulo bias below n / 2^32)."""
+    return (bits % jnp.uint32(n)).astype(jnp.int32)
+
+
+def sample_pairs(u: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Array]:
+    """Draws ordered pairs (i, j), i != j, y_i = y_j, uniformly from S.
+
+    i is drawn with probability (count_i - 1) / |S| by inverting the cumulative
+    distribution at u[0], then j uniformly among the count_i - 1 other members
+    of its class from u[1].
+
+    Args:
+      u: [2, B] uniforms in [0, 1).
+      table: the ``PairTable`` of the labels.
 
     Returns:
       (i [B], j [B]) int32 indices.
     """
-    u, v = uniforms(key, (2, batch_size))
     n = table.labels.shape[0]
-    i = jnp.minimum(jnp.searchsorted(table.anchor_cdf, u, side="right"), n - 1)
+    i = jnp.minimum(jnp.searchsorted(table.anchor_cdf, u[0], side="right"), n - 1)
     c = table.count[i]
-    shift = 1 + jnp.minimum(jnp.floor(v * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
+    shift = 1 + jnp.minimum(jnp.floor(u[1] * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
     j = table.order[table.start[i] + (table.pos[i] + shift) % c]
     return i.astype(jnp.int32), j
-
-
-def uniforms(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Uniform floats in [0, 1) with 23 random bits, from one threefry call.
-
-    The samplers need a few random vectors per step; drawing them from one
-    ``jax.random.bits`` call keeps XLA's compile time down (every threefry
-    instance in a jitted step costs compile time on the CPU).
-    """
-    bits = jax.random.bits(key, shape, jnp.uint32)
-    return jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32) - 1.0
-
-
-def random_indices(key: jax.Array, size: int, n: int) -> jax.Array:
-    """``size`` indices drawn uniformly from [0, n) with replacement (modulo bias < n / 2^32)."""
-    return (jax.random.bits(key, (size,), jnp.uint32) % jnp.uint32(n)).astype(jnp.int32)
 
 
 class Violators(NamedTuple):
@@ -180,7 +205,7 @@ def _select_nth(mask: jax.Array, r: jax.Array, *, width: int = 32) -> tuple[jax.
 
 
 def find_violators(
-    key: jax.Array,
+    u: jax.Array,
     d_ij: jax.Array,
     d_ik: jax.Array,
     negative: jax.Array,
@@ -193,7 +218,7 @@ def find_violators(
     """Draws one violator per pair among the candidates and estimates rank_ij.
 
     Args:
-      key: PRNG key.
+      u: [2, B] uniforms in [0, 1) (violator draw, WSABIE tries).
       d_ij: [B] distances of the pairs.
       d_ik: [B, C] distances from each anchor to the candidates.
       negative: [B, C] bool, candidate has a label other than the anchor's.
@@ -207,7 +232,7 @@ def find_violators(
     """
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
-    u, v = uniforms(key, (2,) + d_ij.shape)
+    u, v = u[0], u[1]
     violating = negative & (margin + d_ij[:, None] - d_ik > 0)
     index, count = _select_nth(
         violating, lambda n: jnp.minimum(jnp.floor(u * n), jnp.maximum(n - 1, 0)).astype(jnp.int32)

@@ -187,7 +187,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
     """
     dataset = data_lib.load_dataset(config.data)
     if config.method.name not in METHODS:
-        raise ValueError(f"unknown method {config.method.name!r}; expected one of {sorted(METHODS)}")
+        raise ValueError(
+            f"unknown method {config.method.name!r}; expected one of {sorted(METHODS)}"
+        )
     for split in dataset.splits:
         t = split.train_idx
         VALIDATORS[config.method.name](dataset.features[t], dataset.labels[t], config.method)

@@ -81,31 +81,39 @@ def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = No
     return a / jnp.sqrt(jnp.maximum(scale, 1e-30))
 
 
+def _num_bits(cfg, n: int) -> int:
+    """Random words one step uses: 2B for the pairs, 2B for the violators, C for a pool."""
+    pool = cfg.candidate_pool if 0 < cfg.candidate_pool < n else 0
+    return 4 * cfg.batch_size + pool
+
+
 def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
-    """The un-jitted ``step(state, feats, table, key) -> (state, metrics)``."""
-    margin, lam = float(cfg.margin), float(cfg.lam)
-    pool = int(cfg.candidate_pool)
+    """The un-jitted ``step(state, feats, table, bits) -> (state, metrics)``.
+
+    ``bits`` are the step's random words (``sampling.step_bits``).
+    """
+    margin, lam, b = float(cfg.margin), float(cfg.lam), cfg.batch_size
     precond = kernel_form and cfg.preconditioned
 
-    def step(state: optim.TrainState, feats, table: sampling.PairTable, key):
+    def step(state: optim.TrainState, feats, table: sampling.PairTable, bits):
         w = state.params
         n = feats.shape[0]
-        kp, kc, kv = jax.random.split(jax.random.fold_in(key, state.step), 3)
-        i, j = sampling.sample_pairs(kp, table, cfg.batch_size)
-        use_pool = 0 < pool < n
-        cand = sampling.random_indices(kc, pool, n) if use_pool else None
-        if kernel_form or not use_pool:
+        pool = _num_bits(cfg, n) - 4 * b
+        u = sampling.to_uniform(bits[: 4 * b]).reshape(4, b)
+        i, j = sampling.sample_pairs(u[:2], table)
+        cand = sampling.to_indices(bits[4 * b :], n) if pool else None
+        if kernel_form or not pool:
             emb = feats @ w.T  # [N, D']: K A^T or X W^T
             ea, ep = emb[i], emb[j]
-            ec = emb[cand] if use_pool else emb
+            ec = emb[cand] if pool else emb
         else:
             emb = None
             ea, ep, ec = feats[i] @ w.T, feats[j] @ w.T, feats[cand] @ w.T
-        cand_labels = table.labels[cand] if use_pool else table.labels
+        cand_labels = table.labels[cand] if pool else table.labels
         d_ij = losses.safe_norm(ea - ep)
         anchor_labels = table.labels[i]
         viol = sampling.find_violators(
-            kv,
+            u[2:],
             d_ij,
             sampling.pairwise_dist(ea, ec),
             cand_labels[None, :] != anchor_labels[:, None],
@@ -114,7 +122,7 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
             sampler=cfg.sampler,
             max_tries=cfg.max_tries,
         )
-        k = cand[viol.index] if use_pool else viol.index
+        k = cand[viol.index] if pool else viol.index
         weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
         weights = jax.lax.stop_gradient(weights)
         pu, pv = ea - ep, ea - ec[viol.index]
@@ -124,13 +132,13 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
                 emb, i, j, k, weights, margin=margin, n=n
             )
         else:
-            u, v = feats[i] - feats[j], feats[i] - feats[k]
+            du, dv = feats[i] - feats[j], feats[i] - feats[k]
             hinge = losses.triplet_hinge(pu, pv, margin=margin)[0]
             if cfg.gradient == "closed_form":
                 cu, cv, _ = losses.hinge_coefficients(pu, pv, weights, margin=margin)
-                grad = cu.T @ u - cv.T @ v
+                grad = cu.T @ du - cv.T @ dv
             else:
-                grad = jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=margin)
+                grad = jax.grad(losses.warca_hinge_loss)(w, du, dv, weights, margin=margin)
         updates, opt_state = tx.update(grad, state.opt_state, w, **extra)
         pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb if kernel_form else None)
         hinge_loss = jnp.mean(weights * hinge)
@@ -152,26 +160,38 @@ def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool)
     """Builds the jitted ``step(state, feats, table, key) -> (state, metrics)``.
 
     ``feats`` is X: [N, D] in the primal form and K: [N, N] in the kernel form;
-    ``table`` is the ``sampling.PairTable`` of the training labels; the step
-    uses ``fold_in(key, state.step)``, so a run is reproducible from the seed.
+    ``table`` is the ``sampling.PairTable`` of the training labels. The step's
+    randomness is ``sampling.step_bits(key, state.step, ...)``, so a run is
+    reproducible from the seed and independent of how steps are grouped.
     """
-    return jax.jit(_step_fn(cfg, tx, kernel_form=kernel_form), donate_argnums=0)
+    step = _step_fn(cfg, tx, kernel_form=kernel_form)
+
+    def one(state, feats, table, key):
+        bits = sampling.step_bits(key, state.step, _num_bits(cfg, feats.shape[0]))
+        return step(state, feats, table, bits)
+
+    return jax.jit(one, donate_argnums=0)
 
 
 def make_train_chunk(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
     """Like ``make_train_step`` but runs ``length`` steps in one call (``lax.scan``).
 
     ``chunk(state, feats, table, key, length) -> (state, metrics)`` with the
-    metrics averaged over the chunk; the same steps as calling the single step
-    ``length`` times, with one dispatch from Python instead of ``length``.
+    metrics averaged over the chunk; the same steps, bit for bit in their
+    randomness, as calling the single step ``length`` times, with one dispatch
+    from Python and one batched draw of random words instead of ``length``.
     """
     step = _step_fn(cfg, tx, kernel_form=kernel_form)
 
     def chunk(state, feats, table, key, length):
-        def body(st, _):
-            return step(st, feats, table, key)
+        size = _num_bits(cfg, feats.shape[0])
+        steps = state.step + jnp.arange(length, dtype=state.step.dtype)
+        bits = jax.vmap(lambda t: sampling.step_bits(key, t, size))(steps)
 
-        state, metrics = jax.lax.scan(body, state, None, length=length)
+        def body(st, bits_t):
+            return step(st, feats, table, bits_t)
+
+        state, metrics = jax.lax.scan(body, state, bits)
         return state, jax.tree.map(jnp.mean, metrics)
 
     return jax.jit(chunk, static_argnums=4, donate_argnums=0)
