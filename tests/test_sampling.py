@@ -17,13 +17,23 @@ def _u(seed, b):
 def test_pairs_are_uniform_over_same_label_pairs():
     labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3])  # 2 + 6 + 20 ordered pairs; 3 has none
     table = sampling.make_pair_table(labels)
-    i, j = jax.jit(sampling.sample_pairs)(_u(0, 28_000), table)
+    bits = jax.random.bits(jax.random.PRNGKey(0), (3, 28_000), jnp.uint32)
+    i, j = jax.jit(sampling.sample_pairs)(bits, table)
     i, j = np.asarray(i), np.asarray(j)
     assert np.all(labels[i] == labels[j]) and np.all(i != j)
     counts = collections.Counter(zip(i.tolist(), j.tolist(), strict=True))
     assert len(counts) == 28
     freq = np.array(list(counts.values()))
     assert freq.min() > 850 and freq.max() < 1150  # 1000 expected, std ~31
+
+
+def test_alias_table_reproduces_the_weights():
+    w = np.array([0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 12.0, 0.5])
+    prob, alias = sampling._alias_table(w)
+    implied = prob / len(w)
+    for c in range(len(w)):
+        implied[alias[c]] += (1 - prob[c]) / len(w)
+    np.testing.assert_allclose(implied, w / w.sum(), atol=1e-12)
 
 
 def test_pair_table_rejects_no_positive_pairs():

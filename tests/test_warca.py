@@ -164,3 +164,25 @@ def test_train_step_is_one_jitted_step():
     assert int(state.step) == 1
     assert set(metrics) >= {"loss", "hinge", "penalty", "mean_rank", "violated_frac"}
     np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init
+
+
+def test_chunk_equals_repeated_single_steps():
+    x, y = _small_problem()
+    cfg = _method(dim=6, batch_size=32, candidate_pool=50)
+    from warca_jax import optim, sampling
+
+    tx = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
+    params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
+    feats, table, key = jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(5)
+
+    def fresh():  # the step donates its state, so each run gets its own copy
+        p = jax.numpy.array(params)
+        return optim.TrainState(p, tx.init(p), jax.numpy.zeros((), jax.numpy.int32))
+
+    step = warca.make_train_step(cfg, tx, kernel_form=False)
+    state = fresh()
+    for _ in range(7):
+        state, _ = step(state, feats, table, key)
+    chunked, _ = warca.make_train_chunk(cfg, tx, kernel_form=False)(fresh(), feats, table, key, 7)
+    np.testing.assert_allclose(chunked.params, state.params, rtol=1e-5, atol=1e-6)
+    assert int(chunked.step) == 7

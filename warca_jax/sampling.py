@@ -51,8 +51,10 @@ class PairTable(NamedTuple):
       start: [N] int32 position in ``order`` where the class of sample i starts.
       count: [N] int32 size of the class of sample i.
       pos: [N] int32 position of sample i inside its class in ``order``.
-      anchor_cdf: [N] float32 cumulative probability of drawing i as anchor,
-        proportional to count_i - 1 (its number of positive partners).
+      alias_prob, alias: [N] Walker alias table of the anchor distribution,
+        P(i) proportional to count_i - 1 (its number of positive partners):
+        draw a column c uniformly, keep it with probability alias_prob[c],
+        else take alias[c]; O(1) per draw.
       num_negatives: [N] float32 |T_{y_i}| = N - count_i.
     """
 
@@ -61,7 +63,8 @@ class PairTable(NamedTuple):
     start: jax.Array
     count: jax.Array
     pos: jax.Array
-    anchor_cdf: jax.Array
+    alias_prob: jax.Array
+    alias: jax.Array
     num_negatives: jax.Array
 
 
@@ -86,16 +89,33 @@ def make_pair_table(labels: np.ndarray) -> PairTable:
             "no positive pairs: every identity has a single sample; WARCA needs at least "
             "one identity with two or more samples"
         )
-    cdf = np.cumsum(partners) / partners.sum()
+    prob, alias = _alias_table(partners)
     return PairTable(
         labels=jnp.asarray(inverse, jnp.int32),
         order=jnp.asarray(order, jnp.int32),
         start=jnp.asarray(start, jnp.int32),
         count=jnp.asarray(count, jnp.int32),
         pos=jnp.asarray(pos, jnp.int32),
-        anchor_cdf=jnp.asarray(cdf, jnp.float32),
+        alias_prob=jnp.asarray(prob, jnp.float32),
+        alias=jnp.asarray(alias, jnp.int32),
         num_negatives=jnp.asarray(n - count, jnp.float32),
     )
+
+
+def _alias_table(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias method: (keep probability, alias) per column for P ~ weights."""
+    n = len(weights)
+    scaled = weights * (n / weights.sum())
+    prob = np.ones(n)
+    alias = np.arange(n)
+    small = list(np.nonzero(scaled < 1.0)[0])
+    large = list(np.nonzero(scaled >= 1.0)[0])
+    while small and large:
+        lo, hi = small.pop(), large.pop()
+        prob[lo], alias[lo] = scaled[lo], hi
+        scaled[hi] += scaled[lo] - 1.0
+        (small if scaled[hi] < 1.0 else large).append(hi)
+    return prob, alias
 
 
 def step_bits(key: jax.Array, step: jax.Array, size: int) -> jax.Array:
@@ -134,26 +154,28 @@ def to_indices(bits: jax.Array, n: int) -> jax.Array:
     return (bits % jnp.uint32(n)).astype(jnp.int32)
 
 
-def sample_pairs(u: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Array]:
+def sample_pairs(bits: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Array]:
     """Draws ordered pairs (i, j), i != j, y_i = y_j, uniformly from S.
 
-    i is drawn with probability (count_i - 1) / |S| by inverting the cumulative
-    distribution at u[0], then j uniformly among the count_i - 1 other members
-    of its class from u[1].
+    i is drawn with probability (count_i - 1) / |S| from the alias table (bits[0]
+    picks the column, bits[1] decides between it and its alias), then j
+    uniformly among the count_i - 1 other members of its class (bits[2]).
 
     Args:
-      u: [2, B] uniforms in [0, 1).
+      bits: [3, B] uint32 random words.
       table: the ``PairTable`` of the labels.
 
     Returns:
       (i [B], j [B]) int32 indices.
     """
     n = table.labels.shape[0]
-    i = jnp.minimum(jnp.searchsorted(table.anchor_cdf, u[0], side="right"), n - 1)
+    col = to_indices(bits[0], n)
+    i = jnp.where(to_uniform(bits[1]) < table.alias_prob[col], col, table.alias[col])
     c = table.count[i]
-    shift = 1 + jnp.minimum(jnp.floor(u[1] * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
+    v = to_uniform(bits[2])
+    shift = 1 + jnp.minimum(jnp.floor(v * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
     j = table.order[table.start[i] + (table.pos[i] + shift) % c]
-    return i.astype(jnp.int32), j
+    return i, j
 
 
 class Violators(NamedTuple):

@@ -82,9 +82,9 @@ def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = No
 
 
 def _num_bits(cfg, n: int) -> int:
-    """Random words one step uses: 2B for the pairs, 2B for the violators, C for a pool."""
+    """Random words one step uses: 3B for the pairs, 2B for the violators, C for a pool."""
     pool = cfg.candidate_pool if 0 < cfg.candidate_pool < n else 0
-    return 4 * cfg.batch_size + pool
+    return 5 * cfg.batch_size + pool
 
 
 def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
@@ -98,10 +98,10 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
     def step(state: optim.TrainState, feats, table: sampling.PairTable, bits):
         w = state.params
         n = feats.shape[0]
-        pool = _num_bits(cfg, n) - 4 * b
-        u = sampling.to_uniform(bits[: 4 * b]).reshape(4, b)
-        i, j = sampling.sample_pairs(u[:2], table)
-        cand = sampling.to_indices(bits[4 * b :], n) if pool else None
+        pool = _num_bits(cfg, n) - 5 * b
+        i, j = sampling.sample_pairs(bits[: 3 * b].reshape(3, b), table)
+        u = sampling.to_uniform(bits[3 * b : 5 * b]).reshape(2, b)
+        cand = sampling.to_indices(bits[5 * b :], n) if pool else None
         if kernel_form or not pool:
             emb = feats @ w.T  # [N, D']: K A^T or X W^T
             ea, ep = emb[i], emb[j]
@@ -113,7 +113,7 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
         d_ij = losses.safe_norm(ea - ep)
         anchor_labels = table.labels[i]
         viol = sampling.find_violators(
-            u[2:],
+            u,
             d_ij,
             sampling.pairwise_dist(ea, ec),
             cand_labels[None, :] != anchor_labels[:, None],
