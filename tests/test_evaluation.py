@@ -31,7 +31,7 @@ def reference(dist, ql, gl, qc, gc):
         aps.append(np.mean(np.arange(1, len(pos) + 1) / pos))
         inps.append(len(pos) / pos[-1])
     firsts = np.array(firsts)
-    g = dist.shape[1]
+    g = int(np.sum(gl != -1))  # label -1 is removed for every query: not part of G
     cmc = np.array([100.0 * np.mean(firsts <= r) for r in range(1, g + 1)])
     return {
         "cmc": cmc,

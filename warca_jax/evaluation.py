@@ -130,7 +130,6 @@ def _same_identity_table(ql, qc, gl, gc):
 
 def _evaluate_blocks(block_keys, nq, ql, qc, gl, gc, *, block_size, max_rank) -> dict:
     """Runs the blocked ranking; ``block_keys(start, rows, idx_bits)`` gives [rows, g, 2]."""
-    num_gallery = len(gl)
     kept = np.flatnonzero(gl != -1)  # label -1 is junk for every query: drop it up front
     gl, gc = gl[kept], gc[kept]
     g = len(kept)
@@ -161,13 +160,13 @@ def _evaluate_blocks(block_keys, nq, ql, qc, gl, gc, *, block_size, max_rank) ->
     num_valid = int(valid.sum())
     if num_valid == 0:
         raise ValueError("no query has a true match in the gallery; cannot compute metrics")
-    hist = np.bincount(first[valid] - 1, minlength=num_gallery)[:num_gallery]
+    hist = np.bincount(first[valid] - 1, minlength=g)[:g]
     cmc_full = 100.0 * np.cumsum(hist) / num_valid
-    max_rank = num_gallery if max_rank is None else int(max_rank)
-    cmc = cmc_full[np.minimum(np.arange(max_rank), num_gallery - 1)]
+    max_rank = g if max_rank is None else int(max_rank)
+    cmc = cmc_full[np.minimum(np.arange(max_rank), g - 1)]
     result = {"cmc": cmc}
     for r in _RANKS:
-        result[f"rank{r}"] = float(cmc_full[min(r, num_gallery) - 1])
+        result[f"rank{r}"] = float(cmc_full[min(r, g) - 1])
     result.update(
         mAP=float(100.0 * ap[valid].mean()),
         mINP=float(100.0 * inp[valid].mean()),
@@ -185,14 +184,14 @@ _PROTOCOL_DOC = """
     match left are skipped. All rates are percentages in [0, 100]:
 
     - ``cmc``: [max_rank] numpy array, CMC(r) = % of valid queries whose first true match
-      is at position <= r (max_rank defaults to the gallery size G; beyond G it repeats).
+      is at position <= r (max_rank defaults to G; beyond G it repeats).
     - ``rank1``, ``rank5``, ``rank10``, ``rank20``: CMC at r (CMC(G) when G < r).
     - ``mAP``: mean over valid queries of AP = mean over true matches of precision at
       their position.
     - ``mINP``: mean of (number of true matches) / (position of the last true match).
     - ``AUC``: normalised area under the CMC curve, mean of CMC(r) for r = 1..G with G the
-      number of gallery entries given (paper, Table 2c); 100 iff every first match is at
-      rank 1.
+      number of gallery entries not labelled -1 (paper, Table 2c); 100 iff every first
+      match is at rank 1.
     - ``num_queries``, ``num_valid``, ``num_skipped``: ints.
 """
 
