@@ -18,32 +18,14 @@ Override any field on the command line, e.g.
 
 import ml_collections
 
+from configs import common
+
 
 def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     """Returns the WARCA config for variant ``arg``."""
     if arg not in ("linear", "chi2", "kernel", "small"):
         raise ValueError(f"unknown variant {arg!r}; expected linear, chi2, kernel or small")
-    c = ml_collections.ConfigDict()
-    c.seed = 0  # one PRNG key from it, split once; same seed, same result.
-
-    c.data = ml_collections.ConfigDict()
-    c.data.name = "synthetic"  # 'synthetic' (built in) or 'npz' (generic format, DESIGN.md).
-    c.data.path = ""  # .npz file when name == 'npz'.
-    c.data.num_splits = 10  # random identity splits when the data has no fixed splits.
-    c.data.num_train_ids = 0  # identities for training (0: all that are not for test).
-    c.data.num_test_ids = 0  # identities for test (0: half of them).
-    c.data.seed = 0  # seed of the synthetic data and of the random splits.
-    c.data.synthetic = ml_collections.ConfigDict()
-    c.data.synthetic.num_ids = 200  # identities.
-    c.data.synthetic.images_per_id = 4  # images per identity, spread over cameras.
-    c.data.synthetic.num_cams = 2  # cameras.
-    c.data.synthetic.dim = 64  # feature dimension D.
-    c.data.synthetic.signal_dim = 8  # dimension of the identity subspace.
-    c.data.synthetic.num_nuisance = 4  # strong nuisance directions.
-    c.data.synthetic.nuisance_scale = 5.0  # std of the nuisance coefficients.
-    c.data.synthetic.noise = 1.0  # isotropic noise level.
-    c.data.synthetic.histogram = False  # non-negative L1-normalised variant (for chi2).
-
+    c = common.base_config(histogram=arg == "chi2", small=arg == "small")
     c.method = ml_collections.ConfigDict()
     c.method.name = "warca"
     c.method.kernel = "none"  # 'none' (primal W) or linear | rbf | chi2 | chi2_rbf | laplacian.
@@ -65,25 +47,14 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.preconditioned = True  # kernel form: K^-1 preconditioned update (eq. 23-25).
     c.method.log_every = 100  # steps between lines of metrics.jsonl.
 
-    c.eval = ml_collections.ConfigDict()
-    c.eval.baseline = True  # also evaluate plain Euclidean distance on each split.
-    c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
-    c.eval.repeats = 10  # single-shot repetitions.
-    c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.
-    c.progress = True  # progress bars.
-
     if arg == "chi2":
-        c.data.synthetic.histogram = True
         c.method.kernel = "chi2_rbf"
     elif arg == "kernel":
         c.method.kernel = "linear"
     elif arg == "small":
-        c.data.num_splits = 2
-        c.data.synthetic.num_ids = 60
         c.method.dim = 16
         c.method.batch_size = 128
         c.method.num_iters = 200
         c.method.log_every = 50
-        c.progress = False
     c.lock()
     return c

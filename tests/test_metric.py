@@ -61,3 +61,26 @@ def test_load_errors(tmp_path):
         Metric.load(tmp_path / "other.npz")
     with pytest.raises(ValueError, match="support vectors"):
         Metric("kernel", 2, projection=np.ones((1, 3)))
+
+
+def test_kernel_distance_is_the_feature_space_distance():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(size=(6, 5)).astype(np.float32)
+    y = rng.uniform(size=(4, 5)).astype(np.float32)
+    m = Metric("kernel_distance", 5, kernel="rbf", gamma=0.5)
+    d2 = ((x[:, None] - y[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(
+        m.pairwise_distances(x, y), np.sqrt(2 - 2 * np.exp(-0.5 * d2)), rtol=1e-4, atol=1e-5
+    )
+    # The additive chi2 kernel's feature-space distance is the chi2 distance.
+    c = Metric("kernel_distance", 5, kernel="chi2")
+    chi2 = ((x[:, None] - y[None]) ** 2 / (x[:, None] + y[None])).sum(-1)
+    np.testing.assert_allclose(c.pairwise_distances(x, y) ** 2, chi2, rtol=1e-4, atol=1e-5)
+    lin = Metric("linear", 5, projection=rng.normal(size=(2, 5)).astype(np.float32))
+    e = x @ lin.projection.T, y @ lin.projection.T
+    np.testing.assert_allclose(
+        lin.pairwise_distances(x, y),
+        np.linalg.norm(e[0][:, None] - e[1][None], axis=-1),
+        rtol=1e-4,
+        atol=1e-5,
+    )

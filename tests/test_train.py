@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from configs.warca import get_config
-from warca_jax import data, train
+from warca_jax import data, methods, train
 from warca_jax.metric import Metric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,13 +93,13 @@ def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
     first = train.train_and_evaluate(config, str(tmp_path))
     os.remove(tmp_path / "split_1.json")  # as if interrupted during split 1
     calls = []
-    real_fit = train.METHODS["warca"]
+    real = methods.get("warca")
 
     def counting_fit(*args, **kwargs):
         calls.append(1)
-        return real_fit(*args, **kwargs)
+        return real.fit(*args, **kwargs)
 
-    monkeypatch.setitem(train.METHODS, "warca", counting_fit)
+    monkeypatch.setitem(methods.registry(), "warca", real._replace(fit=counting_fit))
     second = train.train_and_evaluate(config, str(tmp_path))
     assert len(calls) == 1  # only split 1 was trained again
     assert second["splits"][0] == first["splits"][0]

@@ -316,13 +316,43 @@ def single_shot_evaluate(
       truncated to the shortest), plus ``rank1_std`` and ``mAP_std`` (population std over
       repeats) and ``repeats``.
     """
-    if not isinstance(repeats, int | np.integer) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
     x, y = check_features(query_features, gallery_features, metric, 1)
-    ql, gl, qc, gc = _check_protocol(
+    _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
     dist = np.asarray(pairwise_distances(x, y, metric=metric))
+    return single_shot_evaluate_distances(
+        dist,
+        query_labels,
+        gallery_labels,
+        query_cams,
+        gallery_cams,
+        repeats=repeats,
+        seed=seed,
+        max_rank=max_rank,
+    )
+
+
+def single_shot_evaluate_distances(
+    dist: jax.typing.ArrayLike,
+    query_labels: jax.typing.ArrayLike,
+    gallery_labels: jax.typing.ArrayLike,
+    query_cams: jax.typing.ArrayLike,
+    gallery_cams: jax.typing.ArrayLike,
+    *,
+    repeats: int = 10,
+    seed: int = 0,
+    max_rank: int | None = None,
+) -> dict:
+    """``single_shot_evaluate`` on a precomputed [nq, ng] distance matrix."""
+    if not isinstance(repeats, int | np.integer) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    dist = np.asarray(dist, np.float32)
+    if dist.ndim != 2:
+        raise ValueError(f"dist must be 2-D [nq, ng], got shape {dist.shape}")
+    ql, gl, qc, gc = _check_protocol(
+        query_labels, gallery_labels, query_cams, gallery_cams, *dist.shape, max_rank
+    )
     rng = np.random.default_rng(seed)
     runs = []
     for _ in range(repeats):

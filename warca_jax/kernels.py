@@ -79,6 +79,17 @@ def kernel_matrix(
     return jnp.exp(-gamma * dist)
 
 
+def kernel_diagonal(x: jax.typing.ArrayLike, *, kernel: str, gamma: float = 1.0) -> jax.Array:
+    """k(x_i, x_i) for every row: [n]."""
+    check_kernel_input(x, kernel)
+    x = jnp.asarray(x, jnp.float32)
+    if kernel == "linear":
+        return jnp.sum(x * x, axis=1)
+    if kernel == "chi2":
+        return jnp.sum(x, axis=1)  # sum 2 x^2 / 2x, with 0/0 terms skipped
+    return jnp.ones(x.shape[0], jnp.float32)
+
+
 def _gamma_from(dist: jax.Array, kernel: str) -> float:
     n = dist.shape[0]
     mean = float(jnp.sum(dist)) / max(1, n * (n - 1))

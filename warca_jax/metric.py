@@ -9,6 +9,12 @@ evaluation:
   distance of M = W^T W.
 * ``kernel``: A k(X, x) with A: [D', N] and the support vectors X: [N, D]
   (the training features), W = A X^T in the kernel's feature space (eq. 15).
+* ``kernel_distance``: no map; the distance of the kernel's feature space,
+  sqrt(k(x, x) + k(y, y) - 2 k(x, y)) (the study's kernel baselines).
+
+``pairwise_distances(x, y)`` gives the [n, m] distances of any kind; the
+evaluation ranks with it. Learners whose distance is not a distance between
+embeddings add their kind here with its ``pairwise_distances``.
 
 A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
@@ -24,9 +30,11 @@ import os
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels
+from warca_jax import distances, kernels
 
-KINDS = ("identity", "linear", "kernel")
+KINDS = ("identity", "linear", "kernel", "kernel_distance")
+# Kinds whose distance is a plain distance between the rows of ``transform``.
+EMBEDDING_KINDS = ("identity", "linear", "kernel")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +64,7 @@ class Metric:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown metric kind {self.kind!r}; expected one of {KINDS}")
-        if self.kind != "identity" and self.projection is None:
+        if self.kind in ("linear", "kernel") and self.projection is None:
             raise ValueError(f"a {self.kind} metric needs a projection matrix")
         if self.kind == "kernel":
             if self.support is None:
@@ -92,7 +100,7 @@ class Metric:
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("transform got NaN or inf in the features")
-        if self.kind == "identity":
+        if self.kind in ("identity", "kernel_distance"):
             return x.astype(np.float32)
         if self.kind == "kernel":
             kernels.check_kernel_input(x, self.kernel)
@@ -108,6 +116,19 @@ class Metric:
         if not out:
             return np.zeros((0, self.output_dim), np.float32)
         return np.concatenate(out).astype(np.float32)
+
+    def pairwise_distances(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """[n, m] distances between the rows of x and y under this metric."""
+        ex, ey = self.transform(x), self.transform(y)
+        if self.kind == "kernel_distance":
+            kernels.check_kernel_input(ex, self.kernel)
+            kernels.check_kernel_input(ey, self.kernel)
+            kxy = kernels.kernel_matrix(ex, ey, kernel=self.kernel, gamma=self.gamma)
+            kxx = kernels.kernel_diagonal(ex, kernel=self.kernel, gamma=self.gamma)
+            kyy = kernels.kernel_diagonal(ey, kernel=self.kernel, gamma=self.gamma)
+            sq = kxx[:, None] + kyy[None, :] - 2.0 * kxy
+            return np.sqrt(np.maximum(np.asarray(sq), 0.0))
+        return np.asarray(distances.pairwise_distances(ex, ey, metric=self.distance))
 
     def mahalanobis_matrix(self) -> np.ndarray:
         """M = W^T W of a linear metric ([D, D]); identity for an identity metric."""

@@ -20,14 +20,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 
 import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import evaluation, plots, warca
-from warca_jax.metric import Metric
+from warca_jax import evaluation, methods, plots
+from warca_jax.metric import EMBEDDING_KINDS, Metric
 
 SUMMARY_KEYS = (
     "rank1",
@@ -43,17 +42,10 @@ SUMMARY_KEYS = (
 )
 _CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
 
-# name -> fit(features, labels, method_cfg, *, seed, log_fn, progress) -> (Metric, history)
-METHODS: dict[str, Callable] = {"warca": warca.fit}
-# name -> validate(features, labels, method_cfg), run on every split before any training
-VALIDATORS: dict[str, Callable] = {"warca": warca.validate_inputs}
-
 
 def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False):
     """Fits the learner named ``method_cfg.name`` and returns (Metric, history)."""
-    if method_cfg.name not in METHODS:
-        raise ValueError(f"unknown method {method_cfg.name!r}; expected one of {sorted(METHODS)}")
-    return METHODS[method_cfg.name](
+    return methods.get(method_cfg.name).fit(
         features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress
     )
 
@@ -64,19 +56,20 @@ def evaluate_metric(
     """Embeds the split's query and gallery with ``metric`` and evaluates them."""
     x = dataset.features
     q, g = split.query_idx, split.gallery_idx
-    args = (
-        metric.transform(x[q]),
-        metric.transform(x[g]),
-        dataset.labels[q],
-        dataset.labels[g],
-        dataset.cams[q],
-        dataset.cams[g],
-    )
+    ids = (dataset.labels[q], dataset.labels[g], dataset.cams[q], dataset.cams[g])
+    if metric.kind not in EMBEDDING_KINDS:  # a distance of its own: rank its matrix
+        dist = metric.pairwise_distances(x[q], x[g])
+        if eval_cfg.single_shot:
+            return evaluation.single_shot_evaluate_distances(
+                dist, *ids, repeats=eval_cfg.repeats, seed=seed
+            )
+        return evaluation.evaluate_distances(dist, *ids)
+    emb = (metric.transform(x[q]), metric.transform(x[g]))
     if eval_cfg.single_shot:
         return evaluation.single_shot_evaluate(
-            *args, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed
+            *emb, *ids, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed
         )
-    return evaluation.evaluate(*args, metric=metric.distance)
+    return evaluation.evaluate(*emb, *ids, metric=metric.distance)
 
 
 def _jsonable(result: dict) -> dict:
@@ -186,13 +179,10 @@ def train_and_evaluate(config, workdir: str) -> dict:
       The dict written to results.json.
     """
     dataset = data_lib.load_dataset(config.data)
-    if config.method.name not in METHODS:
-        raise ValueError(
-            f"unknown method {config.method.name!r}; expected one of {sorted(METHODS)}"
-        )
+    validate = methods.get(config.method.name).validate
     for split in dataset.splits:
         t = split.train_idx
-        VALIDATORS[config.method.name](dataset.features[t], dataset.labels[t], config.method)
+        validate(dataset.features[t], dataset.labels[t], config.method)
     os.makedirs(workdir, exist_ok=True)
     _check_config(workdir, config)
     per_split = []

@@ -1,0 +1,52 @@
+"""The parts every method's config shares: seed, data, evaluation, progress.
+
+``base_config()`` returns an unlocked ConfigDict without a ``method`` section;
+each configs/<method>.py adds its documented ``method`` section and locks it.
+"""
+
+import ml_collections
+
+
+def base_config(*, histogram: bool = False, small: bool = False) -> ml_collections.ConfigDict:
+    """Seed, data (the built-in synthetic data by default) and evaluation settings.
+
+    Args:
+      histogram: use the non-negative, L1-normalised variant of the synthetic data
+        (for chi2 distances and kernels).
+      small: a shrunk dataset (60 identities, 2 splits) for smoke tests.
+    """
+    c = ml_collections.ConfigDict()
+    c.seed = 0  # one PRNG key from it, split once; same seed, same result.
+
+    c.data = ml_collections.ConfigDict()
+    c.data.name = "synthetic"  # 'synthetic' (built in) or 'npz' (generic format, DESIGN.md).
+    c.data.path = ""  # .npz file when name == 'npz'.
+    c.data.num_splits = 10  # random identity splits when the data has no fixed splits.
+    c.data.num_train_ids = 0  # identities for training (0: all that are not for test).
+    c.data.num_test_ids = 0  # identities for test (0: half of them).
+    c.data.seed = 0  # seed of the synthetic data and of the random splits.
+    c.data.synthetic = ml_collections.ConfigDict()
+    c.data.synthetic.num_ids = 200  # identities.
+    c.data.synthetic.images_per_id = 4  # images per identity, spread over cameras.
+    c.data.synthetic.num_cams = 2  # cameras.
+    c.data.synthetic.dim = 64  # feature dimension D.
+    c.data.synthetic.signal_dim = 8  # dimension of the identity subspace.
+    c.data.synthetic.num_nuisance = 4  # strong nuisance directions.
+    c.data.synthetic.nuisance_scale = 5.0  # std of the nuisance coefficients.
+    c.data.synthetic.noise = 1.0  # isotropic noise level.
+    c.data.synthetic.histogram = False  # non-negative L1-normalised variant (for chi2).
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.baseline = True  # also evaluate plain Euclidean distance on each split.
+    c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
+    c.eval.repeats = 10  # single-shot repetitions.
+    c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.
+    c.progress = True  # progress bars.
+
+    if histogram:
+        c.data.synthetic.histogram = True
+    if small:
+        c.data.num_splits = 2
+        c.data.synthetic.num_ids = 60
+        c.progress = False
+    return c

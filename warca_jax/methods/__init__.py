@@ -1,0 +1,49 @@
+"""Registry of the metric learners: one module per learner, found by discovery.
+
+Every module in this package defines ``METHODS``, a dict from a method name (the
+``method.name`` of a config) to a ``Method``:
+
+* ``fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
+  -> (Metric, history)``: learns on the training part; ``cfg`` is the config's
+  ``method`` section; ``history`` is a list of dicts (empty for closed forms);
+* ``validate(features, labels, cfg)``: raises ``ValueError`` naming the problem
+  when the method cannot run on this data with this config; called on every split
+  before any training.
+
+Modules are discovered with ``pkgutil``, so adding a learner is adding a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Method(NamedTuple):
+    fit: Callable
+    validate: Callable
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def registry() -> dict[str, Method]:
+    """All methods, importing the modules of this package on first use."""
+    if not _REGISTRY:
+        for info in pkgutil.iter_modules(__path__):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for name, method in getattr(module, "METHODS", {}).items():
+                if name in _REGISTRY:
+                    raise RuntimeError(f"method {name!r} is defined twice")
+                _REGISTRY[name] = method
+    return _REGISTRY
+
+
+def get(name: str) -> Method:
+    """The method called ``name``; ValueError listing the known ones otherwise."""
+    methods = registry()
+    if name not in methods:
+        raise ValueError(f"unknown method {name!r}; expected one of {sorted(methods)}")
+    return methods[name]
