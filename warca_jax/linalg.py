@@ -1,0 +1,116 @@
+"""Small linear-algebra pieces the closed-form learners share (PCA, PSD, scatter).
+
+One-off decompositions of D x D matrices in NumPy (float64), run once per fit,
+never inside a training loop: JAX has no advantage for a single eigendecomposition.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+
+def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
+    """Principal components keeping ``variance`` of the total variance.
+
+    Args:
+      x: [N, D] training features.
+      variance: fraction of variance to keep, in (0, 1].
+      max_dim: optional cap on the number of components.
+
+    Returns:
+      (mean [D], components [k, D] with orthonormal rows), so that the reduced
+      features are (x - mean) @ components.T.
+    """
+    if not 0 < variance <= 1:
+        raise ValueError(f"variance must be in (0, 1], got {variance}")
+    x = np.asarray(x, np.float64)
+    mean = x.mean(axis=0)
+    xc = x - mean
+    # Economy SVD: the right singular vectors are the principal directions.
+    _, s, vt = np.linalg.svd(xc, full_matrices=False)
+    energy = s**2
+    total = energy.sum()
+    if total <= 0:
+        raise ValueError("PCA of constant features: all training rows are identical")
+    k = int(np.searchsorted(np.cumsum(energy) / total, variance - 1e-12) + 1)
+    k = min(k, len(s)) if max_dim is None else min(k, len(s), max_dim)
+    return mean.astype(np.float32), vt[:k].astype(np.float32)
+
+
+def regularise(s: np.ndarray, *, eps: float = 1e-6, what: str = "matrix") -> np.ndarray:
+    """s + r I with r = eps * trace(s) / D, warning when s was (near) singular.
+
+    The ridge is always added, so that the result is invertible whatever the
+    data; the warning tells the user when it mattered (condition number of s
+    above 1 / eps).
+    """
+    s = np.asarray(s, np.float64)
+    d = s.shape[0]
+    scale = np.trace(s) / d if np.trace(s) > 0 else 1.0
+    w = np.linalg.eigvalsh((s + s.T) / 2)
+    if w[0] <= eps * max(w[-1], 1e-300):
+        warnings.warn(
+            f"{what} is singular or ill-conditioned (smallest/largest eigenvalue "
+            f"{w[0]:.3g}/{w[-1]:.3g}); regularised with {eps:g} * trace / D on its diagonal",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return s + eps * scale * np.eye(d)
+
+
+def psd_project(m: np.ndarray) -> np.ndarray:
+    """Nearest (Frobenius) positive semi-definite matrix: negative eigenvalues clipped to 0."""
+    m = np.asarray(m, np.float64)
+    w, v = np.linalg.eigh((m + m.T) / 2)
+    return (v * np.maximum(w, 0.0)) @ v.T
+
+
+def psd_factor(m: np.ndarray, *, dim: int | None = None) -> np.ndarray:
+    """W with W^T W = m (m PSD): rows sqrt(lambda_i) v_i^T, largest first.
+
+    Args:
+      m: [D, D] symmetric PSD matrix (negative eigenvalues are clipped).
+      dim: keep only the top ``dim`` eigen-directions (a low-rank metric).
+
+    Returns:
+      [k, D] float32.
+    """
+    m = np.asarray(m, np.float64)
+    w, v = np.linalg.eigh((m + m.T) / 2)
+    order = np.argsort(w)[::-1]
+    w, v = np.maximum(w[order], 0.0), v[:, order]
+    if dim is not None:
+        w, v = w[:dim], v[:, :dim]
+    return (np.sqrt(w)[:, None] * v.T).astype(np.float32)
+
+
+def scatter_matrices(x: np.ndarray, labels: np.ndarray):
+    """Within-class and between-class scatter, [D, D] each (float64)."""
+    x = np.asarray(x, np.float64)
+    mu = x.mean(axis=0)
+    sw = np.zeros((x.shape[1],) * 2)
+    sb = np.zeros_like(sw)
+    for c in np.unique(labels):
+        xc = x[labels == c]
+        mc = xc.mean(axis=0)
+        sw += (xc - mc).T @ (xc - mc)
+        sb += len(xc) * np.outer(mc - mu, mc - mu)
+    return sw, sb
+
+
+def generalized_eigh(a: np.ndarray, b: np.ndarray, *, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top ``dim`` solutions of a v = lambda b v (b symmetric positive definite).
+
+    Returns:
+      (eigenvalues [dim] descending, eigenvectors [D, dim], b-orthonormal).
+    """
+    a = np.asarray((a + a.T) / 2, np.float64)
+    b = np.asarray((b + b.T) / 2, np.float64)
+    chol = np.linalg.cholesky(b)
+    inv = np.linalg.inv(chol)
+    c = inv @ a @ inv.T
+    w, u = np.linalg.eigh((c + c.T) / 2)
+    order = np.argsort(w)[::-1][:dim]
+    return w[order], inv.T @ u[:, order]
