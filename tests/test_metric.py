@@ -84,3 +84,24 @@ def test_kernel_distance_is_the_feature_space_distance():
         rtol=1e-4,
         atol=1e-5,
     )
+
+
+def test_subclass_kinds_round_trip(tmp_path):
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Scaled(Metric):
+        KIND = "test_scaled"
+        scale: np.ndarray | None = None
+        label: str = ""
+
+        def pairwise_distances(self, x, y):
+            return np.abs(x[:, :1] * self.scale[0] - y[:, 0] * self.scale[0])
+
+    m = Scaled("test_scaled", 2, scale=np.array([3.0], np.float32), label="x", name="s")
+    m.save(tmp_path / "s.npz")
+    back = Metric.load(tmp_path / "s.npz")
+    assert type(back) is Scaled and back.label == "x"
+    np.testing.assert_array_equal(back.scale, m.scale)
+    with pytest.raises(ValueError, match="unknown metric kind"):
+        Scaled("linear", 2)

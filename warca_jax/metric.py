@@ -13,8 +13,11 @@ evaluation:
   sqrt(k(x, x) + k(y, y) - 2 k(x, y)) (the study's kernel baselines).
 
 ``pairwise_distances(x, y)`` gives the [n, m] distances of any kind; the
-evaluation ranks with it. Learners whose distance is not a distance between
-embeddings add their kind here with its ``pairwise_distances``.
+evaluation ranks with it. A learner whose distance is not one of these defines a
+frozen dataclass subclass of ``Metric`` in its own module with a class attribute
+``KIND`` (its kind name), its extra fields (arrays are saved as arrays, the rest
+as JSON) and its ``pairwise_distances``; ``Metric.load`` finds the subclass by the
+saved kind.
 
 A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
@@ -33,6 +36,7 @@ import numpy as np
 from warca_jax import distances, kernels
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
+_SUBCLASSES: dict = {}  # kind -> Metric subclass defined by a learner's module
 # Kinds whose distance is a plain distance between the rows of ``transform``.
 EMBEDDING_KINDS = ("identity", "linear", "kernel")
 
@@ -61,9 +65,19 @@ class Metric:
     distance: str = "euclidean"
     name: str = ""
 
+    KIND = None  # set by subclasses that add a kind of their own
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.KIND is not None:
+            _SUBCLASSES[cls.KIND] = cls
+
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown metric kind {self.kind!r}; expected one of {KINDS}")
+        own = type(self).KIND
+        if (own is None and self.kind not in KINDS) or (own is not None and self.kind != own):
+            raise ValueError(
+                f"unknown metric kind {self.kind!r}; expected one of {KINDS + tuple(_SUBCLASSES)}"
+            )
         if self.kind in ("linear", "kernel") and self.projection is None:
             raise ValueError(f"a {self.kind} metric needs a projection matrix")
         if self.kind == "kernel":
@@ -80,8 +94,14 @@ class Metric:
         return self.input_dim if self.projection is None else int(self.projection.shape[0])
 
     def is_finite(self) -> bool:
-        arrays = [a for a in (self.projection, self.support) if a is not None]
-        return all(bool(np.all(np.isfinite(a))) for a in arrays) and np.isfinite(self.gamma)
+        """Whether every array and float of the metric is finite."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+                return False
+            if isinstance(v, float) and not np.isfinite(v):
+                return False
+        return True
 
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
         """Embeds features.
@@ -144,14 +164,10 @@ class Metric:
             raise FloatingPointError(
                 f"refusing to save a non-finite {self.name or self.kind} metric"
             )
-        meta = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name not in ("projection", "support")
-        }
-        arrays = {
-            k: getattr(self, k) for k in ("projection", "support") if getattr(self, k) is not None
-        }
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
+        meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
+        meta["array_fields"] = sorted(arrays)
         tmp = f"{os.fspath(path)}.tmp.npz"
         np.savez(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
         os.replace(tmp, path)
@@ -165,5 +181,11 @@ class Metric:
             if "meta" not in f.files:
                 raise KeyError(f"{path} is not a saved Metric: no 'meta' entry (has {f.files})")
             meta = json.loads(str(f["meta"]))
-            arrays = {k: f[k] for k in ("projection", "support") if k in f.files}
-        return cls(**meta, **arrays)
+            arrays = {k: f[k] for k in meta.pop("array_fields", [])}
+        kind = meta.get("kind")
+        if kind not in KINDS and kind not in _SUBCLASSES:
+            from warca_jax import methods  # importing the learners registers their kinds
+
+            methods.registry()
+        target = _SUBCLASSES.get(kind, Metric)
+        return target(**meta, **arrays)
