@@ -31,7 +31,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from warca_jax import kernels, losses, optim, sampling
+from warca_jax import kernels, losses, optim, sampling, validation
 from warca_jax.metric import Metric
 
 GRADIENTS = ("closed_form", "autodiff")
@@ -222,24 +222,11 @@ def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
       ValueError: NaN/inf, shape mismatches, too few identities, a config that
         cannot run on this data, or negative features for a chi2 kernel.
     """
-    x = np.asarray(features)
-    y = np.asarray(labels)
-    if x.ndim != 2:
-        raise ValueError(f"features must be 2-D [N, D], got shape {x.shape}")
-    if y.shape != (x.shape[0],):
-        raise ValueError(f"labels must have shape [{x.shape[0]}] to match features, got {y.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"features contain {int(np.sum(~np.isfinite(x)))} NaN or inf values")
-    _, counts = np.unique(y, return_counts=True)
-    if np.sum(counts >= 2) < 2 or len(counts) < 2:
-        raise ValueError(
-            "WARCA needs at least two identities with two or more images; "
-            f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}"
-        )
+    x, y = validation.check_training_data(features, labels, method="WARCA")
     check_config(cfg, n=x.shape[0], d=x.shape[1])
     if cfg.kernel != "none":
         kernels.check_kernel_input(x, cfg.kernel)
-    return x.astype(np.float32), y
+    return x, y
 
 
 def fit(
