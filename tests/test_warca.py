@@ -126,11 +126,11 @@ def test_divergence_is_an_error_not_a_model():
         ),
         (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
         (lambda x, y: (x[:, 0], y), {}, "2-D"),
-        (lambda x, y: (x, np.arange(len(y))), {}, "two identities with two or more"),
+        (lambda x, y: (x, np.arange(len(y))), {}, "2 identities with two or more"),
         (
             lambda x, y: (x, np.where(y < 1, 0, np.arange(len(y)) + 100)),
             {},
-            "two identities with two or more",
+            "2 identities with two or more",
         ),
         (lambda x, y: (x, y), {"dim": 17}, "output dim"),
         (lambda x, y: (x, y), {"kernel": "chi2"}, "non-negative"),
