@@ -1,0 +1,139 @@
+"""Baselines without learning, and the plain Mahalanobis distance.
+
+* ``nn``: nearest neighbours under a fixed distance, ``cfg.distance`` one of
+  euclidean, manhattan, cosine (the study's kNN with three distances, its section 4.1)
+  and chi2 (histograms): an ``identity`` Metric.
+* ``kernel_nn``: nearest neighbours under the feature-space distance of a kernel,
+  sqrt(k(x, x) + k(y, y) - 2 k(x, y)) (the study's kernel method: chi2, Gaussian/RBF,
+  Laplacian; chi2-RBF as well): a ``kernel_distance`` Metric. A bandwidth
+  ``cfg.gamma <= 0`` is chosen on the training features (``kernels.default_gamma``).
+* ``mahalanobis``: d(x, y)^2 = (x - y)^T inv(C) (x - y) (the study's eq. 3) with C the
+  covariance of the training features (``covariance='features'``), or of the
+  differences of same-identity pairs (``'within_class'``: the intra-personal covariance
+  of ``xqda.pair_covariances``), ridge-regularised so it always exists: a ``linear``
+  Metric W with W^T W = inv(C).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from warca_jax import kernels, linalg, validation
+from warca_jax.methods import Method
+from warca_jax.methods.xqda import pair_covariances
+from warca_jax.metric import Metric
+
+NN_DISTANCES = ("euclidean", "manhattan", "cosine", "chi2")
+COVARIANCES = ("features", "within_class")
+
+
+def _check_non_negative(x: np.ndarray, what: str) -> None:
+    if np.any(x < 0):
+        raise ValueError(
+            f"{what} needs non-negative features (histograms); "
+            f"{int(np.sum(np.any(x < 0, axis=1)))} training rows have negative entries "
+            f"(min {float(x.min()):.4g})"
+        )
+
+
+# ----------------------------------------------------------------------------- nn
+def validate_nn(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and the distance name; chi2 needs non-negative features."""
+    if cfg.distance not in NN_DISTANCES:
+        raise ValueError(f"unknown distance {cfg.distance!r}; expected one of {NN_DISTANCES}")
+    # Nothing is learned, so one identity with two images is not needed.
+    x, y = validation.check_training_data(features, labels, method="nn", min_identities=0)
+    if cfg.distance == "chi2":
+        _check_non_negative(x, "the chi2 distance")
+    return x, y
+
+
+def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """Nearest neighbours under ``cfg.distance``: an identity Metric, empty history."""
+    del seed, log_fn, progress
+    x, _ = validate_nn(features, labels, cfg)
+    metric = Metric("identity", x.shape[1], distance=cfg.distance, name=f"nn_{cfg.distance}")
+    return metric, []
+
+
+# ----------------------------------------------------------------------------- kernel_nn
+def validate_kernel_nn(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data, the kernel name and, for the chi2 family, non-negative features."""
+    if cfg.kernel not in kernels.KERNELS:
+        raise ValueError(f"unknown kernel {cfg.kernel!r}; expected one of {kernels.KERNELS}")
+    x, y = validation.check_training_data(features, labels, method="kernel_nn", min_identities=0)
+    kernels.check_kernel_input(x, cfg.kernel)
+    if cfg.gamma <= 0 and kernels.needs_gamma(cfg.kernel) and x.shape[0] < 2:
+        raise ValueError(
+            f"choosing the {cfg.kernel} bandwidth needs two training rows; got {x.shape[0]}, "
+            "give gamma explicitly"
+        )
+    return x, y
+
+
+def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """Nearest neighbours under a kernel's feature-space distance; empty history.
+
+    Returns:
+      (kernel_distance Metric with the kernel and its bandwidth, []).
+    """
+    del seed, log_fn, progress
+    x, _ = validate_kernel_nn(features, labels, cfg)
+    gamma = float(cfg.gamma) if cfg.gamma > 0 else kernels.default_gamma(x, cfg.kernel)
+    metric = Metric(
+        "kernel_distance",
+        x.shape[1],
+        kernel=cfg.kernel,
+        gamma=gamma,
+        name=f"kernel_nn_{cfg.kernel}",
+    )
+    if not metric.is_finite():
+        raise FloatingPointError(f"non-finite bandwidth {gamma} for the {cfg.kernel} kernel")
+    return metric, []
+
+
+# ----------------------------------------------------------------------------- mahalanobis
+def validate_mahalanobis(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and the covariance option."""
+    if cfg.covariance not in COVARIANCES:
+        raise ValueError(f"unknown covariance {cfg.covariance!r}; expected one of {COVARIANCES}")
+    if not cfg.reg > 0:
+        raise ValueError(f"reg (ridge relative to trace / D) must be > 0, got {cfg.reg}")
+    # The features covariance needs no labels, but within-class differences need pairs.
+    need = 2 if cfg.covariance == "within_class" else 0
+    x, y = validation.check_training_data(
+        features, labels, method="mahalanobis", min_identities=need
+    )
+    if x.shape[0] < 2:
+        raise ValueError(f"a covariance needs at least two training rows; got {x.shape[0]}")
+    return x, y
+
+
+def covariance(x: np.ndarray, labels: np.ndarray, *, kind: str) -> np.ndarray:
+    """[D, D] float64 covariance of the features or of same-identity differences."""
+    if kind == "within_class":
+        return pair_covariances(x, labels)[0]
+    xc = np.asarray(x, np.float64) - np.mean(x, axis=0, dtype=np.float64)
+    return xc.T @ xc / (x.shape[0] - 1)
+
+
+def fit_mahalanobis(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """W with W^T W = inv(C + ridge): a linear Metric [D, D], empty history."""
+    del seed, log_fn, progress
+    x, y = validate_mahalanobis(features, labels, cfg)
+    cov = covariance(x, y, kind=cfg.covariance)
+    what = f"the {cfg.covariance} covariance"
+    precision = np.linalg.inv(linalg.regularise(cov, eps=cfg.reg, what=what))
+    metric = Metric(
+        "linear", x.shape[1], projection=linalg.psd_factor(precision), name="mahalanobis"
+    )
+    if not metric.is_finite():
+        raise FloatingPointError("the inverse covariance is not finite; raise reg")
+    return metric, []
+
+
+METHODS = {
+    "nn": Method(fit=fit_nn, validate=validate_nn),
+    "kernel_nn": Method(fit=fit_kernel_nn, validate=validate_kernel_nn),
+    "mahalanobis": Method(fit=fit_mahalanobis, validate=validate_mahalanobis),
+}

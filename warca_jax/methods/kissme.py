@@ -1,0 +1,128 @@
+"""KISSME: keep it simple and straightforward metric learning (Koestinger et al., CVPR 2012).
+
+Pair differences are modelled as zero-mean Gaussians, with covariance C_same for
+same-identity pairs and C_diff for different-identity pairs; the log-likelihood
+ratio test gives (paper eq. 10-12)
+
+    M = inv(C_same) - inv(C_diff),
+
+projected onto the PSD cone (negative eigenvalues clipped, eq. 12's re-projection).
+As in the paper the features are first reduced by PCA (``cfg.pca_variance`` = 0.95
+of the variance, optionally capped by ``cfg.pca_dim``), and the metric is returned
+as a linear ``Metric`` W = psd_factor(M) @ components, the PCA folded in (its
+centring cancels in differences).
+
+C_same uses every same-identity pair. C_diff uses every different-identity pair in
+closed form (``cfg.num_negative_pairs == 0``, no enumeration, see
+``xqda.pair_covariances``) or, as the paper does, a random sample of that many pairs,
+drawn from the seed: i uniform, then j uniform among the images of other identities.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from warca_jax import linalg, validation
+from warca_jax.methods import Method
+from warca_jax.methods.xqda import pair_covariances
+from warca_jax.metric import Metric
+
+
+@functools.partial(jax.jit, static_argnames="num_pairs")
+def sampled_negative_covariance(
+    key: jax.Array, x: jax.Array, classes: jax.Array, *, num_pairs: int
+) -> jax.Array:
+    """Mean of (x_i - x_j)(x_i - x_j)^T over ``num_pairs`` random different-identity pairs.
+
+    Args:
+      key: PRNG key.
+      x: [N, D] features.
+      classes: [N] int32 class indices in [0, C).
+      num_pairs: pairs to draw.
+
+    Returns:
+      [D, D] covariance.
+    """
+    n = x.shape[0]
+    order = jnp.argsort(classes, stable=True)  # images grouped by class
+    sorted_classes = classes[order]
+    start = jnp.searchsorted(sorted_classes, classes, side="left")
+    size = jnp.searchsorted(sorted_classes, classes, side="right") - start
+    ki, kj = jax.random.split(key)
+    i = jax.random.randint(ki, (num_pairs,), 0, n)
+    # r indexes the N - n_c images outside i's class block [start, start + n_c) of `order`.
+    r = jnp.floor(jax.random.uniform(kj, (num_pairs,)) * (n - size[i])).astype(jnp.int32)
+    r = jnp.minimum(r, n - size[i] - 1)
+    j = order[jnp.where(r < start[i], r, r + size[i])]
+    diff = x[i] - x[j]
+    return jnp.dot(diff.T, diff, precision=jax.lax.Precision.HIGHEST) / num_pairs
+
+
+def check_config(cfg, *, d: int) -> None:
+    """Raises ValueError for a KISSME config that cannot run on D-dimensional data."""
+    if not 0 < cfg.pca_variance <= 1:
+        raise ValueError(f"pca_variance must be in (0, 1], got {cfg.pca_variance}")
+    if not 0 <= cfg.pca_dim <= d:
+        raise ValueError(f"pca_dim must be in [0, {d}] (0: no cap), got {cfg.pca_dim}")
+    if cfg.num_negative_pairs < 0:
+        raise ValueError(
+            f"num_negative_pairs must be >= 0 (0: all pairs), got {cfg.num_negative_pairs}"
+        )
+    if not cfg.reg > 0:
+        raise ValueError(f"reg (ridge relative to trace / D) must be > 0, got {cfg.reg}")
+
+
+def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and config before any work; returns float32 features and labels."""
+    x, y = validation.check_training_data(features, labels, method="KISSME")
+    check_config(cfg, d=x.shape[1])
+    return x, y
+
+
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """Learns a KISSME metric (closed form; ``seed`` draws the sampled negatives).
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the ``method`` section of configs/kissme.py.
+      seed: PRNG seed of the negative-pair sample (unused when all pairs are used).
+
+    Returns:
+      (linear Metric with projection [k, D], k the PCA dimension; empty history).
+
+    Raises:
+      ValueError: bad data or config, before any work.
+      FloatingPointError: a non-finite result.
+    """
+    del log_fn, progress
+    x, y = validate(features, labels, cfg)
+    mean, comps = linalg.pca(x, variance=cfg.pca_variance, max_dim=cfg.pca_dim or None)
+    xr = (x - mean) @ comps.T
+    c_same, c_diff = pair_covariances(xr, y)
+    if cfg.num_negative_pairs > 0:
+        _, classes = np.unique(y, return_inverse=True)
+        c_diff = np.asarray(
+            sampled_negative_covariance(
+                jax.random.PRNGKey(seed),
+                jnp.asarray(xr),
+                jnp.asarray(classes.astype(np.int32)),
+                num_pairs=cfg.num_negative_pairs,
+            ),
+            np.float64,
+        )
+    inv_same = np.linalg.inv(linalg.regularise(c_same, eps=cfg.reg, what="KISSME C_same"))
+    inv_diff = np.linalg.inv(linalg.regularise(c_diff, eps=cfg.reg, what="KISSME C_diff"))
+    m = linalg.psd_project(inv_same - inv_diff)
+    proj = linalg.psd_factor(m).astype(np.float64) @ comps
+    metric = Metric("linear", x.shape[1], projection=proj.astype(np.float32), name="kissme")
+    if not metric.is_finite():
+        raise FloatingPointError("KISSME produced a non-finite metric; raise reg")
+    return metric, []
+
+
+METHODS = {"kissme": Method(fit=fit, validate=validate)}

@@ -1,0 +1,167 @@
+"""XQDA: cross-view quadratic discriminant analysis (Liao et al., CVPR 2015).
+
+The difference x_i - x_j of two images is modelled as zero-mean Gaussian, with
+covariance Sigma_I when i and j show the same person (intra-personal) and
+Sigma_E when they do not (extra-personal). The log-likelihood ratio of the two
+Gaussians in a learned subspace W: [D, r] gives the distance (paper eq. 12)
+
+    d(x, z) = (x - z)^T W (inv(W^T Sigma_I W) - inv(W^T Sigma_E W)) W^T (x - z),
+
+and W maximises the ratio of extra- to intra-personal variance, the generalised
+Rayleigh quotient w^T Sigma_E w / w^T Sigma_I w (eq. 14-15): its columns are the
+top generalised eigenvectors of (Sigma_E, Sigma_I), those with eigenvalue > 1
+(where the pair is more spread across people than within one), capped by
+``cfg.dim``. Sigma_I gets a ridge (``linalg.regularise``, ``cfg.reg``), as the
+paper's lambda = 0.001.
+
+Both covariances are computed without enumerating the O(N^2) pairs (the paper's
+eq. 19-20): ``pair_covariances`` needs only X^T X, per-class sums and counts.
+``fit`` receives no camera ids, so the "two views" are the training set against
+itself: every ordered pair (i, j) with i != j counts, a same-camera pair as well.
+When D >= N the data are first reduced, losslessly, to the span of the centred
+training features (the paper's QR step).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from warca_jax import linalg, validation
+from warca_jax.methods import Method
+from warca_jax.metric import Metric
+
+
+@functools.partial(jax.jit, static_argnames="num_classes")
+def _pair_sums(x: jax.Array, classes: jax.Array, *, num_classes: int):
+    """Sums of (x_i - x_j)(x_i - x_j)^T over same-class and over all ordered pairs."""
+    hi = jax.lax.Precision.HIGHEST
+    x = x - jnp.mean(x, axis=0)  # differences are shift-invariant; centring avoids cancellation
+    n = x.shape[0]
+    class_sums = jax.ops.segment_sum(x, classes, num_segments=num_classes)  # [C, D]
+    counts = jax.ops.segment_sum(jnp.ones((n,), x.dtype), classes, num_segments=num_classes)
+    # sum_{i,j in c} (x_i - x_j)(x_i - x_j)^T = 2 sum_{i in c} n_c x_i x_i^T - 2 S_c S_c^T
+    weighted = x * counts[classes][:, None]
+    intra = 2.0 * (
+        jnp.dot(weighted.T, x, precision=hi) - jnp.dot(class_sums.T, class_sums, precision=hi)
+    )
+    total_sum = jnp.sum(x, axis=0)
+    every = 2.0 * (n * jnp.dot(x.T, x, precision=hi) - jnp.outer(total_sum, total_sum))
+    return intra, every, jnp.sum(counts * counts)
+
+
+def pair_covariances(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intra- and extra-personal covariances of pair differences, without enumerating pairs.
+
+    Sigma_I = mean over ordered pairs i != j with y_i == y_j of (x_i - x_j)(x_i - x_j)^T,
+    Sigma_E = the same mean over pairs with y_i != y_j (XQDA eq. 19-20, single view).
+
+    Args:
+      x: [N, D] features (float32 or, under ``jax.enable_x64``, float64).
+      labels: [N] identity labels; at least one identity with two images and two identities.
+
+    Returns:
+      (Sigma_I [D, D], Sigma_E [D, D]) as float64 NumPy arrays.
+    """
+    _, classes = np.unique(np.asarray(labels), return_inverse=True)
+    num_classes = int(classes.max()) + 1
+    n = x.shape[0]
+    intra, every, sq_counts = _pair_sums(
+        jnp.asarray(x), jnp.asarray(classes.astype(np.int32)), num_classes=num_classes
+    )
+    intra, every = np.asarray(intra, np.float64), np.asarray(every, np.float64)
+    sq_counts = float(sq_counts)
+    n_intra, n_extra = sq_counts - n, n * n - sq_counts
+    if n_intra <= 0 or n_extra <= 0:
+        raise ValueError("need an identity with two images and two identities for pair covariances")
+    return intra / n_intra, (every - intra) / n_extra
+
+
+def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """Lossless reduction to the span of the centred rows when D >= N.
+
+    Returns:
+      (components [k, D] or None when no reduction is needed, reduced x [N, k] or x).
+    """
+    if x.shape[1] < x.shape[0]:
+        return None, x
+    mean, comps = linalg.pca(x, variance=1.0)
+    return comps, (x - mean) @ comps.T
+
+
+def check_config(cfg, *, d: int) -> None:
+    """Raises ValueError for an XQDA config that cannot run on D-dimensional data."""
+    if not 0 <= cfg.dim <= d:
+        raise ValueError(
+            f"dim must be in [0, {d}] (0: every eigenvalue > 1; at most the input dimension), "
+            f"got {cfg.dim}"
+        )
+    if not cfg.reg > 0:
+        raise ValueError(
+            f"reg (ridge on Sigma_I, relative to its trace / D) must be > 0, got {cfg.reg}"
+        )
+
+
+def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and config before any work; returns float32 features and labels."""
+    x, y = validation.check_training_data(features, labels, method="XQDA")
+    check_config(cfg, d=x.shape[1])
+    return x, y
+
+
+def xqda_projection(
+    sigma_i: np.ndarray, sigma_e: np.ndarray, *, dim: int, reg: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The XQDA subspace and metric from the two covariances.
+
+    Args:
+      sigma_i, sigma_e: [D, D] intra- and extra-personal covariances.
+      dim: cap on the subspace dimension (0: no cap beyond eigenvalue > 1).
+      reg: ridge on Sigma_I (relative, see ``linalg.regularise``).
+
+    Returns:
+      (L [r, D] with L^T L = W M W^T, the eigenvalues [r] kept).
+    """
+    sigma_i = linalg.regularise(sigma_i, eps=reg, what="XQDA intra-personal covariance")
+    d = sigma_i.shape[0]
+    evals, evecs = linalg.generalized_eigh(sigma_e, sigma_i, dim=d)
+    r = max(1, int(np.sum(evals > 1.0)))
+    if dim > 0:
+        r = min(r, dim)
+    w = evecs[:, :r]
+    m = np.linalg.inv(w.T @ sigma_i @ w) - np.linalg.inv(w.T @ sigma_e @ w)
+    return linalg.psd_factor(linalg.psd_project(m)).astype(np.float64) @ w.T, evals[:r]
+
+
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """Learns an XQDA metric (closed form; ``seed``, ``log_fn``, ``progress`` unused).
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the ``method`` section of configs/xqda.py (``dim``, ``reg``).
+
+    Returns:
+      (linear Metric with projection [r, D], empty history).
+
+    Raises:
+      ValueError: bad data or config, before any work.
+      FloatingPointError: a non-finite result.
+    """
+    del seed, log_fn, progress
+    x, y = validate(features, labels, cfg)
+    comps, xr = reduce_to_span(x)
+    sigma_i, sigma_e = pair_covariances(xr, y)
+    proj, _ = xqda_projection(sigma_i, sigma_e, dim=cfg.dim, reg=cfg.reg)
+    if comps is not None:
+        proj = proj @ comps  # the centring of the reduction cancels in differences
+    metric = Metric("linear", x.shape[1], projection=proj.astype(np.float32), name="xqda")
+    if not metric.is_finite():
+        raise FloatingPointError("XQDA produced a non-finite metric; raise reg")
+    return metric, []
+
+
+METHODS = {"xqda": Method(fit=fit, validate=validate)}
