@@ -1,0 +1,341 @@
+"""The CUHK03 study's own SGD optimisers: its pairwise loss (eq. 6) and triplet hinge (eq. 7).
+
+Both learn a linear map L: [D', D] (the study's A = L^T L), with the squared
+distance d_L(x_i, x_j) = ||L (x_i - x_j)||^2 = (x_i - x_j)^T A (x_i - x_j) of
+its eq. 1-2, by plain SGD (optax) from the identity, as the study does:
+
+* ``pairwise_sgd`` (eq. 6): sum_ij y_ij d_L(x_i, x_j), y_ij = +1 for a pair of
+  the same identity and -1 otherwise, over the pairs of a minibatch of random
+  samples. Summed as written, the negatives (all but a few pairs) dominate and
+  the loss only spreads the data along its largest variance, so the two sides
+  are averaged separately (mean over positive pairs minus mean over negative
+  pairs). The loss is unbounded below (the study saw its validation cost fall
+  without end); lam/2 ||L L^T - I||^2 keeps L finite (lam > 0 is required).
+* ``triplet_sgd`` (eq. 7): sum [margin + d_L(a, p) - d_L(a, n)]_+ over a set of
+  triplets mined from the training set: per anchor the hardest (farthest
+  positive, closest negative) and ``num_random`` random ones "to prevent
+  overfitting to outliers", mined again every ``val_every`` epochs.
+
+The schedule is the study's: the training identities are split, ``num_val_ids``
+of them held out (seeded); every ``val_every`` epochs the cost on the held-out
+set is computed (eq. 6 on all its pairs, eq. 7 on a triplet set mined once at
+the start); when it is higher than at the previous check the learning rate is
+multiplied by ``lr_decay`` (halved). The parameters of the lowest validation
+cost (the initial ones included) are returned. An epoch is one pass over the
+training samples (eq. 6) or triplets (eq. 7) in minibatches of ``batch_size``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from warca_jax import losses, sampling, validation, warca
+from warca_jax.methods import Method
+from warca_jax.metric import Metric
+from warca_jax.optim import TrainState
+
+INITS = ("identity", "orthonormal")
+
+
+def _sq_dists(e: jax.Array) -> jax.Array:
+    """All squared distances between the rows of e: [n, D'] -> [n, n]."""
+    sq = jnp.sum(e * e, axis=1)
+    return sq[:, None] + sq[None, :] - 2.0 * e @ e.T
+
+
+def pairwise_loss(
+    proj: jax.Array, x: jax.Array, labels: jax.Array, *, lam: float, penalty: str
+) -> jax.Array:
+    """The study's eq. 6 on the pairs of a minibatch, its two sides averaged, plus a penalty.
+
+    mean_{i<j, y_i = y_j} d_L(x_i, x_j) - mean_{y_i != y_j} d_L(x_i, x_j) + lam R(L),
+    with d_L(x_i, x_j) = ||L (x_i - x_j)||^2 and R a ``losses.penalty``.
+
+    Args:
+      proj: [D', D] the map L.
+      x: [B, D] samples. labels: [B] their identities.
+      lam: penalty weight. penalty: ``losses.PENALTIES``.
+
+    Returns:
+      scalar loss (a side with no pair contributes 0).
+    """
+    d = _sq_dists(x @ proj.T)
+    same = labels[:, None] == labels[None, :]
+    pos = same & ~jnp.eye(x.shape[0], dtype=bool)
+    pos_mean = jnp.sum(jnp.where(pos, d, 0.0)) / jnp.maximum(jnp.sum(pos), 1)
+    neg_mean = jnp.sum(jnp.where(same, 0.0, d)) / jnp.maximum(jnp.sum(~same), 1)
+    return pos_mean - neg_mean + lam * losses.penalty(proj, kind=penalty)
+
+
+def triplet_loss(
+    proj: jax.Array,
+    xa: jax.Array,
+    xp: jax.Array,
+    xn: jax.Array,
+    weights: jax.Array,
+    *,
+    margin: float,
+    lam: float,
+    penalty: str,
+) -> jax.Array:
+    """The study's eq. 7, averaged over triplets, plus a penalty.
+
+    sum_t w_t [margin + d_L(a_t, p_t) - d_L(a_t, n_t)]_+ / sum_t w_t + lam R(L).
+
+    Args:
+      proj: [D', D] the map L.
+      xa, xp, xn: [T, D] anchors, positives (same identity), negatives.
+      weights: [T] 1 for a real triplet, 0 for a placeholder.
+      margin: the margin, 1 in the study. lam, penalty: as in ``pairwise_loss``.
+    """
+    ep, en = (xa - xp) @ proj.T, (xa - xn) @ proj.T
+    hinge = jnp.maximum(margin + jnp.sum(ep * ep, 1) - jnp.sum(en * en, 1), 0.0)
+    mean = jnp.sum(weights * hinge) / jnp.maximum(jnp.sum(weights), 1.0)
+    return mean + lam * losses.penalty(proj, kind=penalty)
+
+
+@functools.partial(jax.jit, static_argnames=("num_random", "block"))
+def mine_triplets(key, emb, table: sampling.PairTable, *, num_random: int, block: int = 1024):
+    """The study's triplet set: per anchor the hardest triplet and ``num_random`` random ones.
+
+    Hardest: the farthest sample of the anchor's identity and the closest of another,
+    found in blocks of ``block`` anchors (an [block, N] distance matrix at a time).
+
+    Args:
+      key: PRNG key of the random triplets.
+      emb: [N, D'] embedded training samples (L x).
+      table: ``sampling.make_pair_table`` of their labels.
+      num_random: random triplets per anchor.
+
+    Returns:
+      (a, p, n, valid): [N (1 + num_random)] int32 indices and float32 weights, 0 (and
+      p = a) for an anchor that is the only sample of its identity.
+    """
+    n = emb.shape[0]
+    sq = jnp.sum(emb * emb, axis=1)
+    rows = jnp.minimum(jnp.arange(-(-n // block) * block), n - 1).reshape(-1, block)
+
+    def hardest(r):
+        d = sq[r][:, None] + sq[None, :] - 2.0 * emb[r] @ emb.T
+        same = table.labels[r][:, None] == table.labels[None, :]
+        other = r[:, None] != jnp.arange(n)[None, :]
+        hp = jnp.argmax(jnp.where(same & other, d, -jnp.inf), axis=1)
+        return hp, jnp.argmin(jnp.where(same, jnp.inf, d), axis=1)
+
+    hp, hn = (v.reshape(-1)[:n] for v in jax.lax.map(hardest, rows))
+    u, v = jax.random.uniform(key, (2, num_random, n))
+    c, start = table.count[None, :], table.start[None, :]
+    shift = 1 + jnp.minimum(jnp.floor(u * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
+    rp = table.order[start + (table.pos[None, :] + shift) % c]
+    r = jnp.minimum(jnp.floor(v * (n - c)).astype(jnp.int32), n - c - 1)
+    rn = table.order[jnp.where(r < start, r, r + c)]  # skips the anchor's identity block
+    anchors = jnp.tile(jnp.arange(n, dtype=jnp.int32), num_random + 1)
+    valid = jnp.tile((table.count >= 2).astype(jnp.float32), num_random + 1)
+    pos = jnp.concatenate([hp[None].astype(jnp.int32), rp]).reshape(-1)
+    neg = jnp.concatenate([hn[None].astype(jnp.int32), rn]).reshape(-1)
+    return anchors, jnp.where(valid > 0, pos, anchors), neg, valid
+
+
+def _batch_loss_fn(name: str, *, lam: float, penalty: str, margin: float) -> Callable:
+    """loss(proj, data, idx) of the minibatch ``idx`` of items (samples or triplets)."""
+    if name == "pairwise_sgd":
+        return lambda proj, data, idx: pairwise_loss(
+            proj, data[0][idx], data[1][idx], lam=lam, penalty=penalty
+        )
+
+    def loss(proj, data, idx):
+        x, a, p, n, w = data
+        return triplet_loss(
+            proj, x[a[idx]], x[p[idx]], x[n[idx]], w[idx], margin=margin, lam=lam, penalty=penalty
+        )
+
+    return loss
+
+
+def make_train_epochs(
+    batch_loss: Callable, tx: optax.GradientTransformation, *, batch_size: int
+) -> Callable:
+    """The jitted ``run(state, data, key, epoch0, num_epochs) -> (state, mean loss)``.
+
+    Epoch e shuffles the ``data``'s items with ``fold_in(key, e)`` and takes one SGD step
+    per minibatch (the last, ragged one is dropped); all in one ``lax.scan``.
+    """
+
+    def run(state, data, key, epoch0, num_epochs):
+        m = data[1].shape[0]  # items: samples (labels) or triplets (anchors)
+        b = min(batch_size, m)
+
+        def step(st, idx):
+            loss, grad = jax.value_and_grad(batch_loss)(st.params, data, idx)
+            updates, opt_state = tx.update(grad, st.opt_state, st.params)
+            return TrainState(optax.apply_updates(st.params, updates), opt_state, st.step + 1), loss
+
+        def epoch(st, e):
+            perm = jax.random.permutation(jax.random.fold_in(key, e), m)
+            return jax.lax.scan(step, st, perm[: (m // b) * b].reshape(-1, b))
+
+        state, batch_losses = jax.lax.scan(epoch, state, epoch0 + jnp.arange(num_epochs))
+        return state, jnp.mean(batch_losses)
+
+    return jax.jit(run, static_argnums=4)
+
+
+@functools.lru_cache(maxsize=16)
+def _programs(name: str, lam: float, penalty: str, margin: float, batch_size: int, momentum: float):
+    """``tx``, the jitted epochs and the jitted full-set cost, compiled once per setting.
+
+    The learning rate is not a key: it lives in the optimiser state (``inject_hyperparams``).
+    """
+    batch_loss = _batch_loss_fn(name, lam=lam, penalty=penalty, margin=margin)
+    tx = optax.inject_hyperparams(optax.sgd)(learning_rate=1.0, momentum=momentum or None)
+    run = make_train_epochs(batch_loss, tx, batch_size=batch_size)
+    cost = jax.jit(lambda proj, data: batch_loss(proj, data, jnp.arange(data[1].shape[0])))
+    return tx, run, cost
+
+
+def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and config before any work; returns float32 features and labels.
+
+    Raises:
+      ValueError: bad data (``validation.check_training_data``), too few identities to
+        hold ``num_val_ids`` out and still train, or a config out of range.
+    """
+    name = cfg.name
+    x, y = validation.check_training_data(features, labels, method=name)
+    d = x.shape[1]
+    if not 0 <= cfg.dim <= d:
+        raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
+    if cfg.init not in INITS:
+        raise ValueError(f"unknown init {cfg.init!r}; expected one of {INITS}")
+    if cfg.penalty not in losses.PENALTIES:
+        raise ValueError(f"unknown penalty {cfg.penalty!r}; expected one of {losses.PENALTIES}")
+    if cfg.lam < 0 or (name == "pairwise_sgd" and (cfg.lam == 0 or cfg.penalty == "none")):
+        raise ValueError(
+            f"lam must be >= 0, and > 0 with a penalty for pairwise_sgd (eq. 6 is unbounded "
+            f"below); got lam={cfg.lam}, penalty={cfg.penalty!r}"
+        )
+    for field in ("batch_size", "num_epochs", "val_every"):
+        if getattr(cfg, field) < (2 if field == "batch_size" else 1):
+            raise ValueError(f"{field} must be >= {2 if field == 'batch_size' else 1}")
+    if cfg.learning_rate <= 0 or not 0 < cfg.lr_decay <= 1 or cfg.momentum < 0:
+        raise ValueError(
+            "need learning_rate > 0, 0 < lr_decay <= 1 and momentum >= 0; got "
+            f"{cfg.learning_rate}, {cfg.lr_decay}, {cfg.momentum}"
+        )
+    if name == "triplet_sgd" and (cfg.margin <= 0 or cfg.num_random < 0):
+        raise ValueError(f"need margin > 0 and num_random >= 0, got {cfg.margin}, {cfg.num_random}")
+    _, counts = np.unique(y, return_counts=True)
+    usable = int(np.sum(counts >= 2))
+    if cfg.num_val_ids < 2 or usable < cfg.num_val_ids + 2:
+        raise ValueError(
+            f"num_val_ids must be >= 2 and leave 2 identities with two or more images for "
+            f"training: {name} holds {cfg.num_val_ids} out of {usable} such identities"
+        )
+    return x, y
+
+
+def _split_validation(key, y: np.ndarray, num_val_ids: int) -> np.ndarray:
+    """Boolean mask of the samples of ``num_val_ids`` random identities with 2+ images."""
+    ids, counts = np.unique(y, return_counts=True)
+    eligible = ids[counts >= 2]
+    chosen = np.asarray(jax.random.permutation(key, len(eligible)))[:num_val_ids]
+    return np.isin(y, eligible[chosen])
+
+
+def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = False):
+    """Learns L by the study's SGD and schedule (``cfg.name``: pairwise_sgd or triplet_sgd).
+
+    Args:
+      features: [N, D] training features. labels: [N] identities.
+      cfg: the ``method`` section of configs/pairwise_sgd.py or configs/triplet_sgd.py.
+      seed: PRNG seed (validation identities, init, shuffles, random triplets).
+      log_fn: called with each history row.
+      progress: show a progress bar over epochs.
+
+    Returns:
+      (Metric of kind "linear" with W = L [D', D], history): one row per validation
+      check: epoch, step, loss (mean minibatch loss since the last check), val_cost,
+      learning_rate (the rate used since the last check), best_epoch, seconds.
+
+    Raises:
+      ValueError: bad input or config, before any work.
+      FloatingPointError: a non-finite loss or model (lower learning_rate).
+    """
+    x, y = validate_inputs(features, labels, cfg)
+    k_split, k_init, k_train, k_mine, k_val = jax.random.split(jax.random.PRNGKey(seed), 5)
+    is_val = _split_validation(k_split, y, cfg.num_val_ids)
+    d = x.shape[1]
+    dim = cfg.dim or d
+    if cfg.init == "identity":
+        params = jnp.eye(dim, d, dtype=jnp.float32)
+    else:
+        params = warca.init_params(k_init, dim=dim, d=d)
+    margin = float(cfg.margin) if "margin" in cfg else 0.0
+    tx, run, cost_fn = _programs(
+        cfg.name, float(cfg.lam), cfg.penalty, margin, cfg.batch_size, float(cfg.momentum)
+    )
+    opt_state = tx.init(params)
+    state = TrainState(params, opt_state, jnp.zeros((), jnp.int32))
+    x_tr, x_val = jnp.asarray(x[~is_val]), jnp.asarray(x[is_val])
+    table_tr, table_val = sampling.make_pair_table(y[~is_val]), sampling.make_pair_table(y[is_val])
+    triplets = cfg.name == "triplet_sgd"
+
+    def dataset(x_part, table, key, proj):
+        if not triplets:
+            return x_part, table.labels
+        mined = mine_triplets(key, x_part @ proj.T, table, num_random=cfg.num_random)
+        return (x_part, *mined)
+
+    val_data = dataset(x_val, table_val, k_val, params)
+    val_cost = functools.partial(cost_fn, data=val_data)
+    best_cost, best_params, best_epoch = float(val_cost(params)), params, 0
+    prev_cost, lr, history, epoch, t0 = (
+        best_cost,
+        float(cfg.learning_rate),
+        [],
+        0,
+        time.perf_counter(),
+    )
+    bar = tqdm(total=cfg.num_epochs, desc=cfg.name, disable=not progress, leave=False)
+    while epoch < cfg.num_epochs:
+        length = min(cfg.val_every, cfg.num_epochs - epoch)
+        train_data = dataset(x_tr, table_tr, jax.random.fold_in(k_mine, epoch), state.params)
+        hyper = dict(state.opt_state.hyperparams, learning_rate=jnp.float32(lr))
+        state = state._replace(opt_state=state.opt_state._replace(hyperparams=hyper))
+        state, loss = run(state, train_data, k_train, epoch, length)
+        epoch += length
+        cost = float(val_cost(state.params))
+        row = dict(epoch=epoch, step=int(state.step), loss=float(loss), val_cost=cost)
+        if not (np.isfinite(row["loss"]) and np.isfinite(cost)):
+            raise FloatingPointError(
+                f"{cfg.name} diverged by epoch {epoch}: {row}; lower learning_rate"
+            )
+        if cost < best_cost:
+            best_cost, best_params, best_epoch = cost, state.params, epoch
+        row.update(learning_rate=lr, best_epoch=best_epoch, seconds=time.perf_counter() - t0)
+        history.append(row)
+        if log_fn is not None:
+            log_fn(row)
+        bar.update(length)
+        if cost > prev_cost:  # the study's schedule: halve the rate when the cost rises
+            lr *= cfg.lr_decay
+        prev_cost = cost
+    bar.close()
+    metric = Metric("linear", input_dim=d, projection=np.asarray(best_params), name=cfg.name)
+    if not metric.is_finite():
+        raise FloatingPointError(f"{cfg.name} produced a non-finite model; lower learning_rate")
+    return metric, history
+
+
+METHODS = {
+    "pairwise_sgd": Method(fit=fit, validate=validate_inputs),
+    "triplet_sgd": Method(fit=fit, validate=validate_inputs),
+}
