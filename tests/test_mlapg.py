@@ -1,0 +1,107 @@
+"""MLAPG: the all-pairs loss and gradient are right, it learns a PSD metric, refuses bad input."""
+
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs.mlapg import get_config
+from warca_jax import data
+from warca_jax.methods import mlapg
+
+
+def _method(**overrides):
+    cfg = copy.deepcopy(get_config().method)
+    cfg.unlock()
+    cfg.update(**overrides)
+    return cfg
+
+
+def _small_problem(dim=6):
+    x, y, _ = data.make_synthetic(
+        num_ids=8, images_per_id=3, dim=dim, signal_dim=2, num_nuisance=1, seed=1
+    )
+    return x / 10.0, y
+
+
+def test_loss_equals_a_loop_over_unordered_pairs():
+    x, y = _small_problem()
+    m = np.cov(x.T) + np.eye(6)
+    pos = [(i, j) for i in range(len(y)) for j in range(i + 1, len(y)) if y[i] == y[j]]
+    neg = [(i, j) for i in range(len(y)) for j in range(i + 1, len(y)) if y[i] != y[j]]
+    ref = 0.0
+    for pairs, sign in ((pos, 1.0), (neg, -1.0)):
+        for i, j in pairs:
+            d = (x[i] - x[j]) @ m @ (x[i] - x[j])
+            ref += np.log1p(np.exp(sign * (d - 0.7))) / len(pairs)
+    with jax.enable_x64(True):
+        sign, weight = mlapg.pair_weights(jnp.asarray(y))
+        got = mlapg.mlapg_loss(jnp.asarray(m), jnp.asarray(x, jnp.float64), sign, weight, mu=0.7)
+    np.testing.assert_allclose(float(got), ref, rtol=1e-7)
+
+
+def test_gradient_equals_autodiff_float64():
+    x, y = _small_problem()
+    with jax.enable_x64(True):
+        xx = jnp.asarray(x, jnp.float64)
+        sign, weight = mlapg.pair_weights(jnp.asarray(y))
+        b = jax.random.normal(jax.random.PRNGKey(0), (6, 6), jnp.float64)
+        m = b @ b.T / 6
+        loss, grad = mlapg.mlapg_loss_and_grad(m, xx, sign, weight, mu=0.5)
+        ref = jax.grad(mlapg.mlapg_loss)(m, xx, sign, weight, mu=0.5)
+        np.testing.assert_allclose(loss, mlapg.mlapg_loss(m, xx, sign, weight, mu=0.5))
+        np.testing.assert_allclose(grad, ref, rtol=1e-9, atol=1e-12)
+        assert float(jnp.abs(ref).max()) > 1e-3
+
+
+def test_psd_projection_clips_negative_eigenvalues():
+    m = jnp.diag(jnp.array([2.0, -1.0, 0.5]))
+    q, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(2), (3, 3)))
+    proj, rank = mlapg.psd_project(q @ m @ q.T)
+    np.testing.assert_allclose(proj, q @ jnp.diag(jnp.array([2.0, 0.0, 0.5])) @ q.T, atol=1e-5)
+    assert int(rank) == 2
+
+
+def test_mlapg_beats_euclidean(reid):
+    metric, hist = mlapg.fit(reid.x_train, reid.y_train, _method())
+    assert metric.kind == "linear" and metric.projection.shape[1] == 64
+    losses = [r["loss"] for r in hist]
+    assert losses[-1] < losses[0] and hist[-1]["step"] < 300  # converged by the tolerance
+    res = reid.score(metric)
+    # Measured: rank-1 85.5, mAP 86.1 against Euclidean 23.5, 21.9 (39 iterations).
+    assert res["rank1"] >= reid.euclidean["rank1"] + 45
+    assert res["mAP"] >= reid.euclidean["mAP"] + 45
+
+
+def test_pca_is_folded_into_the_projection_and_runs_repeat():
+    x, y = _small_problem(dim=12)
+    cfg = _method(pca_dim=5, dim=3, max_iters=30, log_every=5)
+    a, hist = mlapg.fit(x, y, cfg)
+    b, _ = mlapg.fit(x, y, cfg)
+    assert a.projection.shape == (3, 12)  # W [dim, pca_dim] @ components [pca_dim, D]
+    np.testing.assert_array_equal(a.projection, b.projection)
+    assert all(r["rank"] <= 5 for r in hist) and hist[-1]["loss"] < hist[0]["loss"]
+
+
+@pytest.mark.parametrize(
+    "mutate, overrides, match",
+    [
+        (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x), y), {}, "NaN"),
+        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, np.arange(len(y))), {}, "identities with two or more"),
+        (lambda x, y: (x, y), {"dim": 7}, "output dim must be at most 6"),
+        (lambda x, y: (x, y), {"pca_dim": 4, "dim": 5}, "output dim must be at most 4"),
+        (lambda x, y: (x, y), {"pca_dim": -1}, "pca_dim must be >= 0"),
+        (lambda x, y: (x, y), {"max_iters": 0}, "max_iters must be >= 1"),
+        (lambda x, y: (x, y), {"init_step": 0.0}, "init_step must be positive"),
+        (lambda x, y: (x, y), {"backtrack_factor": 1.0}, "backtrack_factor must be > 1"),
+        (lambda x, y: (x, y), {"tol": -1.0}, "tol must be >= 0"),
+    ],
+)
+def test_bad_input_is_refused(mutate, overrides, match):
+    x, y = _small_problem()
+    x, y = mutate(x, y)
+    with pytest.raises(ValueError, match=match):
+        mlapg.fit(x, y, _method(**overrides))

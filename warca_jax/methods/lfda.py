@@ -1,0 +1,224 @@
+"""Local Fisher discriminant analysis (LFDA), linear and kernel.
+
+Sugiyama, "Dimensionality reduction of multimodal labeled data by local Fisher
+discriminant analysis", JMLR 2007; applied to re-identification by Pedagadi et
+al. (CVPR 2013) and kernelised for it by Xiong et al. (ECCV 2014).
+
+Affinity (Sugiyama's local scaling, after Zelnik-Manor & Perona):
+A_ij = exp(-||x_i - x_j||^2 / (s_i s_j)), s_i the distance of x_i to its knn-th
+nearest neighbour *within its class*. A class with n_c <= knn images uses its farthest
+member (knn clipped to n_c - 1, as Sugiyama's code and metric-learn do); a singleton
+class has no pairs and contributes nothing.
+
+Weights (Sugiyama 2007), for i, j in the same class c, with n the number of samples:
+W^w_ij = A_ij / n_c and W^b_ij = A_ij (1/n - 1/n_c); across classes W^w_ij = 0 and
+W^b_ij = 1/n. The scatter matrices 1/2 sum_ij W_ij (x_i - x_j)(x_i - x_j)^T are
+X^T (diag(W 1) - W) X (a graph Laplacian), so no pair is enumerated.
+
+Solution: the top ``dim`` generalized eigenvectors of S^b v = lambda S^w v with
+S^w regularised by ``reg * trace(S^w) / D`` on its diagonal, so that two images
+per identity (VIPeR: S^w of rank N / 2) still works. Embedding ``weighted``
+(Sugiyama's default) scales each eigenvector by sqrt(lambda).
+
+Kernel form (kernel LFDA, Sugiyama 2007): the same weights with kernel-space distances
+k_ii + k_jj - 2 k_ij, scatter K L K in the span of the training kernel columns,
+and A: [dim, N] with W = A Phi(X)^T.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from warca_jax import kernels, linalg, validation
+from warca_jax.methods import Method
+from warca_jax.metric import Metric
+
+EMBEDDINGS = ("weighted", "orthonormalized", "plain")
+
+
+def check_config(cfg, *, n: int, d: int) -> None:
+    """Raises ValueError for an LFDA config that cannot run on N x D training data."""
+    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
+        raise ValueError(
+            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
+        )
+    limit = n if cfg.kernel != "none" else d
+    if not 1 <= cfg.dim <= limit:
+        what = "training samples" if cfg.kernel != "none" else "input dimensions"
+        raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
+    if int(cfg.knn) != cfg.knn or cfg.knn < 1:
+        raise ValueError(f"knn must be an integer >= 1 (Sugiyama: 7), got {cfg.knn}")
+    if cfg.reg < 0:
+        raise ValueError(f"reg must be >= 0 (ridge on the within-class scatter), got {cfg.reg}")
+    if cfg.embedding not in EMBEDDINGS:
+        raise ValueError(f"unknown embedding {cfg.embedding!r}; expected one of {EMBEDDINGS}")
+
+
+def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks training data and config before any work; returns float32 features and labels.
+
+    Classes smaller than ``knn + 1`` are accepted: their local scale uses the farthest
+    member of the class (see the module docstring).
+
+    Raises:
+      ValueError: NaN/inf, shape mismatches, fewer than two identities with two images,
+        a dim the data cannot give, knn < 1, or negative features for a chi2 kernel.
+    """
+    x, y = validation.check_training_data(features, labels, method="LFDA")
+    check_config(cfg, n=x.shape[0], d=x.shape[1])
+    if cfg.kernel != "none":
+        kernels.check_kernel_input(x, cfg.kernel)
+    return x, y
+
+
+@functools.partial(jax.jit, static_argnames="knn")
+def local_affinity(sqdist: jax.Array, labels: jax.Array, *, knn: int) -> jax.Array:
+    """Local-scaling affinity within classes (Sugiyama 2007), zero across classes.
+
+    Args:
+      sqdist: [N, N] squared distances.
+      labels: [N] class labels.
+      knn: neighbour that sets the local scale (clipped to n_c - 1 in small classes).
+
+    Returns:
+      [N, N] symmetric affinity A.
+    """
+    n = sqdist.shape[0]
+    sqdist = jnp.maximum(sqdist, 0.0)
+    same = labels[:, None] == labels[None, :]
+    class_size = jnp.sum(same, axis=1)
+    # The knn + 1 smallest within-class distances of each row; entry 0 is the point itself.
+    nearest = -jax.lax.top_k(-jnp.where(same, sqdist, jnp.inf), min(knn, n - 1) + 1)[0]
+    kth = jnp.minimum(knn, class_size - 1)
+    sigma = jnp.sqrt(jnp.take_along_axis(nearest, kth[:, None], axis=1)[:, 0])
+    scale = sigma[:, None] * sigma[None, :]
+    ok = same & (scale > 0)
+    return jnp.where(ok, jnp.exp(-sqdist / jnp.where(ok, scale, 1.0)), 0.0)
+
+
+@jax.jit
+def lfda_laplacians(affinity: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Laplacians L = diag(W 1) - W of the within and between weights (Sugiyama 2007).
+
+    Args:
+      affinity: [N, N] local affinity (zero across classes).
+      labels: [N].
+
+    Returns:
+      (L_w, L_b), [N, N] each, so that S^w = X^T L_w X and S^b = X^T L_b X.
+    """
+    n = affinity.shape[0]
+    same = labels[:, None] == labels[None, :]
+    class_size = jnp.sum(same, axis=1, keepdims=True).astype(affinity.dtype)
+    w_w = jnp.where(same, affinity / class_size, 0.0)
+    w_b = jnp.where(same, affinity * (1.0 / n - 1.0 / class_size), 1.0 / n)
+
+    def lap(w):
+        return jnp.diag(jnp.sum(w, axis=1)) - w
+
+    return lap(w_w), lap(w_b)
+
+
+def local_scatter(x, labels, *, knn: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local within- and between-class scatter matrices S^w, S^b: [D, D] each (float64).
+
+    Args:
+      x: [N, D] features.
+      labels: [N].
+      knn: the local-scaling neighbour.
+    """
+    x = np.asarray(x, np.float64)
+    x = x - x.mean(axis=0)  # rows of L sum to 0: centring changes nothing but rounding
+    xj = jnp.asarray(x, jnp.float32)
+    sq = jnp.sum(xj * xj, axis=1)
+    hi = jax.lax.Precision.HIGHEST
+    sqdist = sq[:, None] + sq[None, :] - 2.0 * jnp.dot(xj, xj.T, precision=hi)
+    lw, lb = lfda_laplacians(local_affinity(sqdist, jnp.asarray(labels), knn=knn), labels)
+    lw, lb = np.asarray(lw, np.float64), np.asarray(lb, np.float64)
+    return x.T @ lw @ x, x.T @ lb @ x
+
+
+def kernel_local_scatter(gram, labels, *, knn: int) -> tuple[np.ndarray, np.ndarray]:
+    """K L_w K and K L_b K: [N, N] each (float64), with kernel-space distances."""
+    k = jnp.asarray(gram, jnp.float32)
+    diag = jnp.diag(k)
+    sqdist = diag[:, None] + diag[None, :] - 2.0 * k
+    lw, lb = lfda_laplacians(local_affinity(sqdist, jnp.asarray(labels), knn=knn), labels)
+    k64 = np.asarray(gram, np.float64)
+    return k64 @ np.asarray(lw, np.float64) @ k64, k64 @ np.asarray(lb, np.float64) @ k64
+
+
+def solve(s_w: np.ndarray, s_b: np.ndarray, *, dim: int, reg: float, embedding: str):
+    """Top ``dim`` directions of S^b v = lambda (S^w + reg tr(S^w)/D I) v: [D, dim].
+
+    Raises:
+      FloatingPointError: non-finite scatter matrices.
+    """
+    if not (np.all(np.isfinite(s_w)) and np.all(np.isfinite(s_b))):
+        raise FloatingPointError("LFDA scatter matrices have non-finite entries")
+    d = s_w.shape[0]
+    ridge = reg * max(np.trace(s_w), 1e-300) / d
+    # Warns only when the ridge-regularised scatter is still (near) singular, e.g. reg = 0.
+    s_w = linalg.regularise(s_w + ridge * np.eye(d), what="LFDA within-class scatter")
+    vals, vecs = linalg.generalized_eigh(s_b, s_w, dim=dim)
+    if embedding == "weighted":
+        vecs = vecs * np.sqrt(np.maximum(vals, 0.0))[None, :]
+    elif embedding == "orthonormalized":
+        vecs, _ = np.linalg.qr(vecs)
+    return vecs
+
+
+def fit(
+    features: np.ndarray,
+    labels: np.ndarray,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+) -> tuple[Metric, list[dict]]:
+    """Learns an LFDA metric (closed form: ``seed``, ``log_fn``, ``progress`` unused).
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the ``method`` section of a config (see configs/lfda.py).
+
+    Returns:
+      (Metric, []): kind "linear" with W: [dim, D], or kind "kernel" with A: [dim, N].
+
+    Raises:
+      ValueError: bad input or config, before any work.
+      FloatingPointError: a non-finite result.
+    """
+    del seed, log_fn, progress
+    x, y = validate(features, labels, cfg)
+    y_idx = np.unique(y, return_inverse=True)[1]
+    opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding)
+    if cfg.kernel == "none":
+        s_w, s_b = local_scatter(x, y_idx, knn=int(cfg.knn))
+        proj, support, gamma = solve(s_w, s_b, **opts).T, None, 1.0
+    else:
+        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+        s_w, s_b = kernel_local_scatter(gram, y_idx, knn=int(cfg.knn))
+        proj, support = solve(s_w, s_b, **opts).T, x
+    metric = Metric(
+        kind="linear" if cfg.kernel == "none" else "kernel",
+        input_dim=x.shape[1],
+        projection=proj.astype(np.float32),
+        support=support,
+        kernel=cfg.kernel,
+        gamma=float(gamma),
+        name="lfda",
+    )
+    if not metric.is_finite():
+        raise FloatingPointError("LFDA produced a non-finite projection; raise reg")
+    return metric, []
+
+
+METHODS = {"lfda": Method(fit=fit, validate=validate)}
