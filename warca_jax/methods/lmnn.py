@@ -1,0 +1,301 @@
+"""LMNN: large margin nearest neighbours (Weinberger & Saul, JMLR 2009).
+
+Learns L: [D', D] so that each point's k target neighbours (its k nearest
+same-label points in the input space, fixed once) are pulled close and every
+differently labelled point inside the target's margin (an impostor) is pushed
+out. The loss (JMLR 2009, eq. 13, with the pull/push trade-off written as
+``pull + mu * push``; mu = 1 is the paper's mu = 1/2 up to a factor 2):
+
+    eps(L) = 1/N sum_i sum_{j ~> i} ||L (x_i - x_j)||^2
+           + mu/N sum_i sum_{j ~> i} sum_{l: y_l != y_i} [m + ||L (x_i - x_j)||^2
+                                                        - ||L (x_i - x_l)||^2]_+
+
+Impostor search (the expensive part) is blocked matrix work: the distances of a
+block of rows to all N points in the current metric, one [b, N] matrix at a
+time, masked by label and reduced with ``lax.top_k`` to each point's
+``num_impostors`` nearest differently labelled points. As in the paper's
+solver, this active set is refreshed every ``refresh_every`` steps and the
+steps in between evaluate the hinge only on it ([N, k, num_impostors] masks);
+the share of (i, j) whose last candidate still violates the margin (so that
+more impostors exist than the set holds) is logged as ``truncated_frac``.
+
+A class with fewer than k + 1 images gives its points all their same-label
+partners as targets (fewer than k); a point whose class has one image has no
+targets and serves only as an impostor. ``validate`` refuses a k that no class
+can supply. L is trained by Adam on the closed-form gradient, jitted as one
+``lax.scan`` of steps per refresh round.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from warca_jax import linalg, validation
+from warca_jax.methods import Method
+from warca_jax.metric import Metric
+
+
+def check_config(cfg, *, n: int, d: int, max_class: int) -> None:
+    """Raises ValueError for an LMNN config that cannot run on N x D data."""
+    if cfg.k < 1:
+        raise ValueError(f"k (target neighbours) must be >= 1, got {cfg.k}")
+    if cfg.k > max_class - 1:
+        raise ValueError(
+            f"k = {cfg.k} target neighbours needs a class with at least {cfg.k + 1} images; "
+            f"the largest class has {max_class}"
+        )
+    if not 0 <= cfg.dim <= d:
+        raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
+    if not 1 <= cfg.num_impostors <= n - max_class:
+        raise ValueError(
+            f"num_impostors must be in [1, {n - max_class}] (points outside the largest class), "
+            f"got {cfg.num_impostors}"
+        )
+    for name in ("num_iters", "refresh_every", "block_size"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.mu < 0:
+        raise ValueError(f"mu must be non-negative, got {cfg.mu}")
+    if cfg.margin <= 0:
+        raise ValueError(f"margin must be positive, got {cfg.margin}")
+    if not cfg.learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive, got {cfg.learning_rate}")
+
+
+def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """Checks data and config before any work; returns float32 features and labels."""
+    x, y = validation.check_training_data(features, labels, method="LMNN")
+    _, counts = np.unique(y, return_counts=True)
+    check_config(cfg, n=x.shape[0], d=x.shape[1], max_class=int(counts.max()))
+    return x, y
+
+
+@functools.partial(jax.jit, static_argnames=("k", "same", "block_size"))
+def nearest_by_label(
+    z: jax.Array, labels: jax.Array, *, k: int, same: bool, block_size: int
+) -> tuple[jax.Array, jax.Array]:
+    """Each point's k nearest same-label (others) or different-label points, in row blocks.
+
+    Args:
+      z: [N, d] points (embedded in the current metric).
+      labels: [N] int labels.
+      k: neighbours per point.
+      same: same-label neighbours (self excluded) or different-label ones.
+      block_size: rows whose [block_size, N] distances are formed at once.
+
+    Returns:
+      (index [N, k] int32, valid [N, k] bool): nearest first; ``valid`` is False
+      where a point has fewer than k such neighbours.
+    """
+    n = z.shape[0]
+    nb = -(-n // block_size)
+    pad = nb * block_size - n
+    zp = jnp.pad(z, ((0, pad), (0, 0)))
+    lp = jnp.pad(labels, (0, pad))
+    sq = jnp.sum(z * z, axis=1)
+    cols = jnp.arange(n)
+
+    def block(start):
+        zb = jax.lax.dynamic_slice_in_dim(zp, start, block_size)
+        lb = jax.lax.dynamic_slice_in_dim(lp, start, block_size)
+        dist = jnp.sum(zb * zb, axis=1)[:, None] + sq[None, :] - 2.0 * zb @ z.T
+        if same:
+            rows = start + jnp.arange(block_size)
+            mask = (lb[:, None] == labels[None, :]) & (rows[:, None] != cols[None, :])
+        else:
+            mask = lb[:, None] != labels[None, :]
+        neg, idx = jax.lax.top_k(jnp.where(mask, -dist, -jnp.inf), k)
+        return idx.astype(jnp.int32), jnp.isfinite(neg)
+
+    idx, valid = jax.lax.map(block, jnp.arange(nb) * block_size)
+    return idx.reshape(-1, k)[:n], valid.reshape(-1, k)[:n]
+
+
+def _pair_sq(z: jax.Array, idx: jax.Array) -> jax.Array:
+    """Squared distances ||z_i - z_idx[i, a]||^2 [N, A], from the dense Gram matrix.
+
+    Gathering A rows of d' floats per point is slow on XLA's CPU backend; one
+    [N, N] product Z Z^T (a BLAS call) and a gather of scalars is several times
+    faster at the sizes LMNN meets (N up to a few thousand).
+    """
+    sq = jnp.sum(z * z, axis=1)
+    gram = jnp.take_along_axis(z @ z.T, idx, axis=1)
+    return jnp.maximum(sq[:, None] + sq[idx] - 2.0 * gram, 0.0)
+
+
+def lmnn_terms(lmap, x, targets, target_valid, impostors, impostor_valid, *, mu, margin):
+    """Pull, push and the active-triplet mask of the LMNN loss on a fixed active set.
+
+    Args:
+      lmap: [D', D] linear map L.
+      x: [N, D] training features.
+      targets, target_valid: [N, k] target neighbours and their validity.
+      impostors, impostor_valid: [N, m] impostor candidates (different labels).
+      mu: push weight.
+      margin: m, the margin in squared distance.
+
+    Returns:
+      (loss, pull, push, active [N, k, m] bool, z = X L^T [N, D']).
+    """
+    n = x.shape[0]
+    z = x @ lmap.T
+    both = _pair_sq(z, jnp.concatenate([targets, impostors], axis=1))
+    dt, di = both[:, : targets.shape[1]], both[:, targets.shape[1] :]
+    viol = margin + dt[:, :, None] - di[:, None, :]
+    active = (viol > 0) & target_valid[:, :, None] & impostor_valid[:, None, :]
+    pull = jnp.sum(jnp.where(target_valid, dt, 0.0)) / n
+    push = jnp.sum(jnp.where(active, viol, 0.0)) / n
+    return pull + mu * push, pull, push, active, z
+
+
+def lmnn_loss(lmap, x, targets, target_valid, impostors, impostor_valid, *, mu, margin):
+    """The LMNN loss eps(L) (eq. 13) on a fixed active set; see ``lmnn_terms``."""
+    return lmnn_terms(
+        lmap, x, targets, target_valid, impostors, impostor_valid, mu=mu, margin=margin
+    )[0]
+
+
+def lmnn_grad(lmap, x, targets, target_valid, impostors, impostor_valid, *, mu, margin):
+    """Closed-form gradient of ``lmnn_loss`` with respect to L: [D', D].
+
+    Every term is c ||z_a - z_b||^2 with z = X L^T: the pull and the first hinge
+    term on (i, j) with c = (1 + mu * #active l) / N, the second hinge term on
+    (i, l) with c = -mu * #active j / N. With the pair weights in a matrix C
+    ([N, N], a scatter of N (k + m) scalars) the gradient in z is
+    2 (diag((C + C^T) 1) - C - C^T) Z, and dL = dZ^T X: two BLAS products and
+    no [D, D] outer product.
+
+    Returns:
+      (gradient [D', D], loss).
+    """
+    n = x.shape[0]
+    loss, _, _, active, z = lmnn_terms(
+        lmap, x, targets, target_valid, impostors, impostor_valid, mu=mu, margin=margin
+    )
+    ct = (target_valid + mu * jnp.sum(active, axis=2)) * (2.0 / n)  # [N, k]
+    ci = -mu * jnp.sum(active, axis=1) * (2.0 / n)  # [N, m]
+    rows = jnp.arange(n)[:, None]
+    c = jnp.zeros((n, n), z.dtype).at[rows, targets].add(ct).at[rows, impostors].add(ci)
+    c = c + c.T
+    dz = jnp.sum(c, axis=1)[:, None] * z - c @ z
+    return dz.T @ x, loss
+
+
+@functools.lru_cache(maxsize=16)
+def _make_round(mu, margin, m, rounds_steps, block_size, learning_rate):
+    """A jitted refresh round: impostor search in the current metric, then Adam steps."""
+    tx = optax.adam(learning_rate)
+
+    def round_fn(lmap, opt_state, x, labels, targets, target_valid):
+        z = x @ lmap.T
+        imp, imp_valid = nearest_by_label(z, labels, k=m, same=False, block_size=block_size)
+        # Triplets whose m-th (farthest kept) candidate still violates: the set is truncated.
+        d = _pair_sq(z, jnp.concatenate([targets, imp[:, -1:]], axis=1))
+        trunc = (margin + d[:, :-1] - d[:, -1:] > 0) & target_valid
+        truncated = jnp.sum(trunc) / jnp.maximum(jnp.sum(target_valid), 1)
+
+        def step(carry, _):
+            lmap, opt_state = carry
+            g, loss = lmnn_grad(
+                lmap, x, targets, target_valid, imp, imp_valid, mu=mu, margin=margin
+            )
+            updates, opt_state = tx.update(g, opt_state, lmap)
+            return (optax.apply_updates(lmap, updates), opt_state), loss
+
+        (lmap, opt_state), losses = jax.lax.scan(step, (lmap, opt_state), None, length=rounds_steps)
+        _, pull, push, active, _ = lmnn_terms(
+            lmap, x, targets, target_valid, imp, imp_valid, mu=mu, margin=margin
+        )
+        metrics = {
+            "loss": losses[-1],
+            "pull": pull,
+            "push": push,
+            "active_triplets": jnp.sum(active),
+            "truncated_frac": truncated,
+        }
+        return lmap, opt_state, metrics
+
+    return tx, jax.jit(round_fn)
+
+
+def init_map(x: np.ndarray, dim: int) -> np.ndarray:
+    """Identity for a full-rank L, the top principal directions for D' < D."""
+    d = x.shape[1]
+    if dim in (0, d):
+        return np.eye(d, dtype=np.float32)
+    _, comps = linalg.pca(x, variance=1.0, max_dim=dim)
+    if comps.shape[0] < dim:  # fewer samples than dim: complete with random directions
+        extra = np.random.default_rng(0).standard_normal((dim - comps.shape[0], d))
+        comps = np.concatenate([comps, extra.astype(np.float32) / np.sqrt(d)])
+    return comps
+
+
+def fit(
+    features,
+    labels,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+) -> tuple[Metric, list[dict]]:
+    """Learns an LMNN metric.
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the config's ``method`` section (configs/lmnn.py).
+      seed: unused beyond the contract (LMNN is deterministic: fixed targets,
+        identity or PCA initialisation, full-batch steps).
+      log_fn: called with each history row (one per refresh round).
+      progress: unused (rounds are logged instead).
+
+    Returns:
+      (linear Metric with W = L, history rows: step, loss, pull, push,
+      active_triplets, truncated_frac, seconds).
+
+    Raises:
+      ValueError: bad data or config, before any work.
+      FloatingPointError: training diverged.
+    """
+    del seed, progress
+    x, y = validate(features, labels, cfg)
+    t0 = time.perf_counter()
+    _, inverse = np.unique(y, return_inverse=True)
+    xj, lj = jnp.asarray(x), jnp.asarray(inverse, jnp.int32)
+    k, bs = int(cfg.k), int(cfg.block_size)
+    targets, target_valid = nearest_by_label(xj, lj, k=k, same=True, block_size=bs)
+    m = int(cfg.num_impostors)
+    lmap = jnp.asarray(init_map(x, int(cfg.dim)))
+    history = []
+    done = 0
+    while done < cfg.num_iters:
+        length = min(int(cfg.refresh_every), cfg.num_iters - done)
+        tx, round_fn = _make_round(
+            float(cfg.mu), float(cfg.margin), m, length, bs, float(cfg.learning_rate)
+        )
+        if done == 0:
+            opt_state = tx.init(lmap)
+        lmap, opt_state, metrics = round_fn(lmap, opt_state, xj, lj, targets, target_valid)
+        done += length
+        row = {key: float(v) for key, v in jax.device_get(metrics).items()}
+        row.update(step=done, seconds=time.perf_counter() - t0)
+        if not all(np.isfinite(v) for v in row.values()):
+            raise FloatingPointError(f"LMNN diverged by step {done}: {row}; lower learning_rate")
+        history.append(row)
+        if log_fn is not None:
+            log_fn(row)
+    metric = Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
+    if not metric.is_finite():
+        raise FloatingPointError("LMNN produced a non-finite map; lower learning_rate")
+    return metric, history
+
+
+METHODS = {"lmnn": Method(fit=fit, validate=validate)}
