@@ -2,6 +2,7 @@
 
 import copy
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -104,3 +105,17 @@ def test_bad_input_is_refused(mutate, overrides, match):
     x, y = mutate(*_small_problem())
     with pytest.raises(ValueError, match=match):
         svmml.fit(x, y, _method(**overrides))
+
+
+def test_pair_decisions_equal_the_gathered_form():
+    rng = np.random.default_rng(7)
+    x = jnp.asarray(rng.normal(size=(9, 4)), jnp.float32)
+    a, b = (jnp.asarray(rng.normal(size=(4, 4)), jnp.float32) for _ in range(2))
+    params = (a, b, jnp.asarray(rng.normal(size=4), jnp.float32), jnp.asarray(0.3))
+    i, j = jnp.asarray(rng.integers(0, 9, 20)), jnp.asarray(rng.integers(0, 9, 20))
+    np.testing.assert_allclose(
+        svmml.pair_decisions(params, x, i, j),
+        svmml.decision(params, x[i], x[j]),
+        rtol=1e-5,
+        atol=1e-5,
+    )
