@@ -29,9 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tqdm.auto import tqdm
 
-from warca_jax import kernels, losses, optim, sampling, validation
+from warca_jax import kernels, losses, optim, sampling, training, validation
 from warca_jax.metric import Metric
 
 GRADIENTS = ("closed_form", "autodiff")
@@ -271,24 +270,21 @@ def fit(
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
     tx, chunk = _optimizer_and_chunk(tuple(sorted(cfg.items())), kernel_form)
     state = optim.TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
-    history = []
-    bar = tqdm(total=cfg.num_iters, desc="warca", disable=not progress, leave=False)
-    it = 0
-    while it < cfg.num_iters:
-        length = min(cfg.log_every, cfg.num_iters - it)
+
+    def advance(done, length):
+        nonlocal state
         state, metrics = chunk(state, feats, table, key_train, length)
-        it += length
-        row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        row.update(step=it, seconds=time.perf_counter() - t0)
-        if not all(np.isfinite(v) for v in row.values()):
-            raise FloatingPointError(
-                f"WARCA diverged by step {it}: {row}; lower learning_rate or lam"
-            )
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
-        bar.update(length)
-    bar.close()
+        return metrics
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        method="WARCA",
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+    )
     proj = np.asarray(state.params)
     metric = Metric(
         kind="kernel" if kernel_form else "linear",

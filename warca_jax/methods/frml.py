@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import losses, sampling, validation
+from warca_jax import losses, sampling, training, validation
 from warca_jax.methods import Method
 from warca_jax.metric import Metric
 
@@ -201,7 +201,7 @@ def fit(
       cfg: the config's ``method`` section (configs/frml.py).
       seed: PRNG seed (initial U and the sampling); same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
-      progress: unused (rows are logged instead).
+      progress: show a progress bar.
 
     Returns:
       (linear Metric with W = diag(sqrt(s)) U^T: [dim, D], history rows: step,
@@ -211,7 +211,6 @@ def fit(
       ValueError: bad data or config, before any work.
       FloatingPointError: training diverged.
     """
-    del progress
     x, y = validate(features, labels, cfg)
     t0 = time.perf_counter()
     table = sampling.make_pair_table(y)
@@ -220,19 +219,21 @@ def fit(
     state = FrmlState(q, jnp.ones((cfg.dim,), jnp.float32), jnp.zeros((), jnp.int32))
     chunk = make_train_chunk(tuple(sorted(cfg.items())))
     xj = jnp.asarray(x)
-    history = []
-    done = 0
-    while done < cfg.num_iters:
-        length = min(cfg.log_every, cfg.num_iters - done)
+
+    def advance(done, length):
+        nonlocal state
         state, metrics = chunk(state, xj, table, key_train, length)
-        done += length
-        row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        row.update(step=done, seconds=time.perf_counter() - t0)
-        if not (all(np.isfinite(v) for v in row.values()) and bool(jnp.all(jnp.isfinite(state.s)))):
-            raise FloatingPointError(f"FRML diverged by step {done}: {row}; lower learning_rate")
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
+        return metrics
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        method="FRML",
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+    )
     w = np.asarray(state.u.T * jnp.sqrt(state.s)[:, None])
     metric = Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
     if not metric.is_finite():

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from warca_jax import linalg, validation
+from warca_jax import linalg, training, validation
 from warca_jax.methods import Method
 from warca_jax.metric import Metric
 
@@ -255,7 +255,7 @@ def fit(
       seed: unused beyond the contract (LMNN is deterministic: fixed targets,
         identity or PCA initialisation, full-batch steps).
       log_fn: called with each history row (one per refresh round).
-      progress: unused (rounds are logged instead).
+      progress: show a progress bar.
 
     Returns:
       (linear Metric with W = L, history rows: step, loss, pull, push,
@@ -265,7 +265,7 @@ def fit(
       ValueError: bad data or config, before any work.
       FloatingPointError: training diverged.
     """
-    del seed, progress
+    del seed
     x, y = validate(features, labels, cfg)
     t0 = time.perf_counter()
     _, inverse = np.unique(y, return_inverse=True)
@@ -274,24 +274,27 @@ def fit(
     targets, target_valid = nearest_by_label(xj, lj, k=k, same=True, block_size=bs)
     m = int(cfg.num_impostors)
     lmap = jnp.asarray(init_map(x, int(cfg.dim)))
-    history = []
-    done = 0
-    while done < cfg.num_iters:
-        length = min(int(cfg.refresh_every), cfg.num_iters - done)
+    opt_state = None
+
+    def advance(done, length):
+        nonlocal lmap, opt_state
         tx, round_fn = _make_round(
             float(cfg.mu), float(cfg.margin), m, length, bs, float(cfg.learning_rate)
         )
         if done == 0:
             opt_state = tx.init(lmap)
         lmap, opt_state, metrics = round_fn(lmap, opt_state, xj, lj, targets, target_valid)
-        done += length
-        row = {key: float(v) for key, v in jax.device_get(metrics).items()}
-        row.update(step=done, seconds=time.perf_counter() - t0)
-        if not all(np.isfinite(v) for v in row.values()):
-            raise FloatingPointError(f"LMNN diverged by step {done}: {row}; lower learning_rate")
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
+        return metrics
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_iters,
+        chunk=int(cfg.refresh_every),
+        method="LMNN",
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+    )
     metric = Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
     if not metric.is_finite():
         raise FloatingPointError("LMNN produced a non-finite map; lower learning_rate")

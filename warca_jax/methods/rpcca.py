@@ -26,14 +26,13 @@ Training is (minibatch or full-batch) gradient descent, ``log_every`` steps per 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels, validation
+from warca_jax import kernels, training, validation
 from warca_jax.methods import Method
 from warca_jax.metric import Metric
 
@@ -189,7 +188,7 @@ def fit(
       cfg: the ``method`` section of a config (see configs/rpcca.py).
       seed: PRNG seed (negative pairs, initialisation, minibatches); same seed, same result.
       log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
-      progress: unused (the log lines are the progress).
+      progress: show a progress bar.
 
     Returns:
       (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
@@ -198,7 +197,6 @@ def fit(
       ValueError: bad input or config, before any training.
       FloatingPointError: training diverged.
     """
-    del progress
     x, y = validate(features, labels, cfg)
     kernel_form = cfg.kernel != "none"
     key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
@@ -225,17 +223,20 @@ def fit(
         kernel_form, float(cfg.beta), float(cfg.lam), float(cfg.learning_rate), batch
     )
     pairs = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(sign, jnp.float32))
-    history, t0, it = [], time.perf_counter(), 0
-    while it < cfg.num_iters:
-        length = min(cfg.log_every, cfg.num_iters - it)
-        params, losses = chunk(params, feats, *pairs, key_batch, it, length)
-        it += length
-        row = {"step": it, "loss": float(jnp.mean(losses)), "seconds": time.perf_counter() - t0}
-        if not (np.isfinite(row["loss"]) and bool(jnp.all(jnp.isfinite(params)))):
-            raise FloatingPointError(f"rPCCA diverged by step {it}: {row}; lower learning_rate")
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
+
+    def advance(done, length):
+        nonlocal params
+        params, losses = chunk(params, feats, *pairs, key_batch, done, length)
+        return {"loss": jnp.mean(losses)}
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        method="rPCCA",
+        log_fn=log_fn,
+        progress=progress,
+    )
     proj = np.asarray(params, np.float64)
     # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
     proj = proj / scale if kernel_form else proj / np.sqrt(scale)

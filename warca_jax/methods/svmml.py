@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from warca_jax import linalg, validation
+from warca_jax import linalg, training, validation
 from warca_jax.methods import Method
 from warca_jax.metric import Metric
 
@@ -242,7 +242,7 @@ def fit(
       cfg: the config's ``method`` section (configs/svmml.py).
       seed: seed of the sampled different-label pairs; same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
-      progress: unused (rows are logged instead).
+      progress: show a progress bar.
 
     Returns:
       (SvmmlMetric, history rows: step, loss (mean over the chunk), seconds).
@@ -251,7 +251,6 @@ def fit(
       ValueError: bad data or config, before any work.
       FloatingPointError: training diverged.
     """
-    del progress
     x, y = validate(features, labels, cfg)
     t0 = time.perf_counter()
     mean, comps = linalg.pca(x, variance=float(cfg.pca_variance), max_dim=int(cfg.pca_dim) or None)
@@ -265,18 +264,21 @@ def fit(
     tx, chunk = _make_chunk(float(cfg.lam), cfg.loss, float(cfg.learning_rate))
     opt_state = tx.init(params)
     ij = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(dis))
-    history = []
-    done = 0
-    while done < cfg.num_iters:
-        length = min(cfg.log_every, cfg.num_iters - done)
+
+    def advance(done, length):
+        nonlocal params, opt_state
         params, opt_state, value = chunk(params, opt_state, xr, *ij, length)
-        done += length
-        row = {"step": done, "loss": float(value), "seconds": time.perf_counter() - t0}
-        if not np.isfinite(row["loss"]):
-            raise FloatingPointError(f"SVMML diverged by step {done}: {row}; lower learning_rate")
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
+        return {"loss": value}
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        method="SVMML",
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+    )
     a, b, c, bias = (np.asarray(v) for v in params)
     metric = SvmmlMetric(
         kind="svmml",
