@@ -67,7 +67,7 @@ def _problem(name: str, histogram: bool):
 
 
 def _configs(only):
-    out = []
+    out, seen = [], []
     for info in pkgutil.iter_modules(configs.__path__):
         if info.name == "common":
             continue
@@ -79,6 +79,9 @@ def _configs(only):
                 continue
             if only and cfg.method.name not in only and info.name not in only:
                 continue
+            if cfg.to_dict() in seen:  # a ':chi2' variant that is the default already
+                continue
+            seen.append(cfg.to_dict())
             label = info.name if variant is None else f"{info.name}:{variant}"
             out.append((label, cfg))
     return out
