@@ -4,6 +4,8 @@
 each configs/<method>.py adds its documented ``method`` section and locks it.
 """
 
+import copy
+
 import ml_collections
 
 
@@ -50,3 +52,18 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
         c.data.synthetic.num_ids = 60
         c.progress = False
     return c
+
+
+def overridden(section: ml_collections.ConfigDict, **overrides) -> ml_collections.ConfigDict:
+    """An unlocked copy of a config section with some fields changed.
+
+    For notebooks and tests: ``overridden(get_config().method, lam=1e-3)``. A field the
+    section does not have is refused, as a locked config would refuse it.
+    """
+    unknown = sorted(set(overrides) - set(section.keys()))
+    if unknown:
+        raise KeyError(f"unknown config fields {unknown}; the section has {sorted(section.keys())}")
+    out = copy.deepcopy(section)
+    out.unlock()
+    out.update(overrides)
+    return out

@@ -1,22 +1,18 @@
 """FRML: it learns, its gradient and retraction equal direct computations, bad input."""
 
-import copy
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import common
 from configs.frml import get_config
 from warca_jax import data
 from warca_jax.methods import frml
 
 
 def _method(**overrides):
-    cfg = copy.deepcopy(get_config().method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):

@@ -1,10 +1,9 @@
 """LFDA: its scatter matrices equal a direct double loop, it learns, it refuses bad input."""
 
-import copy
-
 import numpy as np
 import pytest
 
+from configs import common
 from configs.lfda import get_config
 from warca_jax import data
 from warca_jax.methods import lfda
@@ -12,10 +11,7 @@ from warca_jax.metric import Metric
 
 
 def _method(variant="linear", **overrides):
-    cfg = copy.deepcopy(get_config(variant).method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config(variant).method, **overrides)
 
 
 def _direct_scatter(x, y, knn):

@@ -1,6 +1,5 @@
 """LMNN: it learns, its gradient is the autodiff one, its blocked search is exact, bad input."""
 
-import copy
 import functools
 
 import jax
@@ -8,16 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import common
 from configs.lmnn import get_config
 from warca_jax import data
 from warca_jax.methods import lmnn
 
 
 def _method(**overrides):
-    cfg = copy.deepcopy(get_config().method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):

@@ -24,3 +24,13 @@ def test_every_config_names_a_registered_method_and_is_locked(name):
     assert config.method.name in methods.registry()
     with pytest.raises(AttributeError):
         config.method.not_a_field = 1
+
+
+def test_overridden_copies_and_refuses_unknown_fields():
+    from configs import common, warca
+
+    base = warca.get_config().method
+    changed = common.overridden(base, lam=0.5)
+    assert changed.lam == 0.5 and base.lam != 0.5
+    with pytest.raises(KeyError, match="lerning_rate"):
+        common.overridden(base, lerning_rate=0.1)

@@ -1,22 +1,18 @@
 """MLAPG: the all-pairs loss and gradient are right, it learns a PSD metric, refuses bad input."""
 
-import copy
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import common
 from configs.mlapg import get_config
 from warca_jax import data
 from warca_jax.methods import mlapg
 
 
 def _method(**overrides):
-    cfg = copy.deepcopy(get_config().method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config().method, **overrides)
 
 
 def _small_problem(dim=6):

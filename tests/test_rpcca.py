@@ -1,12 +1,11 @@
 """rPCCA: closed-form gradients equal autodiff, it learns, it is reproducible, refuses bad input."""
 
-import copy
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import common
 from configs.rpcca import get_config
 from warca_jax import data
 from warca_jax.methods import rpcca
@@ -14,10 +13,7 @@ from warca_jax.metric import Metric
 
 
 def _method(variant="linear", **overrides):
-    cfg = copy.deepcopy(get_config(variant).method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config(variant).method, **overrides)
 
 
 def _small_problem(hist=False):

@@ -1,11 +1,10 @@
 """SVMML: it learns, its distances are the decision function, it saves and loads, bad input."""
 
-import copy
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import common
 from configs.svmml import get_config
 from warca_jax import data
 from warca_jax.methods import svmml
@@ -13,10 +12,7 @@ from warca_jax.metric import Metric
 
 
 def _method(**overrides):
-    cfg = copy.deepcopy(get_config().method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):

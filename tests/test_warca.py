@@ -1,20 +1,16 @@
 """WARCA training: it learns, it is reproducible, its paths agree, it refuses bad input."""
 
-import copy
-
 import jax
 import numpy as np
 import pytest
 
+from configs import common
 from configs.warca import get_config
 from warca_jax import data, evaluation, warca
 
 
 def _method(variant="linear", **overrides):
-    cfg = copy.deepcopy(get_config(variant).method)
-    cfg.unlock()
-    cfg.update(**overrides)
-    return cfg
+    return common.overridden(get_config(variant).method, **overrides)
 
 
 def _split_eval(learned, ds, split, **kw):
