@@ -1,0 +1,252 @@
+"""Tests for the image loaders of warca_jax/datasets, on fixture trees and the real ORL."""
+
+import os
+import re
+
+import fixture_trees
+import numpy as np
+import pytest
+
+from warca_jax import data, datasets
+
+# The real ORL faces of ../shared/data (see its README) beside the repository.
+ORL = os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "orl_faces")
+)
+needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
+
+
+def _tree(tmp_path, name):
+    writer, _, _, options = fixture_trees.TREES[name]
+    return writer(str(tmp_path / name)), options
+
+
+def _assert_same_splits(a, b):
+    assert len(a) == len(b)
+    for sa, sb in zip(a, b, strict=True):
+        for x, y in zip(sa, sb, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def _check_protocol(image_set):
+    """Invariants every split must meet for the evaluation to be right."""
+    labels, cams = image_set.labels, image_set.cams
+    for split in image_set.splits:
+        data.validate_split(split, labels, n=len(labels))
+        train_ids = set(labels[split.train_idx])
+        test_ids = set(labels[split.query_idx]) | set(labels[split.gallery_idx])
+        assert not train_ids & test_ids
+        for q in split.query_idx:
+            same = split.gallery_idx[labels[split.gallery_idx] == labels[q]]
+            assert (cams[same] != cams[q]).any(), "a probe without a cross-camera match"
+
+
+# --- every image loader ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(fixture_trees.TREES))
+def test_loader_reads_fixture_tree(tmp_path, name):
+    root, options = _tree(tmp_path, name)
+    image_set = datasets.load(name, root, **options)
+    assert isinstance(image_set, datasets.ImageSet)
+    assert image_set.labels.dtype == np.int64 and image_set.cams.dtype == np.int64
+    assert len(image_set.paths) == len(image_set.labels) == len(image_set.cams)
+    assert all(os.path.isabs(p) and os.path.isfile(p) for p in image_set.paths)
+    assert len(set(image_set.paths)) == len(image_set.paths)
+    _check_protocol(image_set)
+    if name != "market1501":
+        assert len(image_set.splits) == 10
+        for split in image_set.splits:
+            assert len(np.unique(image_set.labels[split.query_idx])) == options["num_test_ids"]
+
+
+@pytest.mark.parametrize("name", sorted(set(fixture_trees.TREES) - {"market1501"}))
+def test_same_seed_same_splits_other_seed_others(tmp_path, name):
+    root, options = _tree(tmp_path, name)
+    a = datasets.load(name, root, seed=3, num_splits=4, **options)
+    b = datasets.load(name, root, seed=3, num_splits=4, **options)
+    c = datasets.load(name, root, seed=4, num_splits=4, **options)
+    _assert_same_splits(a.splits, b.splits)
+    assert len(a.splits) == 4
+    differs = [
+        not np.array_equal(x, y)
+        for sa, sc in zip(a.splits, c.splits, strict=True)
+        for x, y in zip(sa, sc, strict=True)
+    ]
+    assert any(differs)
+    # Within one seed the splits differ from each other too.
+    assert not all(np.array_equal(a.splits[0].query_idx, s.query_idx) for s in a.splits[1:])
+
+
+@pytest.mark.parametrize("name", sorted(fixture_trees.TREES))
+def test_missing_root_names_the_expected_layout(tmp_path, name):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "nowhere"))):
+        datasets.load(name, tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("name", sorted(fixture_trees.TREES))
+def test_badly_named_image_is_named_in_the_error(tmp_path, name):
+    root, options = _tree(tmp_path, name)
+    _, folder, bad, _ = fixture_trees.TREES[name]
+    fixture_trees.write_images(os.path.join(root, folder), [bad])
+    with pytest.raises(ValueError, match=f"cannot parse image file name .*{bad}.*expected"):
+        datasets.load(name, root, **options)
+
+
+@pytest.mark.parametrize(
+    "name, subfolder",
+    [
+        ("market1501", "query"),
+        ("cuhk01", "campus"),
+        ("viper", "cam_b"),
+        ("prid450s", "cam_a"),
+        ("3dpes", "RGB"),
+    ],
+)
+def test_missing_subfolder_is_named(tmp_path, name, subfolder):
+    root, options = _tree(tmp_path, name)
+    for f in os.listdir(os.path.join(root, subfolder)):
+        os.remove(os.path.join(root, subfolder, f))
+    os.rmdir(os.path.join(root, subfolder))
+    with pytest.raises(FileNotFoundError, match=f"must contain .*; missing: {subfolder}/$"):
+        datasets.load(name, root, **options)
+
+
+# --- per-dataset specifics ---------------------------------------------------------------
+
+
+def test_market1501_labels_cams_and_fixed_split(tmp_path):
+    root, _ = _tree(tmp_path, "market1501")
+    ms = datasets.load("market1501", root)
+    (split,) = ms.splits
+    names = [os.path.basename(p) for p in ms.paths]
+    assert "Thumbs.db" not in names and len(names) == 9 + 11 + 4
+    assert sorted(set(ms.labels[split.train_idx])) == [2, 4, 6]
+    gallery = dict(
+        zip((names[i] for i in split.gallery_idx), ms.labels[split.gallery_idx], strict=True)
+    )
+    assert gallery["-1_c1s1_000401_03.jpg"] == -1 and gallery["0000_c3s1_000151_01.jpg"] == 0
+    assert gallery["0003_c2s2_000203_02.jpg"] == 3
+    assert set(ms.cams[split.query_idx]) == {1} and set(ms.cams[split.gallery_idx]) == {1, 2, 3}
+    assert [os.path.basename(os.path.dirname(ms.paths[i])) for i in split.query_idx] == [
+        "query"
+    ] * 4
+
+
+def test_market1501_junk_in_train_is_refused(tmp_path):
+    root, _ = _tree(tmp_path, "market1501")
+    fixture_trees.write_images(os.path.join(root, "bounding_box_train"), ["-1_c1s1_000001_01.jpg"])
+    with pytest.raises(ValueError, match="-1_c1s1_000001_01.jpg has identity -1.*test/ only"):
+        datasets.load("market1501", root)
+
+
+@pytest.mark.parametrize("multi_shot, shots", [(False, 1), (True, 2)])
+def test_cuhk01_camera_rule(tmp_path, multi_shot, shots):
+    root, _ = _tree(tmp_path, "cuhk01")
+    cs = datasets.load("cuhk01", root, num_test_ids=3, multi_shot=multi_shot)
+    names = [os.path.basename(p) for p in cs.paths]
+    assert cs.labels[names.index("0002003.png")] == 2 and cs.cams[names.index("0002003.png")] == 1
+    assert cs.cams[names.index("0002002.png")] == 0
+    for split in cs.splits:
+        assert len(split.query_idx) == 3 * shots and len(split.gallery_idx) == 3 * shots
+        assert (cs.cams[split.query_idx] == 0).all() and (cs.cams[split.gallery_idx] == 1).all()
+        assert len(split.train_idx) == 5 * 4
+
+
+def test_cuhk01_index_out_of_range(tmp_path):
+    root, _ = _tree(tmp_path, "cuhk01")
+    fixture_trees.write_images(os.path.join(root, "campus"), ["0001005.png"])
+    with pytest.raises(ValueError, match="0001005.png has image index 5; expected 001-004"):
+        datasets.load("cuhk01", root)
+
+
+@pytest.mark.parametrize("name", ["viper", "prid450s"])
+def test_two_camera_probe_cam_a_gallery_cam_b(tmp_path, name):
+    root, _ = _tree(tmp_path, name)
+    ts = datasets.load(name, root, num_test_ids=4)
+    assert not any(os.path.basename(p).startswith("man_") for p in ts.paths)
+    assert len(ts.paths) == (17 if name == "viper" else 16)
+    for split in ts.splits:
+        assert (ts.cams[split.query_idx] == 0).all() and (ts.cams[split.gallery_idx] == 1).all()
+        np.testing.assert_array_equal(
+            np.sort(ts.labels[split.query_idx]), np.sort(ts.labels[split.gallery_idx])
+        )
+        assert len(split.query_idx) == 4
+    if name == "viper":  # 999 is in cam_a only: always training.
+        assert all(999 in ts.labels[s.train_idx] for s in ts.splits)
+
+
+def test_caviar_tests_only_two_camera_identities(tmp_path):
+    root, _ = _tree(tmp_path, "caviar")
+    cs = datasets.load("caviar", root, num_test_ids=3)
+    assert set(cs.cams) == {0, 1}
+    for split in cs.splits:
+        test = set(cs.labels[split.query_idx])
+        assert test <= {1, 2, 3, 4, 5} and {6, 7} <= set(cs.labels[split.train_idx])
+        assert len(split.gallery_idx) == 3 * 4  # 5 images each, one of them the probe.
+
+
+def test_caviar_index_out_of_range(tmp_path):
+    root, _ = _tree(tmp_path, "caviar")
+    fixture_trees.write_images(root, ["0001021.jpg"])
+    with pytest.raises(ValueError, match="0001021.jpg has image index 21; expected 001-020"):
+        datasets.load("caviar", root)
+
+
+@pytest.mark.parametrize("name", ["3dpes", "ilids"])
+def test_no_camera_ids_one_camera_per_image(tmp_path, name):
+    root, options = _tree(tmp_path, name)
+    s = datasets.load(name, root, **options)
+    np.testing.assert_array_equal(s.cams, np.arange(len(s.paths)))
+    for split in s.splits:
+        assert 9 in s.labels[split.train_idx]  # One image: always training.
+        for q in split.query_idx:  # The gallery holds every other image of the identity.
+            same = np.flatnonzero(s.labels == s.labels[q])
+            assert set(same) - {q} == set(
+                split.gallery_idx[s.labels[split.gallery_idx] == s.labels[q]]
+            )
+
+
+def test_threedpes_view_as_camera(tmp_path):
+    root, _ = _tree(tmp_path, "3dpes")
+    s = datasets.load("3dpes", root, num_test_ids=3, view_as_camera=True)
+    assert set(s.cams) == {1, 2}
+    _check_protocol(s)
+
+
+def test_opereid_keeps_cameras_and_trains_on_one_camera_identities(tmp_path):
+    root, _ = _tree(tmp_path, "opereid")
+    s = datasets.load("opereid", root, num_test_ids=3)
+    names = [os.path.basename(p) for p in s.paths]
+    assert s.cams[names.index("0002_c4_000001.png")] == 4
+    assert all(9 in s.labels[split.train_idx] for split in s.splits)
+
+
+@needs_orl
+def test_orl_real_data():
+    s = datasets.load("orl", ORL)
+    assert len(s.paths) == 400 and len(np.unique(s.labels)) == 40
+    assert (np.bincount(s.labels)[1:] == 10).all()
+    names = [os.path.relpath(p, ORL) for p in s.paths]
+    assert names[:2] == ["s1/1.pgm", "s1/2.pgm"] and names[10] == "s2/1.pgm"
+    np.testing.assert_array_equal(s.cams[:10], [0] * 5 + [1] * 5)
+    assert len(s.splits) == 10
+    for split in s.splits:
+        assert len(split.train_idx) == 200 and len(split.query_idx) == 100
+        assert len(split.gallery_idx) == 100
+        assert (s.cams[split.query_idx] == 0).all() and (s.cams[split.gallery_idx] == 1).all()
+    _check_protocol(s)
+    _assert_same_splits(s.splits, datasets.load("orl", ORL).splits)
+    small = datasets.load("orl", ORL, num_test_ids=10, num_train_ids=5, num_splits=2)
+    assert [len(np.unique(small.labels[x])) for x in small.splits[1][:2]] == [5, 10]
+
+
+def test_orl_unexpected_folder_and_empty_root(tmp_path):
+    root, _ = _tree(tmp_path, "orl")
+    os.makedirs(os.path.join(root, "extra"))
+    with pytest.raises(ValueError, match="unexpected folder .*extra; expected only person"):
+        datasets.load("orl", root)
+    with pytest.raises(FileNotFoundError, match="must contain person folders .*missing: s1/"):
+        datasets.load(
+            "orl", fixture_trees.write_images(tmp_path / "empty", []) or tmp_path / "empty"
+        )

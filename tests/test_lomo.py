@@ -1,0 +1,137 @@
+"""LOMO features against direct NumPy references and crafted images."""
+
+import colorsys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from warca_jax import features
+from warca_jax.features import lomo as lomo_lib
+
+ORL = Path(__file__).resolve().parents[2] / "shared/data/orl_faces"
+COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
+ROWS = (24, 11, 5)  # rows of windows per scale at 128 x 48
+
+
+def _siltp_reference(img, tau, r):
+    h, w = img.shape
+    codes = np.zeros((h, w), np.int64)
+    for i in range(h):
+        for j in range(w):
+            c = img[i, j]
+            for k, (dy, dx) in enumerate(((0, r), (-r, 0), (0, -r), (r, 0))):
+                nb = img[min(max(i + dy, 0), h - 1), min(max(j + dx, 0), w - 1)]
+                digit = 1 if nb < (1 - tau) * c else 2 if nb > (1 + tau) * c else 0
+                codes[i, j] += digit * 3**k
+    return codes
+
+
+def _window_reference(codes, bins):
+    """Original LOMO: 10 x 10 windows with stride 5, bin-wise max over each row."""
+    h, w = codes.shape
+    out = []
+    for top in range(0, h - 10 + 1, 5):
+        hists = [
+            np.bincount(codes[top : top + 10, left : left + 10].ravel(), minlength=bins)
+            for left in range(0, w - 10 + 1, 5)
+        ]
+        out.append(np.max(hists, axis=0))
+    return np.array(out)
+
+
+def _hsv_bin(rgb):
+    h, s, v = colorsys.rgb_to_hsv(*(c / 255 for c in rgb))
+    vals = np.array([h, s, v]) * 8
+    assert np.all(np.abs(vals - np.round(vals)) > 1e-3)  # away from bin edges
+    qh, qs, qv = np.floor(vals).astype(int)
+    return qv * 64 + qs * 8 + qh
+
+
+@pytest.mark.parametrize("radius", [3, 5])
+def test_siltp_codes_match_direct_reference(radius):
+    grey = np.random.default_rng(radius).uniform(0.05, 1.0, size=(13, 15)).astype(np.float32)
+    grey[4:8, 2:9] = 0.5  # a flat patch: digits 0
+    got = np.asarray(lomo_lib.siltp_codes(grey, tau=0.3, radius=radius))
+    ref = _siltp_reference(grey.astype(np.float64), 0.3, radius)
+    np.testing.assert_array_equal(got, ref)
+    assert got.max() < 81 and len(np.unique(got)) > 10
+    with jax.disable_jit():
+        eager = lomo_lib.siltp_codes(jnp.asarray(grey), tau=0.3, radius=radius)
+    np.testing.assert_array_equal(np.asarray(eager), ref)
+
+
+@pytest.mark.parametrize(("h", "w"), [(32, 12), (37, 24), (128, 48)])
+def test_window_max_histograms_match_sliding_windows(h, w):
+    codes = np.random.default_rng(h).integers(0, 9, size=(2, h, w)).astype(np.int32)
+    got = np.asarray(lomo_lib.window_max_histograms(jnp.asarray(codes), 9))
+    for i in range(2):
+        np.testing.assert_array_equal(got[i], _window_reference(codes[i], 9))
+
+
+def test_tail_quantiles_match_jnp_quantile():
+    v = jax.random.normal(jax.random.key(0), (3, 1001))
+    lo, hi = lomo_lib.tail_quantiles(v, 0.01)
+    ref = jnp.quantile(v, jnp.array([0.01, 0.99]), axis=1)
+    np.testing.assert_allclose(lo, ref[0], atol=1e-5)
+    np.testing.assert_allclose(hi, ref[1], atol=1e-5)
+
+
+def test_shapes_norms_and_batching():
+    x = np.random.default_rng(0).integers(0, 256, size=(2, 128, 48, 3), dtype=np.uint8)
+    f = np.asarray(lomo_lib.lomo(x))
+    assert f.shape == (2, 26960) == (2, lomo_lib.lomo_dim()) and f.dtype == np.float32
+    assert np.all(np.isfinite(f)) and f.min() >= 0
+    for part in (COLOUR, SILTP3, SILTP5):
+        np.testing.assert_allclose(np.linalg.norm(f[:, part], axis=1), 1.0, rtol=1e-5)
+    single = np.asarray(lomo_lib.lomo(np.concatenate([x[1:], x[:1]])))
+    np.testing.assert_allclose(single[::-1], f, atol=1e-6)  # rows do not mix
+    assert lomo_lib.lomo_dim(height=64, width=24, num_scales=2) == (11 + 5) * 674
+    with pytest.raises(ValueError, match="too small"):
+        lomo_lib.lomo(x[:, :60, :40])
+
+
+def test_constant_colour_is_one_hot_before_normalisation():
+    rgb = (200, 40, 90)
+    x = np.broadcast_to(np.array(rgb, np.uint8), (2, 128, 48, 3))
+    raw = np.asarray(lomo_lib.lomo(x, use_retinex=False, normalize=False))
+    colour = raw[0, COLOUR].reshape(40, 512)
+    expected = np.zeros((40, 512))
+    expected[:, _hsv_bin(rgb)] = 100.0  # every 10 x 10 window, every row, every scale
+    np.testing.assert_array_equal(colour, expected)
+    silt = raw[0, 20480:].reshape(80, 81)  # flat grey: every SILTP digit is 0
+    assert np.all(silt[:, 0] == 100) and np.all(silt[:, 1:] == 0)
+    # With the Retinex a constant image is degenerate (no contrast) but stays finite.
+    assert np.all(np.isfinite(np.asarray(lomo_lib.lomo(x))))
+
+
+def test_max_pooling_over_a_row_of_windows():
+    a, b = (200, 40, 90), (20, 200, 250)  # grey 94 and 152: SILTP contrast above tau
+    x = np.zeros((2, 128, 48, 3), np.uint8)
+    x[:] = a
+    x[:, 10:15, 20:25] = b  # one 5 x 5 cell: window rows 1 and 2 contain it
+    raw = np.asarray(lomo_lib.lomo(x, use_retinex=False, normalize=False))
+    colour = raw[0, COLOUR].reshape(40, 512)[: ROWS[0]]
+    ba, bb = _hsv_bin(a), _hsv_bin(b)
+    # A row's maximum of colour a is 100 (windows away from the patch), of b is 25.
+    assert np.all(colour[:, ba] == 100)
+    np.testing.assert_array_equal(colour[:, bb], [0, 25, 25] + [0] * 21)
+    assert colour.sum() == 24 * 100 + 2 * 25
+    # Pixels within 3 rows of the patch (rows 7-17) see it: window rows 0-3 only.
+    silt3 = raw[0, SILTP3].reshape(40, 81)[: ROWS[0]]
+    assert np.all(silt3[4:, 0] == 100) and np.all(silt3[4:, 1:] == 0)
+    assert np.all(silt3[:4, 1:].sum(1) > 0) and np.all(silt3[:, 0] == 100)
+
+
+def test_orl_faces_lomo():
+    people, shots = range(1, 5), range(1, 4)
+    paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]
+    f = features.extract(paths, descriptor="lomo", batch_size=2)
+    assert f.shape == (12, 26960) and np.all(np.isfinite(f))
+    d = np.linalg.norm(f[:, None] - f[None], axis=-1)
+    y = np.repeat(np.arange(4), 3)
+    for p in range(4):
+        same = d[np.ix_(y == p, y == p)][~np.eye(3, dtype=bool)].mean()
+        assert same < 0.9 * d[np.ix_(y == p, y != p)].mean()

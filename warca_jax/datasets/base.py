@@ -1,0 +1,189 @@
+"""What every image-dataset loader shares: `ImageSet`, `to_dataset` and layout checks.
+
+An image loader reads a dataset's published folder layout and returns an `ImageSet`:
+absolute image paths, identity labels, camera ids and the protocol's splits, with no pixel
+read. `to_dataset` turns it into a `warca_jax.data.Dataset` by computing image descriptors
+with `warca_jax.features.extract` (imported only then, so the loaders work without it).
+
+Layout checks run before any other work: a missing root, subfolder or file raises
+`FileNotFoundError` naming the layout that was expected and the first thing missing; an
+image whose name does not parse raises `ValueError` naming the file and the pattern.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from warca_jax import data
+
+# Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff")
+
+
+class ImageSet(NamedTuple):
+    """The images of a dataset, their identities and cameras, and its protocol's splits."""
+
+    paths: tuple[str, ...]  # [N] absolute image paths
+    labels: np.ndarray  # [N] int64 identities (-1: junk, ignored by the evaluation)
+    cams: np.ndarray  # [N] int64 camera ids
+    splits: tuple[data.Split, ...]
+    name: str
+
+
+def to_dataset(
+    image_set, *, descriptor="color_lbp", cache_dir=None, batch_size=256, progress=False
+) -> data.Dataset:
+    """Computes the descriptors of an `ImageSet`'s images and returns a validated `Dataset`.
+
+    Args:
+      image_set: an `ImageSet`; a `data.Dataset` (what feature-file loaders return) is
+        returned unchanged, so `to_dataset(load(name, root))` works for every loader.
+      descriptor: the `warca_jax.features` descriptor name.
+      cache_dir: where `warca_jax.features.extract` caches descriptors (None: no cache).
+      batch_size: images decoded and described per batch.
+      progress: show a progress bar while extracting.
+
+    Returns:
+      `Dataset(features [N, D] float32, labels, cams, splits, name)`, checked by
+      `data.validate_arrays` and `data.validate_split`.
+    """
+    if isinstance(image_set, data.Dataset):
+        return image_set
+    if not isinstance(image_set, ImageSet):
+        raise TypeError(
+            f"to_dataset expects an ImageSet (or a Dataset); got {type(image_set).__name__}"
+        )
+    from warca_jax import features as features_lib  # Lazy: loaders work without it.
+
+    feats = features_lib.extract(
+        list(image_set.paths),
+        descriptor=descriptor,
+        batch_size=batch_size,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    return validated_dataset(
+        feats, image_set.labels, image_set.cams, image_set.splits, image_set.name
+    )
+
+
+def validated_dataset(features, labels, cams, splits, name: str) -> data.Dataset:
+    """Builds a `Dataset` after `data.validate_arrays` and `data.validate_split` pass."""
+    features, labels, cams = data.validate_arrays(features, labels, cams)
+    checked = []
+    for s, split in enumerate(splits):
+        data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
+        checked.append(data.Split(*(np.asarray(x).astype(np.int64) for x in split)))
+    return data.Dataset(features, labels, cams, tuple(checked), name)
+
+
+def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
+    """Builds an `ImageSet` after checking lengths and every split."""
+    labels = np.asarray(labels, dtype=np.int64)
+    cams = np.asarray(cams, dtype=np.int64)
+    paths = tuple(os.path.abspath(p) for p in paths)
+    if not len(paths) == len(labels) == len(cams):
+        raise ValueError(
+            f"{name}: paths, labels and cams differ in length: "
+            f"{len(paths)}, {len(labels)}, {len(cams)}"
+        )
+    for s, split in enumerate(splits):
+        data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
+    return ImageSet(paths, labels, cams, tuple(splits), name)
+
+
+def require_layout(root, *, dataset: str, dirs=(), files=()) -> str:
+    """Checks that `root` is a folder holding the given subfolders and files.
+
+    Args:
+      root: the dataset's root folder.
+      dataset: the dataset's name, for messages.
+      dirs: subfolders that must exist (relative to root).
+      files: files that must exist (relative to root).
+
+    Returns:
+      The absolute root path.
+
+    Raises:
+      FileNotFoundError: naming the expected layout and the first missing entry.
+    """
+    root = os.path.abspath(os.path.expanduser(os.fspath(root)))
+    expected = ", ".join([f"{d}/" for d in dirs] + list(files)) or "images"
+    if not os.path.isdir(root):
+        raise FileNotFoundError(
+            f"{dataset} root {root} is not a folder; expected a folder containing {expected}"
+        )
+    for d in dirs:
+        if not os.path.isdir(os.path.join(root, d)):
+            raise FileNotFoundError(f"{dataset} root {root} must contain {expected}; missing: {d}/")
+    for f in files:
+        if not os.path.isfile(os.path.join(root, f)):
+            raise FileNotFoundError(f"{dataset} root {root} must contain {expected}; missing: {f}")
+    return root
+
+
+def is_image(name: str) -> bool:
+    """Whether a file name has one of `IMAGE_EXTENSIONS` (case-insensitive)."""
+    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def list_images(folder: str, pattern: str, *, dataset: str, example: str, skip=None):
+    """Lists the images of one folder and parses their names.
+
+    Args:
+      folder: the folder (not recursive; subfolders and non-image files are ignored).
+      pattern: a regular expression that the whole file name must match.
+      dataset: the dataset's name, for messages.
+      example: an example of a valid name, for messages.
+      skip: optional regular expression; image names matching it are ignored (masks).
+
+    Returns:
+      A list of `(absolute path, re.Match)`, sorted by file name.
+
+    Raises:
+      ValueError: naming the first image whose name does not match, or an empty folder.
+    """
+    regex = re.compile(pattern, re.IGNORECASE)
+    skip_regex = re.compile(skip, re.IGNORECASE) if skip else None
+    found = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not is_image(name) or not os.path.isfile(path):
+            continue
+        if skip_regex is not None and skip_regex.fullmatch(name):
+            continue
+        match = regex.fullmatch(name)
+        if match is None:
+            raise ValueError(
+                f"{dataset}: cannot parse image file name {path}; expected names matching "
+                f"{pattern!r}, e.g. {example}"
+            )
+        found.append((path, match))
+    if not found:
+        raise ValueError(f"{dataset}: no images in {folder}; expected files named like {example}")
+    return found
+
+
+def import_h5py(what: str):
+    """Imports h5py (the `hdf5` extra), which MATLAB v7.3 (HDF5) files need to be read."""
+    try:
+        import h5py
+    except ImportError as e:
+        raise ImportError(
+            f"reading {what} (MATLAB v7.3 = HDF5) needs h5py: pip install 'warca_jax[hdf5]'"
+        ) from e
+    return h5py
+
+
+def check_split_options(*, num_splits, seed) -> None:
+    """Checks the options shared by loaders with random splits."""
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int | np.integer):
+        raise TypeError(f"num_splits must be an int; got {num_splits!r}")
+    if num_splits < 1:
+        raise ValueError(f"num_splits must be at least 1; got {num_splits}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int; got {seed!r}")

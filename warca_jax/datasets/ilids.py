@@ -1,0 +1,43 @@
+"""i-LIDS MCTS (Zheng et al., BMVC 2009): 476 images of 119 people from an airport.
+
+Layout: one folder `root/` of images named `NNNNMMM.jpg`: 4-digit identity, 3-digit index,
+e.g. `0001001.jpg` (the published archive's `i-LIDS_Pedestrian/Persons/` is such a root).
+
+The images carry no camera ids, so every image gets its own camera id (its index): the
+evaluation then drops no true match. Protocol (paper section 4.1, P = 60): 10 random
+splits; for each test identity one random image is the probe and its other images the
+gallery. Identities with one image always train.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from warca_jax.datasets import base, protocol
+
+NAME = "ilids"
+PATTERN = r"(\d{4})(\d{3})\.jpg"
+EXAMPLE = "0001001.jpg (identity 0001, image 001)"
+
+
+def load_ilids(root, *, num_test_ids=60, num_splits=10, seed=0) -> base.ImageSet:
+    """Reads i-LIDS MCTS from the folder of its images (module docstring).
+
+    Args:
+      root: the folder holding the .jpg images.
+      num_test_ids: test identities per split (60 in the paper).
+      num_splits: the number of random splits.
+      seed: the same seed gives the same splits.
+
+    Returns:
+      An `ImageSet`: labels are the identity numbers, cams the image indices.
+    """
+    base.check_split_options(num_splits=num_splits, seed=seed)
+    root = base.require_layout(root, dataset="i-LIDS")
+    found = base.list_images(root, PATTERN, dataset="i-LIDS", example=EXAMPLE)
+    labels = [int(m.group(1)) for _, m in found]
+    cams = np.arange(len(found))
+    splits = protocol.probe_gallery_splits(
+        labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
+    )
+    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

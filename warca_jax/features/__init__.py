@@ -1,0 +1,35 @@
+"""Image descriptors in JAX: loading, the WARCA paper's colour + LBP features, LOMO.
+
+Submodules (each descriptor lives in the module of the same name, e.g.
+``from warca_jax.features.color_lbp import color_lbp``):
+
+* ``images``: ``load_images(paths, *, height=128, width=48) -> [n, H, W, 3] uint8``.
+* ``color_lbp``: stripe colour and uniform LBP histograms, 2,580-d (WARCA section 4.2).
+* ``lomo``: Local Maximal Occurrence features (Liao et al. 2015), 26,960-d at 128 x 48.
+* ``extract``: batched extraction from files with an on-disk cache; its functions are
+  re-exported here, so ``features.extract`` is the function and the module is
+  ``importlib.import_module("warca_jax.features.extract")``.
+"""
+
+from warca_jax.features.color_lbp import (
+    CHANNELS,
+    DEFAULT_CHANNELS,
+    EXTENDED_CHANNELS,
+    color_lbp_dim,
+)
+from warca_jax.features.extract import DESCRIPTORS, Descriptor, extract, extract_arrays
+from warca_jax.features.images import load_images
+from warca_jax.features.lomo import lomo_dim
+
+__all__ = [
+    "CHANNELS",
+    "DEFAULT_CHANNELS",
+    "DESCRIPTORS",
+    "Descriptor",
+    "EXTENDED_CHANNELS",
+    "color_lbp_dim",
+    "extract",
+    "extract_arrays",
+    "load_images",
+    "lomo_dim",
+]
