@@ -21,8 +21,13 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.seed = 0  # one PRNG key from it, split once; same seed, same result.
 
     c.data = ml_collections.ConfigDict()
-    c.data.name = "synthetic"  # 'synthetic' (built in) or 'npz' (generic format, DESIGN.md).
-    c.data.path = ""  # .npz file when name == 'npz'.
+    c.data.name = "synthetic"  # 'synthetic' (built in), 'npz' (generic format, DESIGN.md) or
+    #                            a dataset of warca_jax.datasets (market1501, cuhk03, viper, ...).
+    c.data.path = ""  # the .npz file, or the dataset's folder (or feature file).
+    c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
+    c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
+    c.data.batch_size = 256  # images per batch while extracting descriptors.
+    c.data.loader_options = ""  # further loader options as JSON, e.g. '{"variant": "detected"}'.
     c.data.num_splits = 10  # random identity splits when the data has no fixed splits.
     c.data.num_train_ids = 0  # identities for training (0: all that are not for test).
     c.data.num_test_ids = 0  # identities for test (0: half of them).

@@ -149,3 +149,41 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
     missing = _small(name="npz", path=str(tmp_path / "nope.npz"))
     with pytest.raises(FileNotFoundError, match="nope.npz"):
         train.train_and_evaluate(missing, str(tmp_path / "run2"))
+
+
+ORL = ROOT.parent / "shared" / "data" / "orl_faces"
+
+
+@pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
+def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
+    """configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
+    c = get_config("orl")
+    assert c.data.name == "orl" and Path(c.data.path) == ORL.resolve()
+    c.unlock()
+    c.data.num_splits = 1
+    c.data.cache_dir = str(tmp_path / "cache")
+    c.method.num_iters = 300
+    c.progress = False
+    results = train.train_and_evaluate(c, str(tmp_path / "run"))
+    assert results["dataset"] == "orl" and results["num_splits"] == 1
+    # 20 test people, 5 queries and 5 gallery images each: faces are easy for the descriptor.
+    assert results["mean"]["rank1"] >= 80 and results["baseline_euclidean"]["mean"]["rank1"] >= 80
+    assert len(list((tmp_path / "cache").glob("color_lbp_*.npy"))) == 1
+
+
+def test_registered_dataset_options_are_checked(tmp_path):
+    bad_json = _small(name="orl", path=str(ORL), loader_options="{variant: x}")
+    with pytest.raises(ValueError, match="JSON object"):
+        data.load_dataset(bad_json.data)
+    no_path = _small(name="viper", path="")
+    with pytest.raises(ValueError, match="needs data.path"):
+        data.load_dataset(no_path.data)
+    fixed = _small(name="market1501", path=str(tmp_path), num_test_ids=10)
+    with pytest.raises(ValueError, match="fixed protocol"):
+        data.load_dataset(fixed.data)
+    unknown = _small(name="nope", path=str(tmp_path))
+    with pytest.raises(ValueError, match="valid names"):
+        data.load_dataset(unknown.data)
+    missing = _small(name="viper", path=str(tmp_path / "absent"))
+    with pytest.raises(FileNotFoundError, match="absent"):
+        data.load_dataset(missing.data)

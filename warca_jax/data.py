@@ -322,9 +322,13 @@ def load_dataset(cfg) -> Dataset:
     """Builds the dataset that a config's `data` section names.
 
     Args:
-      cfg: ConfigDict with `name` ('synthetic' or 'npz'), `path` (for 'npz'), `num_splits`,
-        `num_train_ids` and `num_test_ids` (0 or None: defaults of `random_splits`),
-        `seed`, and `synthetic` (keyword arguments of `make_synthetic` but the seed).
+      cfg: ConfigDict with `name` ('synthetic', 'npz' or a dataset of
+        `warca_jax.datasets.LOADERS`), `path` (the .npz file, or the dataset's folder),
+        `num_splits`, `num_train_ids` and `num_test_ids` (0 or None: the defaults of
+        `random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
+        arguments of `make_synthetic` but the seed), and for datasets read from images
+        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a JSON object of
+        further loader options, e.g. '{"variant": "detected"}').
 
     Returns:
       A validated `Dataset`.
@@ -342,4 +346,50 @@ def load_dataset(cfg) -> Dataset:
         return _validated_dataset(features, labels, cams, splits, "synthetic")
     if cfg.name == "npz":
         return load_npz(os.path.expanduser(cfg.path), **split_args)
-    raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {list(DATASET_NAMES)}")
+    return _load_registered(cfg, split_args)
+
+
+def _load_registered(cfg, split_args) -> Dataset:
+    """A dataset of `warca_jax.datasets`, with the split options its loader takes."""
+    import inspect
+    import json
+
+    from warca_jax import datasets  # Lazy: datasets imports this module.
+
+    try:
+        loader = datasets.LOADERS[cfg.name.lower().replace("-", "").replace("_", "")]
+    except KeyError:
+        valid = list(DATASET_NAMES) + sorted(datasets.LOADERS)
+        raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {valid}") from None
+    if not cfg.path:
+        raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
+    try:
+        options = json.loads(cfg.get("loader_options", "") or "{}")
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f'data.loader_options must be a JSON object, e.g. \'{{"variant": "detected"}}\';'
+            f" got {cfg.loader_options!r} ({e})"
+        ) from None
+    if not isinstance(options, dict):
+        raise ValueError(f"data.loader_options must be a JSON object; got {options!r}")
+    takes = inspect.signature(loader).parameters
+    for key, value in split_args.items():
+        # A loader whose default is None has a published protocol (e.g. CUHK03's splits):
+        # the generic defaults do not override it, loader_options can.
+        if key in takes and takes[key].default is None and key != "num_train_ids":
+            continue
+        if key in takes and key not in options and value is not None:
+            options[key] = value
+        elif key not in takes and key in ("num_train_ids", "num_test_ids") and value:
+            raise ValueError(
+                f"dataset {cfg.name!r} has a fixed protocol: data.{key} cannot be set (got {value})"
+            )
+    return datasets.load_dataset(
+        cfg.name,
+        os.path.expanduser(cfg.path),
+        descriptor=cfg.get("descriptor", "color_lbp"),
+        cache_dir=os.path.expanduser(cfg.get("cache_dir", "")) or None,
+        batch_size=cfg.get("batch_size", 256),
+        progress=bool(cfg.get("progress", False)),
+        **options,
+    )
