@@ -333,5 +333,5 @@ def test_load_dataset_npz(tmp_path):
 
 
 def test_load_dataset_unknown_name():
-    with pytest.raises(ValueError, match=r"unknown dataset name 'viper'.*'synthetic', 'npz'"):
-        data.load_dataset(_config(name="viper"))
+    with pytest.raises(ValueError, match=r"unknown dataset name 'vipr'.*'synthetic', 'npz'.*'viper'"):
+        data.load_dataset(_config(name="vipr"))
