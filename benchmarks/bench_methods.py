@@ -7,10 +7,11 @@ queries from camera 0 and gallery from camera 1):
          new-protocol training set (767 identities) from ../shared/data/reid_protocols.
 
 Each config file in configs/ is run with its default variant (plus the ``:chi2``
-variants, on the histogram version of the data). A learner whose fit takes longer than
+variants, on the histogram version of the data, and on the large problem the ``:large``
+variants of the learners that have one). A learner whose fit takes longer than
 --timeout seconds is stopped and reported as such.
 
-  python benchmarks/bench_methods.py [--problem=small|large] [--only=lmnn,kissme] [--timeout=600]
+  python benchmarks/bench_methods.py [--problem=small|large] [--only=lmnn,kissme,rpcca:large] [--timeout=600]
 """
 
 import argparse
@@ -66,23 +67,25 @@ def _problem(name: str, histogram: bool):
     return x[train], y[train], x[test], y[test], cams[test]
 
 
-def _configs(only):
+def _configs(only, problem):
     out, seen = [], []
     for info in pkgutil.iter_modules(configs.__path__):
         if info.name == "common":
             continue
         module = importlib.import_module(f"configs.{info.name}")
-        for variant in (None, "chi2"):
+        for variant in (None, "chi2", "large"):
+            if variant == "large" and problem != "large":
+                continue
             try:
                 cfg = module.get_config() if variant is None else module.get_config(variant)
             except ValueError:
                 continue
-            if only and cfg.method.name not in only and info.name not in only:
+            label = info.name if variant is None else f"{info.name}:{variant}"
+            if only and not {cfg.method.name, info.name, label} & only:
                 continue
             if cfg.to_dict() in seen:  # a ':chi2' variant that is the default already
                 continue
             seen.append(cfg.to_dict())
-            label = info.name if variant is None else f"{info.name}:{variant}"
             out.append((label, cfg))
     return out
 
@@ -133,7 +136,7 @@ def main():
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     ctx = mp.get_context("spawn")
-    for label, cfg in _configs(only):
+    for label, cfg in _configs(only, args.problem):
         queue = ctx.Queue()
         proc = ctx.Process(target=_run, args=(label, cfg, args.problem, queue))
         proc.start()

@@ -8,13 +8,14 @@ Variants (``--config=configs/triplet_sgd.py:<arg>``):
   study    the study's own settings (learning rate 1e-3, batch 50, 100 epochs, 100
            validation identities: needs data with more than 100 training identities).
   small    a shrunk run for smoke tests (60 identities, 2 splits, few epochs).
+  large    for 7,368 x 2,048 problems: L: [128, D], 20 epochs, 100 validation identities.
 """
 
 import ml_collections
 
 from configs import common
 
-VARIANTS = ("default", "study", "small")
+VARIANTS = ("default", "study", "small", "large")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
@@ -38,8 +39,12 @@ def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     c.method.lr_decay = 0.5  # learning rate factor when the validation cost rises (halved).
     c.method.num_val_ids = 20  # identities held out for validation (the study: ~100 of 767;
     #                            20 of the 100 training identities of the synthetic data).
-    if arg == "study":
+    if arg in ("study", "large"):
         c.method.num_val_ids = 100
+    if arg == "large":  # L: [128, D]: the AON penalty and each step cost D 128^2, not D^3.
+        c.method.dim = 128
+        c.method.num_epochs = 20
+        c.method.val_every = 5
     elif arg == "small":
         c.method.num_epochs = 20
         c.method.num_val_ids = 6
