@@ -2,6 +2,7 @@
 
 import importlib
 import pkgutil
+import re
 
 import pytest
 
@@ -24,6 +25,34 @@ def test_every_config_names_a_registered_method_and_is_locked(name):
     assert config.method.name in methods.registry()
     with pytest.raises(AttributeError):
         config.method.not_a_field = 1
+
+
+def _documented_variants():
+    """(config, variant) for every variant a config's docstring lists under 'Variants'."""
+    out = []
+    for info in pkgutil.iter_modules(configs.__path__):
+        if info.name == "common":
+            continue
+        doc = importlib.import_module(f"configs.{info.name}").__doc__ or ""
+        listed = doc.split("Variants", 1)[1].split("\n\n", 1)[0] if "Variants" in doc else ""
+        out += [(info.name, v) for v in re.findall(r"^  (\w+) {2,}", listed, flags=re.M)]
+    return out
+
+
+@pytest.mark.parametrize("name,variant", _documented_variants())
+def test_every_documented_variant_loads_and_is_locked(name, variant):
+    config = importlib.import_module(f"configs.{name}").get_config(variant)
+    assert config.method.name in methods.registry()
+    with pytest.raises(AttributeError):
+        config.method.not_a_field = 1
+    if variant == "large":  # settings for 7,368 x 2,048 problems: cheaper than the default.
+        default = importlib.import_module(f"configs.{name}").get_config()
+        assert config.method.to_dict() != default.method.to_dict()
+
+
+def test_documented_variants_include_the_large_ones():
+    found = {name for name, variant in _documented_variants() if variant == "large"}
+    assert {"lmnn", "mlapg", "svmml", "rpcca", "pairwise_sgd", "triplet_sgd"} <= found
 
 
 def test_overridden_copies_and_refuses_unknown_fields():
