@@ -11,7 +11,8 @@ variants, on the histogram version of the data, and on the large problem the ``:
 variants of the learners that have one). A learner whose fit takes longer than
 --timeout seconds is stopped and reported as such.
 
-  python benchmarks/bench_methods.py [--problem=small|large] [--only=lmnn,kissme,rpcca:large] [--timeout=600]
+  python benchmarks/bench_methods.py [--problem=small|large] [--timeout=600]
+      [--only=lmnn,kissme,rpcca:large]
 """
 
 import argparse

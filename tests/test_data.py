@@ -333,5 +333,6 @@ def test_load_dataset_npz(tmp_path):
 
 
 def test_load_dataset_unknown_name():
-    with pytest.raises(ValueError, match=r"unknown dataset name 'vipr'.*'synthetic', 'npz'.*'viper'"):
+    expected = r"unknown dataset name 'vipr'.*'synthetic', 'npz'.*'viper'"
+    with pytest.raises(ValueError, match=expected):
         data.load_dataset(_config(name="vipr"))
