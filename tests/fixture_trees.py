@@ -11,10 +11,23 @@ from __future__ import annotations
 import functools
 import io
 import os
+from pathlib import Path
 
 import numpy as np
 import scipy.io
 from PIL import Image
+
+# The real ORL faces of ../shared/data (see its README), beside the repository.
+ORL = Path(__file__).resolve().parents[2] / "shared" / "data" / "orl_faces"
+
+
+def assert_same_splits(a, b):
+    """Two sequences of `data.Split`s hold the same indices."""
+    assert len(a) == len(b)
+    for sa, sb in zip(a, b, strict=True):
+        for x, y in zip(sa, sb, strict=True):
+            np.testing.assert_array_equal(x, y)
+
 
 _FORMATS = {".jpg": "JPEG", ".png": "PNG", ".bmp": "BMP", ".pgm": "PPM"}
 

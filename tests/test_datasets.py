@@ -9,23 +9,13 @@ import pytest
 
 from warca_jax import data, datasets
 
-# The real ORL faces of ../shared/data (see its README) beside the repository.
-ORL = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "orl_faces")
-)
+ORL = str(fixture_trees.ORL)
 needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
 
 
 def _tree(tmp_path, name):
     writer, _, _, options = fixture_trees.TREES[name]
     return writer(str(tmp_path / name)), options
-
-
-def _assert_same_splits(a, b):
-    assert len(a) == len(b)
-    for sa, sb in zip(a, b, strict=True):
-        for x, y in zip(sa, sb, strict=True):
-            np.testing.assert_array_equal(x, y)
 
 
 def _check_protocol(image_set):
@@ -66,7 +56,7 @@ def test_same_seed_same_splits_other_seed_others(tmp_path, name):
     a = datasets.load(name, root, seed=3, num_splits=4, **options)
     b = datasets.load(name, root, seed=3, num_splits=4, **options)
     c = datasets.load(name, root, seed=4, num_splits=4, **options)
-    _assert_same_splits(a.splits, b.splits)
+    fixture_trees.assert_same_splits(a.splits, b.splits)
     assert len(a.splits) == 4
     differs = [
         not np.array_equal(x, y)
@@ -236,7 +226,7 @@ def test_orl_real_data():
         assert len(split.gallery_idx) == 100
         assert (s.cams[split.query_idx] == 0).all() and (s.cams[split.gallery_idx] == 1).all()
     _check_protocol(s)
-    _assert_same_splits(s.splits, datasets.load("orl", ORL).splits)
+    fixture_trees.assert_same_splits(s.splits, datasets.load("orl", ORL).splits)
     small = datasets.load("orl", ORL, num_test_ids=10, num_train_ids=5, num_splits=2)
     assert [len(np.unique(small.labels[x])) for x in small.splits[1][:2]] == [5, 10]
 

@@ -9,20 +9,11 @@ import pytest
 from warca_jax import data, datasets, features
 from warca_jax.datasets import protocol
 
-ORL = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "orl_faces")
-)
+ORL = str(fixture_trees.ORL)
 
 
 def _orl_tree(tmp_path):
     return fixture_trees.orl(str(tmp_path / "orl"))
-
-
-def _assert_same_splits(a, b):
-    assert len(a) == len(b)
-    for sa, sb in zip(a, b, strict=True):
-        for x, y in zip(sa, sb, strict=True):
-            np.testing.assert_array_equal(x, y)
 
 
 # --- registry ----------------------------------------------------------------------------
@@ -114,7 +105,7 @@ def test_to_dataset_calls_features_extract(tmp_path, monkeypatch):
     ((paths, kwargs),) = calls
     assert paths == list(image_set.paths)
     assert kwargs == dict(descriptor="lomo", batch_size=8, cache_dir=str(tmp_path), progress=False)
-    _assert_same_splits(ds.splits, image_set.splits)
+    fixture_trees.assert_same_splits(ds.splits, image_set.splits)
     assert datasets.to_dataset(ds) is ds
     same = datasets.load_dataset("orl", root, num_test_ids=3, num_splits=2, descriptor="lomo")
     np.testing.assert_array_equal(same.features, ds.features)

@@ -4,8 +4,8 @@ import colorsys
 import importlib
 import math
 import os
-from pathlib import Path
 
+import fixture_trees
 import jax
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from warca_jax.features import color_lbp as clbp
 from warca_jax.features import images
 
 extract_lib = importlib.import_module("warca_jax.features.extract")
-ORL = Path(__file__).resolve().parents[2] / "shared/data/orl_faces"
+ORL = fixture_trees.ORL
 FLAT_LBP8, FLAT_LBP16 = 57, 241  # the all-ones code is the last uniform pattern
 
 

@@ -1,8 +1,8 @@
 """LOMO features against direct NumPy references and crafted images."""
 
 import colorsys
-from pathlib import Path
 
+import fixture_trees
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +11,7 @@ import pytest
 from warca_jax import features
 from warca_jax.features import lomo as lomo_lib
 
-ORL = Path(__file__).resolve().parents[2] / "shared/data/orl_faces"
+ORL = fixture_trees.ORL
 COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
 ROWS = (24, 11, 5)  # rows of windows per scale at 128 x 48
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fixture_trees
 import numpy as np
 import pytest
 
@@ -151,7 +152,7 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
         train.train_and_evaluate(missing, str(tmp_path / "run2"))
 
 
-ORL = ROOT.parent / "shared" / "data" / "orl_faces"
+ORL = fixture_trees.ORL
 
 
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")

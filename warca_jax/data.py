@@ -318,7 +318,7 @@ def random_splits(
     return tuple(splits)
 
 
-def load_dataset(cfg) -> Dataset:
+def load_dataset(cfg, *, progress: bool = False) -> Dataset:
     """Builds the dataset that a config's `data` section names.
 
     Args:
@@ -329,6 +329,7 @@ def load_dataset(cfg) -> Dataset:
         arguments of `make_synthetic` but the seed), and for datasets read from images
         `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a JSON object of
         further loader options, e.g. '{"variant": "detected"}').
+      progress: show a progress bar while descriptors are extracted from images.
 
     Returns:
       A validated `Dataset`.
@@ -346,10 +347,10 @@ def load_dataset(cfg) -> Dataset:
         return _validated_dataset(features, labels, cams, splits, "synthetic")
     if cfg.name == "npz":
         return load_npz(os.path.expanduser(cfg.path), **split_args)
-    return _load_registered(cfg, split_args)
+    return _load_registered(cfg, split_args, progress=progress)
 
 
-def _load_registered(cfg, split_args) -> Dataset:
+def _load_registered(cfg, split_args, *, progress: bool) -> Dataset:
     """A dataset of `warca_jax.datasets`, with the split options its loader takes."""
     import inspect
     import json
@@ -357,14 +358,14 @@ def _load_registered(cfg, split_args) -> Dataset:
     from warca_jax import datasets  # Lazy: datasets imports this module.
 
     try:
-        loader = datasets.LOADERS[cfg.name.lower().replace("-", "").replace("_", "")]
-    except KeyError:
+        loader = datasets.get_loader(cfg.name)
+    except ValueError:
         valid = list(DATASET_NAMES) + sorted(datasets.LOADERS)
         raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {valid}") from None
     if not cfg.path:
         raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
     try:
-        options = json.loads(cfg.get("loader_options", "") or "{}")
+        options = json.loads(cfg.loader_options or "{}")
     except json.JSONDecodeError as e:
         raise ValueError(
             f'data.loader_options must be a JSON object, e.g. \'{{"variant": "detected"}}\';'
@@ -387,9 +388,9 @@ def _load_registered(cfg, split_args) -> Dataset:
     return datasets.load_dataset(
         cfg.name,
         os.path.expanduser(cfg.path),
-        descriptor=cfg.get("descriptor", "color_lbp"),
-        cache_dir=os.path.expanduser(cfg.get("cache_dir", "")) or None,
-        batch_size=cfg.get("batch_size", 256),
-        progress=bool(cfg.get("progress", False)),
+        descriptor=cfg.descriptor,
+        cache_dir=os.path.expanduser(cfg.cache_dir) or None,
+        batch_size=cfg.batch_size,
+        progress=progress,
         **options,
     )

@@ -178,7 +178,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     Returns:
       The dict written to results.json.
     """
-    dataset = data_lib.load_dataset(config.data)
+    dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
     validate = methods.get(config.method.name).validate
     for split in dataset.splits:
         t = split.train_idx

@@ -39,7 +39,7 @@ from warca_jax.datasets.orl import load_orl
 from warca_jax.datasets.threedpes import load_threedpes
 from warca_jax.datasets.two_camera import load_prid450s, load_viper
 
-__all__ = ["LOADERS", "ImageSet", "load", "load_dataset", "to_dataset"]
+__all__ = ["LOADERS", "ImageSet", "get_loader", "load", "load_dataset", "to_dataset"]
 
 LOADERS = {
     "market1501": load_market1501,
@@ -56,7 +56,8 @@ LOADERS = {
 }
 
 
-def _loader(name: str):
+def get_loader(name: str):
+    """The loader registered under `name` (case, '-' and '_' ignored)."""
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string; got {name!r}")
     key = name.lower().replace("-", "").replace("_", "")
@@ -80,7 +81,7 @@ def load(name: str, root, **options):
       ValueError: for an unknown name, listing the valid ones.
       TypeError: for an option the loader does not take, listing those it does.
     """
-    loader = _loader(name)
+    loader = get_loader(name)
     params = inspect.signature(loader).parameters
     valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
     unknown = sorted(set(options) - set(valid))
