@@ -29,3 +29,19 @@ def test_non_finite_metrics_stop_training():
 
     with pytest.raises(FloatingPointError, match="m diverged by step 20"):
         training.run_in_chunks(advance, num_iters=40, chunk=10, method="m")
+
+
+def test_on_chunk_time_is_left_out_of_seconds():
+    import time
+
+    seen = []
+
+    def on_chunk(row):
+        seen.append(row["step"])
+        time.sleep(0.1)
+
+    history = training.run_in_chunks(
+        lambda done, length: {"loss": 1.0}, num_iters=30, chunk=10, method="m", on_chunk=on_chunk
+    )
+    assert seen == [10, 20, 30]
+    assert history[-1]["seconds"] < 0.1

@@ -182,3 +182,49 @@ def test_chunk_equals_repeated_single_steps():
     chunked, _ = warca.make_train_chunk(cfg, tx, kernel_form=False)(fresh(), feats, table, key, 7)
     np.testing.assert_allclose(chunked.params, state.params, rtol=1e-5, atol=1e-6)
     assert int(chunked.step) == 7
+
+
+def test_tunable_optimizer_equals_fixed_and_grid_points_share_one_program():
+    x, y = _small_problem()
+    from warca_jax import optim
+
+    params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
+    grad = jax.random.normal(jax.random.PRNGKey(1), params.shape)
+    for mode in ("coupled", "decoupled"):
+        kw = dict(learning_rate=3e-2, lam=0.5, penalty_mode=mode)
+        fixed, tunable = optim.make_optimizer(**kw), optim.make_optimizer(**kw, tunable=True)
+        u_fixed, _ = fixed.update(grad, fixed.init(params), params)
+        u_tunable, _ = tunable.update(grad, tunable.init(params), params)
+        np.testing.assert_allclose(u_tunable, u_fixed, rtol=1e-6)
+
+    cfg = _method(dim=6, num_iters=20, batch_size=32, log_every=20)
+    warca.fit(x, y, cfg, seed=0)
+    misses = warca._compiled_chunk.cache_info().misses
+    other, hist = warca.fit(x, y, common.overridden(cfg, lam=1e-4, learning_rate=1e-3), seed=0)
+    assert warca._compiled_chunk.cache_info().misses == misses  # no new program
+    base, _ = warca.fit(x, y, cfg, seed=0)
+    assert not np.allclose(other.projection, base.projection)  # the new values were used
+    # the logged loss is hinge + lambda * penalty with the run's own lambda
+    row = hist[-1]
+    assert row["loss"] == pytest.approx(row["hinge"] + 1e-4 * row["penalty"], rel=1e-5)
+
+
+def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
+    import time
+
+    x, y = _small_problem()
+    cfg = _method(dim=6, num_iters=40, batch_size=32, log_every=10)
+    seen = []
+
+    def callback(row, metric):
+        seen.append((row["step"], metric.projection.copy()))
+        time.sleep(0.2)
+
+    final, hist = warca.fit(x, y, cfg, seed=2, callback=callback)
+    plain, _ = warca.fit(x, y, cfg, seed=2)
+    assert [s for s, _ in seen] == [10, 20, 30, 40]
+    np.testing.assert_array_equal(seen[-1][1], final.projection)
+    np.testing.assert_array_equal(final.projection, plain.projection)
+    assert not np.allclose(seen[0][1], final.projection)
+    # three sleeps of 0.2 s happened before the last row; none is counted
+    assert hist[-1]["seconds"] - hist[0]["seconds"] < 0.6

@@ -90,6 +90,33 @@ def add_penalty_grad(
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
+def check_hyperparams(*, learning_rate: float, lam: float, penalty_mode: str) -> None:
+    """Raises ValueError for a step size, penalty weight or penalty mode out of range."""
+    if penalty_mode not in PENALTY_MODES:
+        raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+    if lam < 0:
+        raise ValueError(f"lam must be non-negative, got {lam}")
+
+
+def _chain(
+    learning_rate,
+    lam,
+    *,
+    penalty: str,
+    penalty_mode: str,
+    preconditioned: bool,
+    b1: float,
+    b2: float,
+    eps: float,
+) -> optax.GradientTransformationExtraArgs:
+    pen = add_penalty_grad(lam, kind=penalty, preconditioned=preconditioned)
+    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+    parts = [pen, adam] if penalty_mode == "coupled" else [adam, pen]
+    return optax.chain(*parts, optax.scale(-learning_rate))
+
+
 def make_optimizer(
     *,
     learning_rate: float,
@@ -100,18 +127,28 @@ def make_optimizer(
     b1: float = 0.9,
     b2: float = 0.999,
     eps: float = 1e-8,
+    tunable: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
-    """Adam chained with the penalty transformation; the one factory for ``tx``."""
-    if penalty_mode not in PENALTY_MODES:
-        raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
-    if not learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
-    if lam < 0:
-        raise ValueError(f"lam must be non-negative, got {lam}")
-    pen = add_penalty_grad(lam, kind=penalty, preconditioned=preconditioned)
-    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-    parts = [pen, adam] if penalty_mode == "coupled" else [adam, pen]
-    return optax.chain(*parts, optax.scale(-learning_rate))
+    """Adam chained with the penalty transformation; the one factory for ``tx``.
+
+    With ``tunable`` the step size and lambda live in the optimiser state
+    (``optax.inject_hyperparams``: ``state.hyperparams["learning_rate"]`` and
+    ``["lam"]``) instead of in the compiled program, so that one jitted training
+    step serves every point of a (lambda, eta) grid search.
+    """
+    check_hyperparams(learning_rate=learning_rate, lam=lam, penalty_mode=penalty_mode)
+    static = dict(
+        penalty=penalty,
+        penalty_mode=penalty_mode,
+        preconditioned=preconditioned,
+        b1=b1,
+        b2=b2,
+        eps=eps,
+    )
+    if tunable:
+        factory = optax.inject_hyperparams(_chain, static_args=tuple(static))
+        return factory(learning_rate, lam, **static)
+    return _chain(learning_rate, lam, **static)
 
 
 class TrainState(NamedTuple):

@@ -2,8 +2,8 @@
 
 Learners put a whole chunk of steps under one ``jax.jit`` (a ``lax.scan``); this loop
 calls it, turns its metrics into a history row (``step``, ``seconds`` and the chunk's
-metrics as floats), refuses a non-finite row, hands the row to ``log_fn`` and shows
-progress.
+metrics as floats), refuses a non-finite row, hands the row to ``log_fn`` (and to an
+``on_chunk`` hook whose time is not counted as training) and shows progress.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def run_in_chunks(
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
     t0: float | None = None,
+    on_chunk: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Runs ``advance(done, length)`` until ``num_iters`` steps are done.
 
@@ -37,6 +38,9 @@ def run_in_chunks(
       log_fn: called with every history row.
       progress: show a progress bar.
       t0: ``time.perf_counter()`` at the start of the fit (default: now).
+      on_chunk: called with every history row after ``log_fn`` (the learner's hook for
+        evaluating the model during training); the time it takes is left out of the
+        ``seconds`` of later rows, so that they count training time only.
 
     Returns:
       The history rows.
@@ -61,6 +65,10 @@ def run_in_chunks(
         history.append(row)
         if log_fn is not None:
             log_fn(row)
+        if on_chunk is not None:
+            t_hook = time.perf_counter()
+            on_chunk(row)
+            t0 += time.perf_counter() - t_hook
         bar.update(length)
     bar.close()
     return history

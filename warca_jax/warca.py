@@ -11,7 +11,7 @@ One jitted function, ``make_train_step``, performs a whole iteration:
 4. the closed-form (or autodiff) gradient of the weighted hinge (eq. 12 / 18);
    in the kernel form with ``preconditioned`` the eq. 23-24 direction, a
    scatter into three columns of A per triplet;
-5. ``tx`` = penalty + Adam (``optim.make_optimizer``).
+5. ``tx`` = penalty + Adam (``optim.make_optimizer``), lambda and eta in its state.
 
 In the kernel form the embeddings K A^T of all N training points are computed
 once per iteration ([N, N] x [N, D'], the one dense product the method needs)
@@ -55,6 +55,11 @@ def check_config(cfg, *, n: int, d: int) -> None:
         raise ValueError(f"max_tries must be >= 0 (0: no cap), got {cfg.max_tries}")
     if cfg.margin <= 0:
         raise ValueError(f"margin must be positive, got {cfg.margin}")
+    optim.check_hyperparams(
+        learning_rate=cfg.learning_rate, lam=cfg.lam, penalty_mode=cfg.penalty_mode
+    )
+    if cfg.penalty not in losses.PENALTIES:
+        raise ValueError(f"unknown penalty {cfg.penalty!r}; expected one of {losses.PENALTIES}")
     if cfg.gradient not in GRADIENTS:
         raise ValueError(f"unknown gradient {cfg.gradient!r}; expected one of {GRADIENTS}")
     if cfg.sampler not in sampling.SAMPLERS:
@@ -141,8 +146,10 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
         updates, opt_state = tx.update(grad, state.opt_state, w, **extra)
         pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb if kernel_form else None)
         hinge_loss = jnp.mean(weights * hinge)
+        # A tunable optimiser (optim.make_optimizer(tunable=True)) carries lambda in its state.
+        lam_now = getattr(state.opt_state, "hyperparams", {}).get("lam", lam)
         metrics = {
-            "loss": hinge_loss + lam * pen,
+            "loss": hinge_loss + lam_now * pen,
             "hinge": hinge_loss,
             "penalty": pen,
             "mean_rank": jnp.mean(viol.rank),
@@ -196,22 +203,32 @@ def make_train_chunk(cfg, tx: optax.GradientTransformation, *, kernel_form: bool
     return jax.jit(chunk, static_argnums=4, donate_argnums=0)
 
 
-@functools.lru_cache(maxsize=32)
-def _optimizer_and_chunk(frozen_cfg: tuple, kernel_form: bool):
-    """``tx`` and the jitted chunk for a config, built once per distinct config.
+_TUNABLE = ("lam", "learning_rate")  # in the optimiser state, not in the compiled program
 
-    Fits with the same method config (the splits of a protocol) then share one
-    compiled program instead of compiling it again for every fit.
-    """
-    cfg = types.SimpleNamespace(**dict(frozen_cfg))
-    tx = optim.make_optimizer(
+
+def make_optimizer(cfg, *, kernel_form: bool) -> optax.GradientTransformationExtraArgs:
+    """The tunable ``tx`` of a WARCA config: lambda and eta live in its state."""
+    return optim.make_optimizer(
         learning_rate=cfg.learning_rate,
         lam=cfg.lam,
         penalty=cfg.penalty,
         penalty_mode=cfg.penalty_mode,
         preconditioned=kernel_form and cfg.preconditioned,
+        tunable=True,
     )
-    return tx, make_train_chunk(cfg, tx, kernel_form=kernel_form)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled_chunk(frozen_cfg: tuple, kernel_form: bool):
+    """The jitted chunk for a config, built once per distinct config without lambda and eta.
+
+    Fits with the same method config (the splits of a protocol, and every point of a
+    lambda x eta grid search) share one compiled program.
+    """
+    cfg = types.SimpleNamespace(**dict(frozen_cfg), lam=0.0, learning_rate=1.0)
+    return make_train_chunk(
+        cfg, make_optimizer(cfg, kernel_form=kernel_form), kernel_form=kernel_form
+    )
 
 
 def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
@@ -236,6 +253,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, Metric], None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns a WARCA metric.
 
@@ -246,6 +264,9 @@ def fit(
       seed: PRNG seed; same seed, same result.
       log_fn: called with a dict of metrics every ``cfg.log_every`` steps.
       progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far (to evaluate it during training); its time is not
+        counted in the rows' ``seconds``.
 
     Returns:
       (metric, history) where history is the list of logged dicts.
@@ -268,13 +289,26 @@ def fit(
     else:
         feats = jnp.asarray(x)
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
-    tx, chunk = _optimizer_and_chunk(tuple(sorted(cfg.items())), kernel_form)
+    structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in _TUNABLE))
+    chunk = _compiled_chunk(structural, kernel_form)
+    tx = make_optimizer(cfg, kernel_form=kernel_form)
     state = optim.TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
 
     def advance(done, length):
         nonlocal state
         state, metrics = chunk(state, feats, table, key_train, length)
         return metrics
+
+    def make_metric(params) -> Metric:
+        return Metric(
+            kind="kernel" if kernel_form else "linear",
+            input_dim=x.shape[1],
+            projection=np.asarray(params),
+            support=x if kernel_form else None,
+            kernel=cfg.kernel if kernel_form else "none",
+            gamma=gamma,
+            name="warca",
+        )
 
     history = training.run_in_chunks(
         advance,
@@ -284,17 +318,9 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.params)),
     )
-    proj = np.asarray(state.params)
-    metric = Metric(
-        kind="kernel" if kernel_form else "linear",
-        input_dim=x.shape[1],
-        projection=proj,
-        support=x if kernel_form else None,
-        kernel=cfg.kernel if kernel_form else "none",
-        gamma=gamma,
-        name="warca",
-    )
+    metric = make_metric(state.params)
     if not metric.is_finite():
         raise FloatingPointError("WARCA produced a non-finite model; lower learning_rate or lam")
     return metric, history

@@ -179,6 +179,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, Metric], None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns an rPCCA metric by gradient descent.
 
@@ -189,6 +190,8 @@ def fit(
       seed: PRNG seed (negative pairs, initialisation, minibatches); same seed, same result.
       log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
       progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far; its time is not counted in the rows' ``seconds``.
 
     Returns:
       (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
@@ -229,6 +232,20 @@ def fit(
         params, losses = chunk(params, feats, *pairs, key_batch, done, length)
         return {"loss": jnp.mean(losses)}
 
+    def make_metric(params) -> Metric:
+        proj = np.asarray(params, np.float64)
+        # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
+        proj = proj / scale if kernel_form else proj / np.sqrt(scale)
+        return Metric(
+            kind="kernel" if kernel_form else "linear",
+            input_dim=x.shape[1],
+            projection=proj.astype(np.float32),
+            support=x if kernel_form else None,
+            kernel=cfg.kernel,
+            gamma=float(gamma),
+            name="rpcca",
+        )
+
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -236,19 +253,9 @@ def fit(
         method="rPCCA",
         log_fn=log_fn,
         progress=progress,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
     )
-    proj = np.asarray(params, np.float64)
-    # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
-    proj = proj / scale if kernel_form else proj / np.sqrt(scale)
-    metric = Metric(
-        kind="kernel" if kernel_form else "linear",
-        input_dim=x.shape[1],
-        projection=proj.astype(np.float32),
-        support=x if kernel_form else None,
-        kernel=cfg.kernel,
-        gamma=float(gamma),
-        name="rpcca",
-    )
+    metric = make_metric(params)
     if not metric.is_finite():
         raise FloatingPointError("rPCCA produced a non-finite model; lower learning_rate")
     return metric, history
