@@ -90,7 +90,8 @@ def _write_json(path: str, obj) -> None:
     os.replace(tmp, path)
 
 
-def _check_config(workdir: str, config) -> None:
+def check_config_file(workdir: str, config) -> None:
+    """Writes ``workdir/config.json``, or refuses a workdir whose config.json differs."""
     path = os.path.join(workdir, "config.json")
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     if os.path.exists(path):
@@ -184,7 +185,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         t = split.train_idx
         validate(dataset.features[t], dataset.labels[t], config.method)
     os.makedirs(workdir, exist_ok=True)
-    _check_config(workdir, config)
+    check_config_file(workdir, config)
     per_split = []
     for s in range(len(dataset.splits)):
         path = os.path.join(workdir, f"split_{s}.json")

@@ -1,0 +1,75 @@
+"""The CUHK03 study's figures: rank-k curves, ranked lists and SGD validation costs.
+
+Run:
+  python -m experiments.study_figures --config=configs/study_figures.py --workdir=/tmp/figures
+
+Variants (``--config=configs/study_figures.py:<arg>``):
+  synthetic  the built-in synthetic re-id data (200 identities x 4 images, 64-d): the
+             study's baselines (Euclidean, Manhattan and cosine kNN, k-means with two
+             clusters, Mahalanobis, KISSME) and its two SGD optimisers (the default).
+  orl        the real ORL faces in ../shared/data/orl_faces (``configs.warca.ORL_PATH``,
+             2,580-d colour + LBP descriptor), so the ranked lists show face images; the
+             SGD optimisers learn a 64-d map from a random orthonormal start and hold 5 of
+             the 20 training people out for validation.
+  small      a shrunk run for tests (60 identities, kNN and both SGD optimisers, 20 epochs).
+
+Each entry of ``methods`` is a config label ``file`` or ``file:variant`` of configs/; only
+that config's ``method`` section is used, with ``method_overrides`` applied, on this
+config's data. Override any field on the command line, e.g.
+  --config.methods=nn,kissme,triplet_sgd --config.ranked.method=kissme --config.max_rank=30
+"""
+
+import ml_collections
+
+from configs import common
+from configs.warca import ORL_PATH
+
+VARIANTS = ("synthetic", "orl", "small")
+
+_STUDY_METHODS = "nn,nn:manhattan,nn:cosine,kmeans:two,mahalanobis,kissme,pairwise_sgd,triplet_sgd"
+
+
+def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
+    """Returns the study-figures config for variant ``arg``."""
+    if arg not in VARIANTS:
+        raise ValueError(f"unknown variant {arg!r}; expected one of {VARIANTS}")
+    base = common.base_config(small=arg == "small")
+    c = ml_collections.ConfigDict()
+    c.seed = 0  # seed of the fits (split s is fitted with seed + s); same seed, same result.
+    c.data = base.data  # the data section of configs/common.py (documented there).
+    c.data.num_splits = 1  # splits the dataset is cut into (random-split datasets).
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
+    c.eval.repeats = 10  # single-shot repetitions.
+
+    # Config labels ('file' or 'file:variant' of configs/), comma-separated, in legend order.
+    c.methods = _STUDY_METHODS
+    # JSON object: label -> {method field: value}, applied to that label's method section,
+    # e.g. '{"pairwise_sgd": {"num_val_ids": 5}}'. A field the section lacks is refused.
+    c.method_overrides = ""
+    c.num_splits = 1  # the first splits of the dataset used; rank-k values are averaged.
+    c.max_rank = 20  # last rank k of the rank-k curves (at most the smallest gallery).
+
+    c.ranked = ml_collections.ConfigDict()
+    c.ranked.method = "triplet_sgd"  # the label (one of `methods`) whose ranked lists are drawn.
+    c.ranked.num_queries = 5  # queries drawn, among split 0's queries with a true match.
+    c.ranked.top_k = 10  # gallery entries shown per query, closest first.
+    c.ranked.seed = 0  # seed of the query draw.
+
+    c.progress = False  # progress bars of the learners and of descriptor extraction.
+
+    if arg == "orl":
+        c.data.name = "orl"
+        c.data.path = ORL_PATH
+        c.data.descriptor = "color_lbp"
+        c.methods = _STUDY_METHODS.replace("nn:cosine,", "nn:cosine,nn:chi2,")
+        sgd = '{"dim": 64, "init": "orthonormal", "num_val_ids": 5}'
+        c.method_overrides = f'{{"pairwise_sgd": {sgd}, "triplet_sgd": {sgd}}}'
+    elif arg == "small":
+        c.methods = "nn,pairwise_sgd:small,triplet_sgd:small"
+        c.ranked.method = "triplet_sgd:small"
+        c.ranked.num_queries = 3
+        c.max_rank = 10
+    c.lock()
+    return c

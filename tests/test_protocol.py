@@ -1,0 +1,240 @@
+"""experiments.protocol: the grid, resuming, selection by cross-validation, shards, reports."""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from configs import common
+from configs.protocol import get_config
+from experiments import protocol
+from warca_jax import data as data_lib
+
+
+def _tiny(**changes):
+    """Two methods (one cross-validated over a 1 x 2 grid), 2 splits of 40 identities."""
+    c = get_config("small")
+    c.unlock()
+    c.methods = "warca:linear,nn,nn:chi2"
+    c.cv.methods = "warca:linear"
+    c.cv.lams = (1e-2,)
+    c.cv.etas = (1e-2, 1e-1)
+    c.cv.num_iters = 30
+    c.overrides = json.dumps({"warca:linear": {"num_iters": 60, "log_every": 30}})
+    c.data.synthetic.num_ids = 40
+    c.skip = "synthetic:nn:chi2"
+    for key, value in changes.items():
+        section, _, field = key.rpartition(".")
+        (c[section] if section else c)[field] = value
+    c.lock()
+    return c
+
+
+def _read(*parts):
+    with open(os.path.join(*parts)) as f:
+        return f.read()
+
+
+def _run_file(workdir, label, split, name):
+    return os.path.join(workdir, "runs", "synthetic", label, f"split_{split}", name)
+
+
+def _run_results(workdir):
+    out = {}
+    for root, _, files in os.walk(os.path.join(workdir, "runs")):
+        for f in files:
+            if f.startswith("split_") and f.endswith(".json"):
+                with open(os.path.join(root, f)) as fh:
+                    res = json.load(fh)
+                out[os.path.relpath(os.path.join(root, f), workdir)] = (
+                    res["rank1"],
+                    res["mAP"],
+                    res["cmc"][:5],
+                )
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("protocol"))
+    results = protocol.run_protocol(_tiny(), workdir)
+    return workdir, results
+
+
+def test_writes_every_run_table_and_plot(tiny_run):
+    workdir, results = tiny_run
+    for name in ("table2.md", "study.md", "study.csv", "results.json", "cmc_synthetic.png"):
+        assert os.path.exists(os.path.join(workdir, name)), name
+    for key in ("rank1", "rank5", "auc"):
+        with open(os.path.join(workdir, f"table2_{key}.csv")) as f:
+            rows = list(csv.reader(f))
+        assert rows[0][0] == "dataset" and rows[1][0] == "synthetic"
+        # mean and std columns for WARCA-L, Euclidean and (skipped, empty) chi2 kNN
+        assert len(rows[0]) == 7 and rows[1][5:] == ["", ""]
+        assert 0 <= float(rows[1][1]) <= 100
+    for label in ("warca-linear", "nn"):
+        for s in range(2):
+            folder = os.path.join(workdir, "runs", "synthetic", label, f"split_{s}")
+            assert {"config.json", f"split_{s}.json", f"model_split{s}.npz"} <= set(
+                os.listdir(folder)
+            )
+    assert not os.path.exists(os.path.join(workdir, "runs", "synthetic", "nn-chi2"))
+    table = _read(workdir, "table2.md")
+    assert "| dataset | WARCA-L | kNN Euclidean | kNN chi2 |" in table
+    assert table.count("| synthetic |") == 3 and "| - |" in table
+    assert results["synthetic"]["warca:linear"]["num_done"] == 2
+    with Image.open(os.path.join(workdir, "cmc_synthetic.png")) as im:
+        assert im.size[0] > 300 and im.size[1] > 300
+
+
+def test_tables_hold_the_mean_and_std_of_the_split_results(tiny_run):
+    workdir, results = tiny_run
+    rank1 = []
+    for s in range(2):
+        with open(
+            os.path.join(workdir, "runs", "synthetic", "nn", f"split_{s}", f"split_{s}.json")
+        ) as f:
+            rank1.append(json.load(f)["rank1"])
+    entry = results["synthetic"]["nn"]
+    assert entry["rank1"]["mean"] == pytest.approx(np.mean(rank1))
+    assert entry["rank1"]["std"] == pytest.approx(np.std(rank1))
+    assert f"{np.mean(rank1):.2f} ± {np.std(rank1):.2f}" in _read(workdir, "study.md")
+
+
+def test_euclidean_run_equals_plain_evaluation(tiny_run):
+    workdir, _ = tiny_run
+    ds = data_lib.load_dataset(_tiny().data)
+    split = ds.splits[1]
+    from warca_jax import evaluation
+
+    x = ds.features
+    q, g = split.query_idx, split.gallery_idx
+    ref = evaluation.evaluate(x[q], x[g], ds.labels[q], ds.labels[g], ds.cams[q], ds.cams[g])
+    with open(_run_file(workdir, "nn", 1, "split_1.json")) as f:
+        assert json.load(f)["rank1"] == pytest.approx(ref["rank1"])
+
+
+def test_cross_validation_selects_the_best_grid_point(tiny_run):
+    workdir, _ = tiny_run
+    base = os.path.join(workdir, "cv", "synthetic", "warca-linear")
+    with open(os.path.join(base, "selected.json")) as f:
+        sel = json.load(f)
+    scores = {}
+    for eta in (1e-2, 1e-1):
+        with open(os.path.join(base, "split_0", f"lam_0.01_eta_{eta:g}", "result.json")) as f:
+            scores[eta] = json.load(f)["rank1"]
+    best = max(scores, key=lambda e: (scores[e], -e))  # the first of equal ones
+    assert sel["learning_rate"] == best and sel["lam"] == 1e-2
+    with open(
+        os.path.join(workdir, "runs", "synthetic", "warca-linear", "split_0", "config.json")
+    ) as f:
+        used = json.load(f)["method"]
+    assert used["learning_rate"] == best and used["num_iters"] == 60 and used["dim"] == 40
+
+
+def test_validation_split_lies_inside_the_training_part():
+    ds = data_lib.load_dataset(_tiny().data)
+    for s in range(2):
+        v = protocol.validation_split(ds, s, fraction=0.3, seed=0)
+        train = set(ds.splits[s].train_idx)
+        held = set(v.query_idx) | set(v.gallery_idx)
+        assert held <= train and set(v.train_idx) <= train and not held & set(v.train_idx)
+        val_ids = set(ds.labels[list(held)])
+        assert len(val_ids) == round(0.3 * len(set(ds.labels[list(train)])))
+        assert not val_ids & set(ds.labels[v.train_idx])
+    again = protocol.validation_split(ds, 1, fraction=0.3, seed=0)
+    np.testing.assert_array_equal(again.query_idx, v.query_idx)
+
+
+def test_restart_redoes_nothing_and_an_interrupted_run_is_redone_alone(tiny_run, tmp_path):
+    workdir, _ = tiny_run
+    import shutil
+
+    copy = str(tmp_path / "w")
+    shutil.copytree(workdir, copy)
+    before = _run_results(copy)
+    stamps = {p: os.path.getmtime(os.path.join(copy, p)) for p in before}
+    lost = os.path.join("runs", "synthetic", "warca-linear", "split_1", "split_1.json")
+    os.remove(os.path.join(copy, lost))  # as if the run had been stopped during this job
+    protocol.run_protocol(_tiny(), copy)
+    after = _run_results(copy)
+    assert after == before  # same seed, same result
+    for p, t in stamps.items():
+        if p != lost:
+            assert os.path.getmtime(os.path.join(copy, p)) == t, p
+
+
+def test_a_changed_method_config_is_refused(tiny_run, tmp_path):
+    workdir, _ = tiny_run
+    import shutil
+
+    copy = str(tmp_path / "w")
+    shutil.copytree(workdir, copy)
+    changed = _tiny(overrides=json.dumps({"warca:linear": {"num_iters": 61, "log_every": 30}}))
+    with pytest.raises(ValueError, match="different config"):
+        protocol.run_protocol(changed, copy)
+
+
+def test_shards_and_workers_give_the_single_process_results(tiny_run, tmp_path):
+    workdir, _ = tiny_run
+    reference = _run_results(workdir)
+    shared = str(tmp_path / "sharded")
+    with pytest.raises(RuntimeError, match="cross-validation results .* missing"):
+        protocol.run_protocol(_tiny(), shared, stage="runs")
+    for i in range(2):
+        protocol.run_protocol(_tiny(), shared, stage="cv", num_shards=2, shard_index=i)
+    protocol.run_protocol(_tiny(), shared, stage="runs", num_shards=2, shard_index=0)
+    protocol.run_protocol(_tiny(), shared, stage="runs", num_shards=2, shard_index=1, num_workers=2)
+    protocol.run_protocol(_tiny(), shared, stage="report")
+    assert _run_results(shared) == reference
+    assert _read(shared, "table2.md") == _read(workdir, "table2.md")
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"methods": "warca:linear,nope"}, "unknown method label 'nope'"),
+        ({"methods": "warca:linear,nn:spicy"}, "unknown variant"),
+        ({"cv.methods": "kissme"}, "not in config.methods"),
+        ({"methods": "nn,kissme", "cv.methods": "kissme"}, "no lam and learning_rate"),
+        ({"cv.etas": ()}, "at least one value"),
+        ({"cv.etas": (0.0,)}, "cv.etas > 0"),
+        ({"datasets": "synthetic,mnist"}, "unknown dataset"),
+        ({"datasets": "viper"}, "needs a folder"),
+        ({"overrides": '{"warca:linear": {"num_iter": 5}}'}, "no such field"),
+        ({"overrides": '{"kissme": {"pca_dim": 5}}'}, "not in config.methods"),
+        ({"dims": "viper:0"}, "dims entries"),
+    ],
+)
+def test_bad_configs_are_refused_before_any_work(changes, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        protocol.run_protocol(_tiny(**changes), str(tmp_path / "w"))
+    assert not os.path.exists(tmp_path / "w" / "runs")
+
+
+def test_bad_flags_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="shard_index"):
+        protocol.run_protocol(_tiny(), str(tmp_path), num_shards=2, shard_index=2)
+    with pytest.raises(ValueError, match="stage"):
+        protocol.run_protocol(_tiny(), str(tmp_path), stage="train")
+
+
+def test_every_variant_loads_and_plans():
+    for arg in ("synthetic", "small", "orl", "all", "viper"):
+        c = get_config(arg)
+        labels = protocol._split_list(c.methods)
+        for label in labels:
+            protocol.method_config(label)
+        if arg in ("all", "viper"):
+            c = common.overridden(c, data_root="/data")
+        plan = protocol.Plan(c)
+        assert plan.dim("viper") == 100 and plan.dim("market1501") == 200
+        assert plan.dim("cuhk03") == 40
+    plan = protocol.Plan(common.overridden(get_config("all"), data_root="/data"))
+    assert len(plan.datasets) == 9
+    assert "warca:chi2" not in plan.runs("market1501")
+    assert "warca:linear" in plan.runs("market1501") and "kissme" in plan.runs("market1501")
+    assert len(plan.grid()) == 36  # the paper's 9 lambdas x 4 step sizes
