@@ -228,13 +228,31 @@ class Plan:
                     f"cv.methods: {label!r} has no lam and learning_rate fields to choose"
                 )
         cv = config.cv
-        if self.cv_methods:
-            if not cv.lams or not cv.etas:
-                raise ValueError("cv.lams and cv.etas must each hold at least one value")
-            if any(v < 0 for v in cv.lams) or any(not v > 0 for v in cv.etas):
+        grids = json.loads(cv.grids) if cv.grids else {}
+        if not isinstance(grids, dict) or not all(
+            isinstance(g, dict) and set(g) <= {"lams", "etas"} for g in grids.values()
+        ):
+            raise ValueError(
+                'cv.grids must be a JSON object label -> {"lams": [...], "etas": [...]}; '
+                f"got {cv.grids!r}"
+            )
+        unknown = sorted(set(grids) - set(self.cv_methods))
+        if unknown:
+            raise ValueError(f"cv.grids name {unknown}, which are not in cv.methods")
+        self.grids = {}
+        for label in self.cv_methods:
+            lams = [float(v) for v in grids.get(label, {}).get("lams", cv.lams)]
+            etas = [float(v) for v in grids.get(label, {}).get("etas", cv.etas)]
+            if not lams or not etas:
                 raise ValueError(
-                    f"cv.lams must be >= 0 and cv.etas > 0; got {cv.lams} and {cv.etas}"
+                    f"the lambda and eta grids of {label} need at least one value each"
                 )
+            if any(v < 0 for v in lams) or any(not v > 0 for v in etas):
+                raise ValueError(
+                    f"lambdas must be >= 0 and etas > 0; got {lams} and {etas} for {label}"
+                )
+            self.grids[label] = [(lam, eta) for lam in lams for eta in etas]
+        if self.cv_methods:
             if cv.num_splits < 1:
                 raise ValueError(f"cv.num_splits must be >= 1, got {cv.num_splits}")
             if not 0 < cv.val_fraction < 1:
@@ -261,10 +279,9 @@ class Plan:
     def runs(self, name: str) -> list[str]:
         return [m for m in self.methods if (name, m) not in self.skips]
 
-    def grid(self) -> list[tuple[float, float]]:
-        return [
-            (float(lam), float(eta)) for lam in self.config.cv.lams for eta in self.config.cv.etas
-        ]
+    def grid(self, label: str) -> list[tuple[float, float]]:
+        """The (lambda, eta) points cross-validated for ``label``, in grid order."""
+        return self.grids[label]
 
 
 # ----------------------------------------------------------------------------- data
@@ -396,7 +413,7 @@ def cv_jobs(plan: Plan, workdir: str, data_paths: dict) -> list[dict]:
             if label not in plan.runs(name):
                 continue
             for c in range(cv.num_splits):
-                for lam, eta in plan.grid():
+                for lam, eta in plan.grid(label):
                     folder = os.path.join(
                         workdir, "cv", name, _safe(label), f"split_{c}", _grid_name(lam, eta)
                     )
@@ -435,7 +452,7 @@ def select(plan: Plan, workdir: str, name: str, label: str) -> dict:
     cv = plan.config.cv
     base = os.path.join(workdir, "cv", name, _safe(label))
     table, missing = [], []
-    for lam, eta in plan.grid():
+    for lam, eta in plan.grid(label):
         scores = []
         for c in range(cv.num_splits):
             folder = os.path.join(base, f"split_{c}", _grid_name(lam, eta))

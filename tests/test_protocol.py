@@ -125,7 +125,7 @@ def test_cross_validation_selects_the_best_grid_point(tiny_run):
     scores = {}
     for eta in (1e-2, 1e-1):
         with open(os.path.join(base, "split_0", f"lam_0.01_eta_{eta:g}", "result.json")) as f:
-            scores[eta] = json.load(f)["rank1"]
+            scores[eta] = json.load(f)[sel["measure"]]
     best = max(scores, key=lambda e: (scores[e], -e))  # the first of equal ones
     assert sel["learning_rate"] == best and sel["lam"] == 1e-2
     with open(
@@ -201,7 +201,10 @@ def test_shards_and_workers_give_the_single_process_results(tiny_run, tmp_path):
         ({"cv.methods": "kissme"}, "not in config.methods"),
         ({"methods": "nn,kissme", "cv.methods": "kissme"}, "no lam and learning_rate"),
         ({"cv.etas": ()}, "at least one value"),
-        ({"cv.etas": (0.0,)}, "cv.etas > 0"),
+        ({"cv.etas": (0.0,)}, "etas > 0"),
+        ({"cv.grids": '{"warca:linear": {"etas": []}}'}, "at least one value"),
+        ({"cv.grids": '{"nn": {"etas": [1.0]}}'}, "not in cv.methods"),
+        ({"cv.grids": '{"warca:linear": {"eta": [1.0]}}'}, "cv.grids must be"),
         ({"datasets": "synthetic,mnist"}, "unknown dataset"),
         ({"datasets": "viper"}, "needs a folder"),
         ({"overrides": '{"warca:linear": {"num_iter": 5}}'}, "no such field"),
@@ -237,4 +240,7 @@ def test_every_variant_loads_and_plans():
     assert len(plan.datasets) == 9
     assert "warca:chi2" not in plan.runs("market1501")
     assert "warca:linear" in plan.runs("market1501") and "kissme" in plan.runs("market1501")
-    assert len(plan.grid()) == 36  # the paper's 9 lambdas x 4 step sizes
+    assert len(plan.grid("warca:chi2")) == 36  # the paper's 9 lambdas x 4 step sizes
+    plan = protocol.Plan(get_config("synthetic"))
+    assert plan.grid("frml") == [(1e-2, 3e-3), (1e-2, 1e-1), (1e-2, 1.0)]
+    assert len(plan.grid("warca:linear")) == 9
