@@ -42,6 +42,11 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.name = "warca"
     c.method.kernel = "none"  # 'none' (primal W) or linear | rbf | chi2 | chi2_rbf | laplacian.
     c.method.kernel_gamma = 0.0  # kernel bandwidth (0: 1 / mean training distance).
+    # 'none': the exact N x N kernel; 'nystroem': linear WARCA on the Nystroem features of
+    # num_landmarks random training points (an approximation of the kernel, for N too
+    # large for an N x N matrix; memory N x num_landmarks).
+    c.method.kernel_approx = "none"
+    c.method.num_landmarks = 2000  # Nystroem landmarks (kernel_approx='nystroem').
     c.method.dim = 40  # output dimension D' (paper: 200 Market-1501, 100 VIPeR, 40 others).
     c.method.lam = 1e-2  # penalty weight lambda (eq. 11).
     c.method.penalty = "aon"  # 'aon' ||W W^T - I||^2, 'frobenius' ||W||^2 or 'none'.
@@ -58,6 +63,9 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.gradient = "closed_form"  # 'closed_form' (eq. 20-24) or 'autodiff'.
     c.method.preconditioned = True  # kernel form: K^-1 preconditioned update (eq. 23-25).
     c.method.log_every = 100  # steps between lines of metrics.jsonl.
+    # devices of the training mesh (0: all of jax.devices(), on every host); the features
+    # are split by rows over them, the minibatch work and gradient reduced across them.
+    c.method.num_devices = 0
 
     if arg == "chi2":
         c.method.kernel = "chi2_rbf"

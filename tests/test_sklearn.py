@@ -104,8 +104,11 @@ def test_mahalanobis_matrix_gives_the_learned_distances(problem):
     est = wsk.WARCA(dim=8, **FAST).fit(xtr, ytr)
     m = est.get_mahalanobis_matrix()
     diff = xte[:5, None, :] - xte[None, :7, :]
-    expected = np.sqrt(np.maximum(np.einsum("ijd,de,ije->ij", diff, m, diff), 0))
-    np.testing.assert_allclose(est.pairwise_distances(xte[:5], xte[:7]), expected, atol=2e-3)
+    expected = np.maximum(np.einsum("ijd,de,ije->ij", diff, m, diff), 0)
+    # squared: the float32 rounding of ||a||^2 + ||b||^2 - 2 a.b (about 1e-5 of the
+    # squared norms) becomes 1e-3 after a square root at a zero distance (a == b)
+    got = est.pairwise_distances(xte[:5], xte[:7]) ** 2
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5 * expected.max())
     assert est.score(xte, np.arange(len(xte)) // 2) == wsk.rank1_score(
         est, xte, np.arange(len(xte)) // 2
     )

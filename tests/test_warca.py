@@ -135,6 +135,19 @@ def test_divergence_is_an_error_not_a_model():
         (lambda x, y: (x, y), {"kernel": "rbf", "gradient": "autodiff"}, "preconditioned"),
         (lambda x, y: (x, y), {"batch_size": 0}, "batch_size"),
         (lambda x, y: (x, y), {"learning_rate": -1.0}, "learning_rate"),
+        (lambda x, y: (x, y), {"kernel_approx": "random"}, "unknown kernel_approx"),
+        (lambda x, y: (x, y), {"kernel_approx": "nystroem"}, "approximates a kernel"),
+        (
+            lambda x, y: (np.abs(x), y),
+            {"kernel": "rbf", "kernel_approx": "nystroem", "num_landmarks": 4},
+            "exceeds the Nystroem feature dimension",
+        ),
+        (
+            lambda x, y: (np.abs(x), y),
+            {"kernel": "rbf", "kernel_approx": "nystroem", "num_landmarks": 0},
+            "num_landmarks must be >= 1",
+        ),
+        (lambda x, y: (x, y), {"num_devices": -1}, "num_devices"),
     ],
 )
 def test_bad_input_is_refused_before_training(mutate, overrides, match):
@@ -228,3 +241,47 @@ def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
     assert not np.allclose(seen[0][1], final.projection)
     # three sleeps of 0.2 s happened before the last row; none is counted
     assert hist[-1]["seconds"] - hist[0]["seconds"] < 0.6
+
+
+def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
+    ds = data.load_dataset(get_config("chi2").data)
+    split = ds.splits[0]
+    x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
+    cfg = _method("chi2", num_iters=400, kernel_approx="nystroem", num_landmarks=150)
+    metric, _ = warca.fit(x, y, cfg)
+    assert metric.kind == "kernel" and metric.kernel == "chi2_rbf"
+    assert metric.support.shape == (150, x.shape[1]) and metric.projection.shape == (40, 150)
+    # the landmarks are training rows
+    assert all(np.any(np.all(x == row, axis=1)) for row in metric.support[:10])
+    learned = _split_eval(metric, ds, split)
+    chi2 = _split_eval(None, ds, split, metric="chi2")
+    assert learned["rank1"] >= chi2["rank1"] + 20
+    again, _ = warca.fit(x, y, cfg)
+    np.testing.assert_array_equal(again.projection, metric.projection)
+
+
+def test_nystroem_features_reproduce_the_kernel():
+    x, _ = _small_problem(hist=True)
+    cfg = _method("chi2", kernel="chi2_rbf", num_landmarks=len(x), dim=6)
+    phi, landmarks, proj, gamma = warca.nystroem_features(x, cfg, seed=0)
+    k = np.asarray(warca.kernels.kernel_matrix(x, x, kernel="chi2_rbf", gamma=gamma))
+    # with every point a landmark the approximation is the kernel itself (up to the
+    # eigenvalues dropped below 1e-6 of the largest)
+    np.testing.assert_allclose(phi @ phi.T, k, atol=2e-3)
+    small = _method("chi2", kernel="chi2_rbf", num_landmarks=20, dim=6)
+    phi, landmarks, proj, gamma = warca.nystroem_features(x, small, seed=0)
+    assert landmarks.shape == (20, x.shape[1]) and phi.shape[0] == x.shape[0]
+    kl = np.asarray(warca.kernels.kernel_matrix(x, landmarks, kernel="chi2_rbf", gamma=gamma))
+    rows = [int(np.flatnonzero(np.all(x == lm, axis=1))[0]) for lm in landmarks]
+    # exact on the landmarks: phi(x) . phi(l) = k(x, l)
+    np.testing.assert_allclose(phi @ phi[rows].T, kl, atol=2e-3)
+
+
+def test_memory_mapped_features_train_like_in_memory_ones(tmp_path):
+    x, y = _small_problem()
+    path = tmp_path / "x.npy"
+    np.save(path, x.astype(np.float32))
+    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, candidate_pool=32)
+    mapped, _ = warca.fit(np.load(path, mmap_mode="r"), y, cfg, seed=2)
+    loaded, _ = warca.fit(x.astype(np.float32), y, cfg, seed=2)
+    np.testing.assert_array_equal(mapped.projection, loaded.projection)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -33,10 +34,20 @@ def plot_cmc(
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for name, cmc in curves.items():
+    # Up to 10 curves take tab10's colours; more take tab20's, and past 20 the line style
+    # changes too, so that no two curves look alike.
+    palette = matplotlib.colormaps["tab10" if len(curves) <= 10 else "tab20"].colors
+    styles = ("-", "--", ":", "-.")
+    for c, (name, cmc) in enumerate(curves.items()):
         cmc = np.asarray(cmc, dtype=float)[:max_rank]
         ranks = np.arange(1, len(cmc) + 1)
-        ax.plot(ranks, cmc, label=f"{name} (rank-1 {cmc[0]:.1f}%)")
+        ax.plot(
+            ranks,
+            cmc,
+            label=f"{name} (rank-1 {cmc[0]:.1f}%)",
+            color=palette[c % len(palette)],
+            linestyle=styles[(c // len(palette)) % len(styles)],
+        )
     ax.set_xlabel("rank")
     ax.set_ylabel("matching rate (%)")
     ax.set_xlim(1, max_rank)
@@ -44,8 +55,11 @@ def plot_cmc(
     ax.grid(True, alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(loc="lower right")
-    fig.savefig(path, format="png", dpi=100)
+    if len(curves) <= 6:
+        ax.legend(loc="lower right")
+    else:  # beside the axes, where it hides no curve
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
     return path
 
 

@@ -205,6 +205,8 @@ class WARCA(_Named):
         batch_size: int = 512,
         kernel: str = "none",
         kernel_gamma: float = 0.0,
+        kernel_approx: str = "none",
+        num_landmarks: int = 2000,
         penalty: str = "aon",
         penalty_mode: str = "coupled",
         margin: float = 1.0,
@@ -215,6 +217,7 @@ class WARCA(_Named):
         gradient: str = "closed_form",
         preconditioned: bool = True,
         log_every: int = 100,
+        num_devices: int = 0,
         seed: int = 0,
     ):
         self.dim = dim
@@ -224,6 +227,8 @@ class WARCA(_Named):
         self.batch_size = batch_size
         self.kernel = kernel
         self.kernel_gamma = kernel_gamma
+        self.kernel_approx = kernel_approx
+        self.num_landmarks = num_landmarks
         self.penalty = penalty
         self.penalty_mode = penalty_mode
         self.margin = margin
@@ -234,6 +239,7 @@ class WARCA(_Named):
         self.gradient = gradient
         self.preconditioned = preconditioned
         self.log_every = log_every
+        self.num_devices = num_devices
         self.seed = seed
 
 

@@ -29,11 +29,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from absl import logging
 
 from warca_jax import kernels, losses, optim, sampling, training, validation
+from warca_jax import sharding as sharding_lib
 from warca_jax.metric import Metric
 
 GRADIENTS = ("closed_form", "autodiff")
+KERNEL_APPROX = ("none", "nystroem")
+# Above this many bytes for one step's [B, N] candidate distances (no candidate_pool), fit
+# logs a warning that the step's memory grows with N and a pool bounds it.
+_FULL_CANDIDATES_WARN_BYTES = 2**31
 
 
 def check_config(cfg, *, n: int, d: int) -> None:
@@ -68,6 +74,22 @@ def check_config(cfg, *, n: int, d: int) -> None:
         raise ValueError(
             f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}"
         )
+    if cfg.kernel_approx not in KERNEL_APPROX:
+        raise ValueError(
+            f"unknown kernel_approx {cfg.kernel_approx!r}; expected one of {KERNEL_APPROX}"
+        )
+    if cfg.kernel_approx == "nystroem":
+        if cfg.kernel == "none":
+            raise ValueError("kernel_approx='nystroem' approximates a kernel: set kernel too")
+        if not 1 <= cfg.num_landmarks:
+            raise ValueError(f"num_landmarks must be >= 1, got {cfg.num_landmarks}")
+        if cfg.dim > min(cfg.num_landmarks, n):
+            raise ValueError(
+                f"output dim {cfg.dim} exceeds the Nystroem feature dimension "
+                f"min(num_landmarks, N) = {min(cfg.num_landmarks, n)}"
+            )
+    if not isinstance(cfg.num_devices, int) or cfg.num_devices < 0:
+        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {cfg.num_devices!r}")
     if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
         raise ValueError(
             "autodiff gives the plain kernel gradient, not the K^-1 preconditioned one: "
@@ -91,36 +113,62 @@ def _num_bits(cfg, n: int) -> int:
     return 5 * cfg.batch_size + pool
 
 
-def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=None) -> Callable:
     """The un-jitted ``step(state, feats, table, bits) -> (state, metrics)``.
 
-    ``bits`` are the step's random words (``sampling.step_bits``).
+    ``bits`` are the step's random words (``sampling.step_bits``). ``feats`` may have
+    more rows than there are training samples (``table.labels``): padding that makes
+    its rows divisible over the devices of ``mesh``, never drawn and never a candidate.
+
+    With a ``mesh`` the computation is laid out over its devices (XLA's SPMD
+    partitioner does the communication): ``feats`` and the embeddings of all training
+    points are split by rows, so without a candidate pool the [B, N] violator search
+    is split by candidate, on the devices that hold them; with a pool the minibatch is
+    split by pair. The gradient is a sum over the minibatch, reduced across devices;
+    parameters and optimiser state are replicated.
     """
     margin, lam, b = float(cfg.margin), float(cfg.lam), cfg.batch_size
     precond = kernel_form and cfg.preconditioned
 
+    def constrain(a, *spec):
+        if mesh is None:
+            return a
+        return jax.lax.with_sharding_constraint(
+            a, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*spec))
+        )
+
     def step(state: optim.TrainState, feats, table: sampling.PairTable, bits):
         w = state.params
-        n = feats.shape[0]
+        n = table.labels.shape[0]  # training samples; feats may be padded beyond
+        rows = feats.shape[0]
         pool = _num_bits(cfg, n) - 5 * b
         i, j = sampling.sample_pairs(bits[: 3 * b].reshape(3, b), table)
         u = sampling.to_uniform(bits[3 * b : 5 * b]).reshape(2, b)
         cand = sampling.to_indices(bits[5 * b :], n) if pool else None
         if kernel_form or not pool:
-            emb = feats @ w.T  # [N, D']: K A^T or X W^T
+            emb = constrain(feats @ w.T, sharding_lib.DATA, None)  # [N, D']: K A^T or X W^T
             ea, ep = emb[i], emb[j]
             ec = emb[cand] if pool else emb
         else:
             emb = None
             ea, ep, ec = feats[i] @ w.T, feats[j] @ w.T, feats[cand] @ w.T
-        cand_labels = table.labels[cand] if pool else table.labels
-        d_ij = losses.safe_norm(ea - ep)
         anchor_labels = table.labels[i]
+        if pool:
+            negative = table.labels[cand][None, :] != anchor_labels[:, None]
+        else:
+            cand_labels = jnp.pad(table.labels, (0, rows - n), constant_values=-1)
+            negative = cand_labels[None, :] != anchor_labels[:, None]
+            if rows > n:
+                negative = negative & (jnp.arange(rows) < n)[None, :]
+        d_ij = losses.safe_norm(ea - ep)
+        # the violator search runs where its candidates live: split by candidate over
+        # all N, by pair over a pool.
+        spec = (sharding_lib.DATA, None) if pool else (None, sharding_lib.DATA)
         viol = sampling.find_violators(
             u,
             d_ij,
-            sampling.pairwise_dist(ea, ec),
-            cand_labels[None, :] != anchor_labels[:, None],
+            constrain(sampling.pairwise_dist(ea, ec), *spec),
+            constrain(negative, *spec),
             table.num_negatives[i],
             margin=margin,
             sampler=cfg.sampler,
@@ -130,7 +178,8 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
         weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
         weights = jax.lax.stop_gradient(weights)
         pu, pv = ea - ep, ea - ec[viol.index]
-        extra = {"embeddings": emb} if kernel_form else {}
+        emb_n = emb if emb is None or rows == n else emb[:n]
+        extra = {"embeddings": emb_n} if kernel_form else {}
         if precond:
             grad, hinge = losses.kernel_hinge_precond_grad(
                 emb, i, j, k, weights, margin=margin, n=n
@@ -143,8 +192,9 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
                 grad = cu.T @ du - cv.T @ dv
             else:
                 grad = jax.grad(losses.warca_hinge_loss)(w, du, dv, weights, margin=margin)
+        grad = constrain(grad)
         updates, opt_state = tx.update(grad, state.opt_state, w, **extra)
-        pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb if kernel_form else None)
+        pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb_n if kernel_form else None)
         hinge_loss = jnp.mean(weights * hinge)
         # A tunable optimiser (optim.make_optimizer(tunable=True)) carries lambda in its state.
         lam_now = getattr(state.opt_state, "hyperparams", {}).get("lam", lam)
@@ -156,30 +206,36 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Cal
             "violated_frac": jnp.mean(viol.found),
             "active_frac": jnp.mean(viol.found & (hinge > 0)),
         }
-        new_state = optim.TrainState(optax.apply_updates(w, updates), opt_state, state.step + 1)
+        new_params = constrain(optax.apply_updates(w, updates))
+        new_state = optim.TrainState(new_params, opt_state, state.step + 1)
         return new_state, metrics
 
     return step
 
 
-def make_train_step(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+def make_train_step(
+    cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=None
+) -> Callable:
     """Builds the jitted ``step(state, feats, table, key) -> (state, metrics)``.
 
     ``feats`` is X: [N, D] in the primal form and K: [N, N] in the kernel form;
     ``table`` is the ``sampling.PairTable`` of the training labels. The step's
     randomness is ``sampling.step_bits(key, state.step, ...)``, so a run is
-    reproducible from the seed and independent of how steps are grouped.
+    reproducible from the seed and independent of how steps are grouped. ``mesh``:
+    see ``_step_fn`` (None: no layout constraints, one device).
     """
-    step = _step_fn(cfg, tx, kernel_form=kernel_form)
+    step = _step_fn(cfg, tx, kernel_form=kernel_form, mesh=mesh)
 
     def one(state, feats, table, key):
-        bits = sampling.step_bits(key, state.step, _num_bits(cfg, feats.shape[0]))
+        bits = sampling.step_bits(key, state.step, _num_bits(cfg, table.labels.shape[0]))
         return step(state, feats, table, bits)
 
     return jax.jit(one, donate_argnums=0)
 
 
-def make_train_chunk(cfg, tx: optax.GradientTransformation, *, kernel_form: bool) -> Callable:
+def make_train_chunk(
+    cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=None
+) -> Callable:
     """Like ``make_train_step`` but runs ``length`` steps in one call (``lax.scan``).
 
     ``chunk(state, feats, table, key, length) -> (state, metrics)`` with the
@@ -187,10 +243,10 @@ def make_train_chunk(cfg, tx: optax.GradientTransformation, *, kernel_form: bool
     randomness, as calling the single step ``length`` times, with one dispatch
     from Python and one batched draw of random words instead of ``length``.
     """
-    step = _step_fn(cfg, tx, kernel_form=kernel_form)
+    step = _step_fn(cfg, tx, kernel_form=kernel_form, mesh=mesh)
 
     def chunk(state, feats, table, key, length):
-        size = _num_bits(cfg, feats.shape[0])
+        size = _num_bits(cfg, table.labels.shape[0])
         steps = state.step + jnp.arange(length, dtype=state.step.dtype)
         bits = jax.vmap(lambda t: sampling.step_bits(key, t, size))(steps)
 
@@ -219,7 +275,7 @@ def make_optimizer(cfg, *, kernel_form: bool) -> optax.GradientTransformationExt
 
 
 @functools.lru_cache(maxsize=32)
-def _compiled_chunk(frozen_cfg: tuple, kernel_form: bool):
+def _compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
     """The jitted chunk for a config, built once per distinct config without lambda and eta.
 
     Fits with the same method config (the splits of a protocol, and every point of a
@@ -227,7 +283,7 @@ def _compiled_chunk(frozen_cfg: tuple, kernel_form: bool):
     """
     cfg = types.SimpleNamespace(**dict(frozen_cfg), lam=0.0, learning_rate=1.0)
     return make_train_chunk(
-        cfg, make_optimizer(cfg, kernel_form=kernel_form), kernel_form=kernel_form
+        cfg, make_optimizer(cfg, kernel_form=kernel_form), kernel_form=kernel_form, mesh=mesh
     )
 
 
@@ -245,6 +301,62 @@ def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def nystroem_features(
+    x: np.ndarray, cfg, *, seed: int, block_size: int = 8192
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The Nystroem map of ``cfg.kernel`` on ``cfg.num_landmarks`` random training points.
+
+    With landmarks L (drawn without replacement from ``seed``), K_LL = U diag(s) U^T and
+    M = U_r diag(s_r)^-1/2 over the eigenvalues above 1e-6 s_max, the features
+    phi(x) = k(x, L) M satisfy phi(a) . phi(b) = k(a, L) K_LL^+ k(L, b), the Nystroem
+    approximation of k(a, b) (exact when a or b is a landmark). Memory: N x r features
+    and one [block_size, m] kernel block at a time, never N x N.
+
+    Returns:
+      (phi [N, r] float32, landmarks [m, D], M [m, r] float32, gamma).
+
+    Raises:
+      ValueError: the landmark kernel matrix has fewer than ``cfg.dim`` usable
+        eigenvalues (too few distinct landmarks for the output dimension).
+    """
+    n = x.shape[0]
+    m = min(cfg.num_landmarks, n)
+    rng = np.random.default_rng(seed)
+    landmarks = x[np.sort(rng.choice(n, size=m, replace=False))]
+    lj = jnp.asarray(landmarks)
+    gamma = (
+        cfg.kernel_gamma if cfg.kernel_gamma > 0 else kernels.default_gamma(landmarks, cfg.kernel)
+    )
+    k_ll = np.asarray(kernels.kernel_matrix(lj, lj, kernel=cfg.kernel, gamma=gamma), np.float64)
+    s, u = np.linalg.eigh(0.5 * (k_ll + k_ll.T))
+    keep = s > 1e-6 * max(float(s[-1]), 1e-30)
+    if int(keep.sum()) < cfg.dim:
+        raise ValueError(
+            f"the {m} x {m} landmark kernel matrix has {int(keep.sum())} usable eigenvalues, "
+            f"fewer than the output dim {cfg.dim}: use more landmarks or a lower dim"
+        )
+    proj = (u[:, keep] / np.sqrt(s[keep])).astype(np.float32)
+    pj = jnp.asarray(proj)
+    phi = np.empty((n, proj.shape[1]), np.float32)
+    for b0 in range(0, n, block_size):
+        kb = kernels.kernel_matrix(
+            jnp.asarray(x[b0 : b0 + block_size]), lj, kernel=cfg.kernel, gamma=gamma
+        )
+        phi[b0 : b0 + block_size] = np.asarray(kb @ pj)
+    return phi, landmarks, proj, float(gamma)
+
+
+def _place(mesh, feats, params):
+    """Puts the features (rows padded to the mesh, split by rows) and params on the mesh."""
+    n = feats.shape[0]
+    rows = sharding_lib.pad_to_multiple(n, mesh)
+    if rows > n:
+        pad = ((0, rows - n), (0, 0))
+        feats = jnp.pad(feats, pad) if isinstance(feats, jax.Array) else np.pad(feats, pad)
+    feats = jax.device_put(feats, sharding_lib.rows(mesh))
+    return feats, jax.device_put(params, sharding_lib.replicated(mesh))
+
+
 def fit(
     features: np.ndarray,
     labels: np.ndarray,
@@ -257,8 +369,15 @@ def fit(
 ) -> tuple[Metric, list[dict]]:
     """Learns a WARCA metric.
 
+    Training runs on a mesh of ``cfg.num_devices`` devices (0: all; see
+    ``warca_jax.sharding``): one device is a mesh of one, and N devices give the
+    one-device result up to float rounding (same seed, same draws). With
+    ``cfg.kernel_approx == "nystroem"`` the kernel form is replaced by linear WARCA on
+    the Nystroem features of ``cfg.num_landmarks`` landmarks (``nystroem_features``),
+    returned as a kernel metric whose support vectors are the landmarks.
+
     Args:
-      features: [N, D] training features.
+      features: [N, D] training features (a NumPy array, or a memory-mapped ``.npy``).
       labels: [N] identity labels.
       cfg: the ``method`` section of a config (see configs/warca.py).
       seed: PRNG seed; same seed, same result.
@@ -276,8 +395,11 @@ def fit(
       FloatingPointError: training diverged (non-finite loss or parameters).
     """
     x, y = validate_inputs(features, labels, cfg)
-    kernel_form = cfg.kernel != "none"
+    mesh = sharding_lib.make_mesh(cfg.num_devices)
+    nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
+    kernel_form = cfg.kernel != "none" and not nystroem
     table = sampling.make_pair_table(y)
+    table = jax.device_put(table, sharding_lib.replicated(mesh))
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     gamma = 1.0
     t0 = time.perf_counter()
@@ -286,13 +408,28 @@ def fit(
         if not bool(jnp.all(jnp.isfinite(feats))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1], gram=feats)
+    elif nystroem:
+        feats, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed)
+        params = init_params(key_init, dim=cfg.dim, d=feats.shape[1])
     else:
-        feats = jnp.asarray(x)
+        feats = x
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
+    if not cfg.candidate_pool and 4 * cfg.batch_size * x.shape[0] > _FULL_CANDIDATES_WARN_BYTES:
+        logging.warning(
+            "WARCA on %d samples without a candidate pool: every step builds [%d, %d] "
+            "candidate distances; set candidate_pool (e.g. 4096) to bound its memory",
+            x.shape[0],
+            cfg.batch_size,
+            x.shape[0],
+        )
+    feats, params = _place(mesh, feats, params)
     structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in _TUNABLE))
-    chunk = _compiled_chunk(structural, kernel_form)
+    chunk = _compiled_chunk(structural, kernel_form, mesh)
     tx = make_optimizer(cfg, kernel_form=kernel_form)
     state = optim.TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
+    # every input of the compiled chunk on the mesh from the start, as its outputs will be,
+    # so that the second call does not compile again for new input shardings
+    state, key_train = jax.device_put((state, key_train), sharding_lib.replicated(mesh))
 
     def advance(done, length):
         nonlocal state
@@ -300,10 +437,21 @@ def fit(
         return metrics
 
     def make_metric(params) -> Metric:
+        params = np.asarray(params)
+        if nystroem:  # W on phi = k(., L) M is A = W M^T on k(., L)
+            return Metric(
+                kind="kernel",
+                input_dim=x.shape[1],
+                projection=params @ nys_proj.T,
+                support=landmarks,
+                kernel=cfg.kernel,
+                gamma=gamma,
+                name="warca",
+            )
         return Metric(
             kind="kernel" if kernel_form else "linear",
             input_dim=x.shape[1],
-            projection=np.asarray(params),
+            projection=params,
             support=x if kernel_form else None,
             kernel=cfg.kernel if kernel_form else "none",
             gamma=gamma,

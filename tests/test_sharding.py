@@ -1,0 +1,131 @@
+"""WARCA training on a mesh of devices: one device is a mesh of one, N devices agree with it.
+
+The multi-device checks run in a subprocess with ``XLA_FLAGS=--xla_force_host_platform_
+device_count=8`` (the flag must be set before JAX starts), where the same fits run on a
+mesh of 1 and of 8 host devices.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from configs import warca as warca_config
+from warca_jax import sharding, warca
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Fits every layout of the training step (all candidates split by candidate, a pool split
+# by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
+# with a training set of 197 samples (not a multiple of 8: the rows are padded).
+SCRIPT = r"""
+import json
+import jax
+import numpy as np
+from configs import warca as warca_config
+from warca_jax import warca
+
+rng = np.random.default_rng(0)
+y = np.repeat(np.arange(50), 4)[:197]
+x = (rng.normal(size=(200, 24)) + np.repeat(rng.normal(size=(50, 24)), 4, 0))[:197]
+x = x.astype(np.float32)
+cases = {
+    "linear": {},
+    "linear_pool": {"candidate_pool": 64},
+    "linear_wsabie_autodiff": {"sampler": "wsabie", "gradient": "autodiff"},
+    "kernel": {"kernel": "chi2_rbf", "dim": 8},
+    "kernel_plain": {"kernel": "chi2_rbf", "dim": 8, "preconditioned": False},
+    "nystroem": {"kernel": "chi2_rbf", "dim": 8, "kernel_approx": "nystroem",
+                 "num_landmarks": 60},
+}
+out = {"devices": len(jax.devices()), "cases": {}}
+for name, over in cases.items():
+    feats = np.abs(x) if "kernel" in over else x
+    res = {}
+    for nd in (1, 8):
+        cfg = warca_config.get_config("small").method
+        cfg.unlock()
+        cfg.update(num_iters=60, log_every=20, num_devices=nd, **over)
+        metric, hist = warca.fit(feats, y, cfg, seed=3)
+        res[nd] = (np.asarray(metric.projection), [h["loss"] for h in hist])
+    p1, pn = res[1][0], res[8][0]
+    out["cases"][name] = {
+        "max_abs_diff": float(np.abs(p1 - pn).max()),
+        "scale": float(np.abs(p1).max()),
+        "loss_1": res[1][1],
+        "loss_8": res[8][1],
+    }
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def eight_devices():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
+
+
+def test_eight_forced_devices_are_seen(eight_devices):
+    assert eight_devices["devices"] == 8
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["linear", "linear_pool", "linear_wsabie_autodiff", "kernel", "kernel_plain", "nystroem"],
+)
+def test_eight_devices_give_the_one_device_model(eight_devices, case):
+    res = eight_devices["cases"][case]
+    # Same draws, same steps: only the order of float sums across devices may differ.
+    assert res["max_abs_diff"] <= 1e-4 * max(res["scale"], 1.0), res
+    np.testing.assert_allclose(res["loss_8"], res["loss_1"], rtol=1e-4, atol=1e-6)
+
+
+def _cfg(**over):
+    cfg = warca_config.get_config("small").method
+    cfg.unlock()
+    cfg.update(num_iters=20, log_every=10, **over)
+    return cfg
+
+
+def test_a_mesh_of_one_is_the_default_here(reid):
+    # The suite runs on one CPU device: num_devices=0 (all) and 1 are the same mesh.
+    x, y = reid.x_train, reid.y_train
+    assert sharding.make_mesh(0).devices.size == len(jax.devices())
+    m0, _ = warca.fit(x, y, _cfg(num_devices=0), seed=1)
+    m1, _ = warca.fit(x, y, _cfg(num_devices=1), seed=1)
+    np.testing.assert_array_equal(m0.projection, m1.projection)
+
+
+def test_more_devices_than_there_are_is_a_clear_error(reid):
+    x, y = reid.x_train, reid.y_train
+    with pytest.raises(ValueError, match="only 1 cpu devices are visible"):
+        warca.fit(x, y, _cfg(num_devices=len(jax.devices()) + 1))
+    with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
+        warca.fit(x, y, _cfg(num_devices=-1))
+
+
+def test_make_mesh_checks_its_argument():
+    with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
+        sharding.make_mesh(-2)
+    mesh = sharding.make_mesh(1)
+    assert mesh.axis_names == (sharding.DATA,)
+    assert sharding.pad_to_multiple(7, mesh) == 7

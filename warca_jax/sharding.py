@@ -1,0 +1,55 @@
+"""Device meshes: how warca_jax spreads training and evaluation over devices and hosts.
+
+Everything that runs on more than one device takes a ``jax.sharding.Mesh`` with one axis,
+``DATA`` ("data"). ``make_mesh(n)`` builds it from the first ``n`` devices of
+``jax.devices()`` (0: all of them, across every host once ``jax.distributed.initialize()``
+has run), so one CPU, one GPU, several GPUs and a TPU slice run the same code: one device
+is a mesh of one.
+
+On a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (set before JAX is
+imported) makes 8 host devices, which is how the tests check that N devices give the
+single-device results.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+DATA = "data"
+
+
+def make_mesh(num_devices: int = 0) -> Mesh:
+    """A 1-D mesh over the first ``num_devices`` devices (0: all, on every host).
+
+    Raises:
+      ValueError: ``num_devices`` negative or more than there are.
+    """
+    devices = jax.devices()
+    if not isinstance(num_devices, int | np.integer) or num_devices < 0:
+        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {num_devices!r}")
+    if num_devices > len(devices):
+        raise ValueError(
+            f"num_devices={num_devices} but only {len(devices)} {devices[0].platform} "
+            "devices are visible (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N "
+            "before importing JAX makes N)"
+        )
+    chosen = devices[: num_devices or len(devices)]
+    return Mesh(np.asarray(chosen), (DATA,))
+
+
+def rows(mesh: Mesh) -> NamedSharding:
+    """Arrays split by their first axis (rows) over the mesh."""
+    return NamedSharding(mesh, PartitionSpec(DATA))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    """Arrays held whole on every device of the mesh."""
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def pad_to_multiple(n: int, mesh: Mesh) -> int:
+    """The smallest multiple of the mesh size that is >= n."""
+    size = mesh.devices.size
+    return -(-n // size) * size
