@@ -36,4 +36,4 @@ def check_training_data(
             f"{method} needs at least {min_identities} identities with two or more images; "
             f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}"
         )
-    return x.astype(np.float32), y
+    return x.astype(np.float32, copy=False), y  # no copy of float32 (or memory-mapped) data

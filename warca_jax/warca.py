@@ -347,13 +347,24 @@ def nystroem_features(
 
 
 def _place(mesh, feats, params):
-    """Puts the features (rows padded to the mesh, split by rows) and params on the mesh."""
+    """Puts the features (split by rows, padded to the mesh) and params on the mesh.
+
+    Each device's rows are read from ``feats`` (a NumPy array, a memory map or the kernel
+    matrix) by ``jax.make_array_from_callback``, so no second host copy of the features
+    is made and, over several hosts, each host fills its own devices from its copy.
+    """
     n = feats.shape[0]
     rows = sharding_lib.pad_to_multiple(n, mesh)
-    if rows > n:
-        pad = ((0, rows - n), (0, 0))
-        feats = jnp.pad(feats, pad) if isinstance(feats, jax.Array) else np.pad(feats, pad)
-    feats = jax.device_put(feats, sharding_lib.rows(mesh))
+    shape = (rows, *feats.shape[1:])
+
+    def block(index):
+        start, stop, _ = index[0].indices(rows)
+        out = np.zeros((stop - start, *feats.shape[1:]), np.float32)
+        take = max(0, min(stop, n) - start)
+        out[:take] = np.asarray(feats[start : start + take])
+        return out[(slice(None), *index[1:])]
+
+    feats = jax.make_array_from_callback(shape, sharding_lib.rows(mesh), block)
     return feats, jax.device_put(params, sharding_lib.replicated(mesh))
 
 
