@@ -11,6 +11,7 @@ gallery camera 1) are ranked with the learned metric and with Euclidean distance
   python benchmarks/bench_warca_scale.py                       # N = 1,000,000, D = 256
   python benchmarks/bench_warca_scale.py --scaling             # time/iteration vs N
   python benchmarks/bench_warca_scale.py --devices=1,2,4,8     # vs forced host devices
+  python benchmarks/bench_warca_scale.py --kernel=rbf --num_landmarks=512   # Nystroem
 
 ``--devices`` runs each count in a fresh process with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (on a CPU, N host devices share
@@ -93,6 +94,8 @@ def run(args) -> dict:
         log_every=args.log_every,
         num_devices=args.num_devices,
     )
+    if args.kernel != "none":  # kernel WARCA on Nystroem features: N x N is out of reach
+        cfg.update(kernel=args.kernel, kernel_approx="nystroem", num_landmarks=args.num_landmarks)
     t0 = time.perf_counter()
     metric, hist = warca.fit(feats[:n], labels, cfg, seed=args.seed)
     wall = time.perf_counter() - t0
@@ -116,6 +119,9 @@ def run(args) -> dict:
         "num_iters": args.num_iters,
         "batch_size": args.batch_size,
         "candidate_pool": args.candidate_pool,
+        "kernel": args.kernel
+        if args.kernel == "none"
+        else f"{args.kernel} (Nystroem, {args.num_landmarks} landmarks)",
         "generate_seconds": round(gen_seconds, 1),
         "fit_seconds": round(wall, 2),
         "seconds_per_iter": round(per_iter, 5),
@@ -137,6 +143,8 @@ def main():
     ap.add_argument("--batch_size", type=int, default=512)
     ap.add_argument("--candidate_pool", type=int, default=4096)
     ap.add_argument("--log_every", type=int, default=100)
+    ap.add_argument("--kernel", default="none", help="none, or a kernel for Nystroem WARCA")
+    ap.add_argument("--num_landmarks", type=int, default=512)
     ap.add_argument("--num_devices", type=int, default=0, help="0: all visible devices")
     ap.add_argument("--data_dir", default="/tmp/warca_scale")
     ap.add_argument("--seed", type=int, default=0)

@@ -545,6 +545,8 @@ def execute(
             done(job, run_job(job)[1])
     else:
         ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
+        # workers sharing a GPU must not each reserve most of its memory up front
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=ctx) as pool:
             futures = {pool.submit(run_job, job): job for job in todo}
             for fut in concurrent.futures.as_completed(futures):
