@@ -359,8 +359,10 @@ def _place(mesh, feats, params):
 
     def block(index):
         start, stop, _ = index[0].indices(rows)
-        out = np.zeros((stop - start, *feats.shape[1:]), np.float32)
         take = max(0, min(stop, n) - start)
+        if take == stop - start:  # no padding rows: the slice itself, no host copy
+            return np.asarray(feats[start:stop])[(slice(None), *index[1:])]
+        out = np.zeros((stop - start, *feats.shape[1:]), np.float32)
         out[:take] = np.asarray(feats[start : start + take])
         return out[(slice(None), *index[1:])]
 
