@@ -129,3 +129,58 @@ def test_make_mesh_checks_its_argument():
     mesh = sharding.make_mesh(1)
     assert mesh.axis_names == (sharding.DATA,)
     assert sharding.pad_to_multiple(7, mesh) == 7
+
+
+def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
+    # The multi-host path on one machine: two processes joined by jax.distributed (gloo
+    # collectives on the CPU), one device each, form one mesh of 2 devices.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
+    env.pop("XLA_FLAGS", None)
+    common = ["--config=configs/warca.py:small", "--config.progress=False"]
+    dist = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "warca_jax.main",
+                "--distributed",
+                *dist,
+                f"--process_id={i}",
+                f"--workdir={tmp_path / 'two'}",
+                *common,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    assert "process 0 of 2; 2 devices in all" in outs[0][1]
+    assert "process 1 of 2; 2 devices in all" in outs[1][1]
+    one = subprocess.run(
+        [sys.executable, "-m", "warca_jax.main", f"--workdir={tmp_path / 'one'}", *common],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert one.returncode == 0, one.stderr[-3000:]
+    results = [
+        json.loads((tmp_path / path / "results.json").read_text())
+        for path in ("two", "two/process_1", "one")
+    ]
+    for key in ("rank1", "mAP"):
+        assert results[0]["mean"][key] == results[1]["mean"][key]  # both processes agree
+        assert results[0]["mean"][key] == pytest.approx(results[2]["mean"][key], abs=1.0)

@@ -8,6 +8,7 @@ parses flags.
 """
 
 import json
+import os
 
 import jax
 from absl import app, flags, logging
@@ -24,16 +25,48 @@ _CACHE = flags.DEFINE_string(
     "",
     "If set, JAX's persistent compilation cache: later runs reuse compiled programs.",
 )
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed",
+    False,
+    "Call jax.distributed.initialize() first, so that the device mesh spans every host "
+    "running this command (Cloud TPU, SLURM and Open MPI find their peers; elsewhere give "
+    "--coordinator_address, --num_processes and --process_id). Process 0 writes "
+    "--workdir, process i > 0 its copy in --workdir/process_i (no two write one file).",
+)
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "--distributed: host:port of process 0 (default: detected)."
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "--distributed: number of processes (default: detected)."
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "--distributed: this process's index (default: detected)."
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if _DISTRIBUTED.value:
+        jax.distributed.initialize(
+            coordinator_address=_COORDINATOR.value,
+            num_processes=_NUM_PROCESSES.value,
+            process_id=_PROCESS_ID.value,
+        )
+        logging.info(
+            "process %d of %d; %d devices in all",
+            jax.process_index(),
+            jax.process_count(),
+            jax.device_count(),
+        )
     if _CACHE.value:
         jax.config.update("jax_compilation_cache_dir", _CACHE.value)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+    workdir = _WORKDIR.value
+    if jax.process_index() > 0:
+        workdir = os.path.join(workdir, f"process_{jax.process_index()}")
+    results = train.train_and_evaluate(_CONFIG.value, workdir)
     summary = {k: round(v, 2) for k, v in results["mean"].items()}
     logging.info("mean over %d splits: %s", results["num_splits"], json.dumps(summary))
     print(json.dumps({"mean": summary, "std": {k: round(v, 2) for k, v in results["std"].items()}}))
