@@ -60,6 +60,27 @@ for name, over in cases.items():
         "loss_1": res[1][1],
         "loss_8": res[8][1],
     }
+
+# The compiled step on 8 devices keeps the [B, N] violator search split by candidate: no
+# collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
+import re
+import jax.numpy as jnp
+from warca_jax import optim, sampling, sharding
+cfg = warca_config.get_config("small").method
+mesh = sharding.make_mesh(8)
+tx = warca.make_optimizer(cfg, kernel_form=False)
+chunk = warca.make_train_chunk(cfg, tx, kernel_form=False, mesh=mesh)
+w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])
+feats, w = warca._place(mesh, x, w)
+rep = sharding.replicated(mesh)
+state = jax.device_put(optim.TrainState(w, tx.init(w), jnp.zeros((), jnp.int32)), rep)
+table = jax.device_put(sampling.make_pair_table(y), rep)
+key = jax.device_put(jax.random.PRNGKey(1), rep)
+hlo = chunk.lower(state, feats, table, key, 2).compile().as_text()
+gathered = re.findall(r"= \w+\[([\d,]*)\]\S* all-gather\(", hlo)
+out["rows"] = int(feats.shape[0])
+out["feats_shards"] = len(feats.addressable_shards)
+out["gathered_shapes"] = gathered
 print("RESULT " + json.dumps(out))
 """
 
@@ -86,6 +107,14 @@ def eight_devices():
 
 def test_eight_forced_devices_are_seen(eight_devices):
     assert eight_devices["devices"] == 8
+
+
+def test_violator_search_stays_where_the_candidates_live(eight_devices):
+    # 197 rows padded to whole selection blocks on each of the 8 devices
+    rows = eight_devices["rows"]
+    assert rows % (8 * 32) == 0 and rows >= 197 and eight_devices["feats_shards"] == 8
+    for shape in eight_devices["gathered_shapes"]:
+        assert str(rows) not in shape.split(","), eight_devices["gathered_shapes"]
 
 
 @pytest.mark.parametrize(

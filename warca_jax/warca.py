@@ -355,6 +355,11 @@ def _place(mesh, feats, params):
     """
     n = feats.shape[0]
     rows = sharding_lib.pad_to_multiple(n, mesh)
+    if mesh.devices.size > 1:
+        # whole blocks of the violator selection on every device, so that the [B, N]
+        # search stays split by candidate (unaligned blocks make XLA gather the rows)
+        rows = -(-n // (mesh.devices.size * sampling.SELECT_WIDTH))
+        rows *= mesh.devices.size * sampling.SELECT_WIDTH
     shape = (rows, *feats.shape[1:])
 
     def block(index):
