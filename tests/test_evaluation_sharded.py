@@ -1,22 +1,17 @@
 """Tests for the streaming, sharded ranking of warca_jax.evaluation.evaluate."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import Mesh
+from processes import cpu_env, run_python
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
 from warca_jax import evaluation
 from warca_jax.evaluation import evaluate, pairwise_distances
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def identity_problem(rng, nq=40, ng=150, d=6, ids=12, integer=False):
@@ -182,19 +177,7 @@ print(json.dumps(out))
 
 
 def test_eight_devices_give_the_single_device_results():
-    env = dict(
-        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", EIGHT_DEVICES],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_python(["-c", EIGHT_DEVICES], cpu_env(host_devices=8), timeout=300)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["devices"] == 8
     for metric in ("euclidean", "cosine", "chi2"):

@@ -6,19 +6,16 @@ mesh of 1 and of 8 host devices.
 """
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from processes import ROOT, cpu_env, run_python
 
 from configs import warca as warca_config
 from warca_jax import sharding, warca
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
 # by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
@@ -87,20 +84,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def eight_devices():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    ).strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_python(["-c", SCRIPT], cpu_env(host_devices=8))
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT ") :])
 
@@ -168,8 +152,7 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
-    env.pop("XLA_FLAGS", None)
+    env = cpu_env(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
     common = ["--config=configs/warca.py:small", "--config.progress=False"]
     dist = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     procs = [
@@ -197,15 +180,7 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
         assert p.returncode == 0, err[-3000:]
     assert "process 0 of 2; 2 devices in all" in outs[0][1]
     assert "process 1 of 2; 2 devices in all" in outs[1][1]
-    one = subprocess.run(
-        [sys.executable, "-m", "warca_jax.main", f"--workdir={tmp_path / 'one'}", *common],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert one.returncode == 0, one.stderr[-3000:]
+    run_python(["-m", "warca_jax.main", f"--workdir={tmp_path / 'one'}", *common], env)
     results = [
         json.loads((tmp_path / path / "results.json").read_text())
         for path in ("two", "two/process_1", "one")

@@ -201,7 +201,9 @@ def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
 SELECT_WIDTH = 32  # columns per block of the violator selection (``_select_nth``)
 
 
-def _select_nth(mask: jax.Array, r: jax.Array, *, width: int = SELECT_WIDTH) -> tuple[jax.Array, jax.Array]:
+def _select_nth(
+    mask: jax.Array, r: jax.Array, *, width: int = SELECT_WIDTH
+) -> tuple[jax.Array, jax.Array]:
     """Column of the r-th (0-based) True entry of each row of mask [B, C], and the row counts.
 
     Two levels (counts per block of ``width`` columns, then inside one block) in a

@@ -49,7 +49,10 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def pad_to_multiple(n: int, mesh: Mesh) -> int:
-    """The smallest multiple of the mesh size that is >= n."""
-    size = mesh.devices.size
+def pad_to_multiple(n: int, mesh: Mesh, *, block: int = 1) -> int:
+    """The smallest multiple of (mesh size x ``block``) that is >= n.
+
+    Rows split over the mesh in whole blocks of ``block`` rows per device.
+    """
+    size = mesh.devices.size * block
     return -(-n // size) * size

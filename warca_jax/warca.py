@@ -324,10 +324,10 @@ def nystroem_features(
     rng = np.random.default_rng(seed)
     landmarks = x[np.sort(rng.choice(n, size=m, replace=False))]
     lj = jnp.asarray(landmarks)
-    gamma = (
-        cfg.kernel_gamma if cfg.kernel_gamma > 0 else kernels.default_gamma(landmarks, cfg.kernel)
-    )
-    k_ll = np.asarray(kernels.kernel_matrix(lj, lj, kernel=cfg.kernel, gamma=gamma), np.float64)
+    # the bandwidth from the landmarks' distances when kernel_gamma is 0, as for the full
+    # kernel matrix from the training set's
+    k_ll, gamma = kernels.gram_matrix(landmarks, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+    k_ll = np.asarray(k_ll, np.float64)
     s, u = np.linalg.eigh(0.5 * (k_ll + k_ll.T))
     keep = s > 1e-6 * max(float(s[-1]), 1e-30)
     if int(keep.sum()) < cfg.dim:
@@ -354,12 +354,10 @@ def _place(mesh, feats, params):
     is made and, over several hosts, each host fills its own devices from its copy.
     """
     n = feats.shape[0]
-    rows = sharding_lib.pad_to_multiple(n, mesh)
-    if mesh.devices.size > 1:
-        # whole blocks of the violator selection on every device, so that the [B, N]
-        # search stays split by candidate (unaligned blocks make XLA gather the rows)
-        rows = -(-n // (mesh.devices.size * sampling.SELECT_WIDTH))
-        rows *= mesh.devices.size * sampling.SELECT_WIDTH
+    # On several devices, whole blocks of the violator selection on each, so that the
+    # [B, N] search stays split by candidate (unaligned blocks make XLA gather the rows).
+    block = sampling.SELECT_WIDTH if mesh.devices.size > 1 else 1
+    rows = sharding_lib.pad_to_multiple(n, mesh, block=block)
     shape = (rows, *feats.shape[1:])
 
     def block(index):
