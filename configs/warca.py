@@ -59,7 +59,13 @@ def get_config(arg: str = "linear") -> ml_collections.ConfigDict:
     c.method.max_tries = 0  # wsabie: give up after this many tries (0: no cap).
     c.method.batch_size = 512  # pairs per minibatch.
     c.method.num_iters = 2000  # Adam iterations.
-    c.method.learning_rate = 1e-2  # Adam step size eta.
+    c.method.learning_rate = 1e-2  # Adam step size eta (its peak with schedule='cosine').
+    # 'cosine': the step falls from learning_rate to 0 over num_iters; 'constant'.
+    c.method.schedule = "cosine"
+    # 'msd': features (or the kernel matrix) divided by their mean squared distance between
+    # training points, so that any positive multiple of the input learns the same metric
+    # (the Metric carries the factor); 'none': the margin of 1 against the raw scale.
+    c.method.normalize = "msd"
     c.method.gradient = "closed_form"  # 'closed_form' (eq. 20-24) or 'autodiff'.
     c.method.preconditioned = True  # kernel form: K^-1 preconditioned update (eq. 23-25).
     c.method.log_every = 100  # steps between lines of metrics.jsonl.

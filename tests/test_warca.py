@@ -163,7 +163,7 @@ def test_train_step_is_one_jitted_step():
     cfg = _method(dim=6, batch_size=32)
     from warca_jax import optim, sampling
 
-    tx = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
+    tx = warca.make_optimizer(cfg, kernel_form=False)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
     state = optim.TrainState(params, tx.init(params), jax.numpy.zeros((), jax.numpy.int32))
     step = warca.make_train_step(cfg, tx, kernel_form=False)
@@ -171,8 +171,25 @@ def test_train_step_is_one_jitted_step():
         state, jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(1)
     )
     assert int(state.step) == 1
-    assert set(metrics) >= {"loss", "hinge", "penalty", "mean_rank", "violated_frac"}
+    assert set(metrics) >= {
+        "loss",
+        "hinge",
+        "penalty",
+        "mean_rank",
+        "violated_frac",
+        "closer_frac",
+        "mean_gap",
+    }
     np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init
+    # a tx without lambda in its state is refused, not run with lambda = 0
+    plain = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
+    with pytest.raises(TypeError, match="tunable"):
+        warca.make_train_step(cfg, plain, kernel_form=False)(
+            optim.TrainState(params, plain.init(params), jax.numpy.zeros((), jax.numpy.int32)),
+            jax.numpy.asarray(x),
+            sampling.make_pair_table(y),
+            jax.random.PRNGKey(1),
+        )
 
 
 def test_chunk_equals_repeated_single_steps():
@@ -180,7 +197,7 @@ def test_chunk_equals_repeated_single_steps():
     cfg = _method(dim=6, batch_size=32, candidate_pool=50)
     from warca_jax import optim, sampling
 
-    tx = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
+    tx = warca.make_optimizer(cfg, kernel_form=False)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
     feats, table, key = jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(5)
 

@@ -198,6 +198,24 @@ def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
     return jnp.sqrt(jnp.maximum(sq, 0.0))
 
 
+def closer_fraction(d_ij: jax.Array, d_ik: jax.Array, negative: jax.Array) -> jax.Array:
+    """Per pair, the fraction of its negative candidates nearer to the anchor than the positive.
+
+    A margin-free training ranking error (1 - the pair's AUC): unlike the violator count,
+    it keeps falling while a model improves when every negative is within the margin.
+
+    Args:
+      d_ij: [B] distances of the pairs.
+      d_ik: [B, C] distances from each anchor to the candidates.
+      negative: [B, C] bool, candidate has a label other than the anchor's.
+
+    Returns:
+      [B] fractions in [0, 1] (0 for a pair with no negative candidate).
+    """
+    closer = jnp.sum(negative & (d_ik < d_ij[:, None]), axis=1, dtype=jnp.int32)
+    return closer / jnp.maximum(jnp.sum(negative, axis=1, dtype=jnp.int32), 1)
+
+
 SELECT_WIDTH = 32  # columns per block of the violator selection (``_select_nth``)
 
 

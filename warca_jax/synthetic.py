@@ -4,7 +4,11 @@ Identities x images x cameras, with the identity signal in a low-dimensional sub
 a few strong per-image nuisance directions that dominate Euclidean distance, camera
 offsets and isotropic noise; a non-negative L1-normalised histogram variant feeds the chi2
 kernels. Plain Euclidean distance does poorly on it and a learned metric well, which is
-what the tests of every learner rely on.
+what the tests of every learner rely on (`make_synthetic`).
+
+`make_reference_problem` is a second, fixed generator: the synthetic re-id problem that
+benchmarks/bench_vs_reference.py gives both to warca_jax and to the authors' C++ WARCA
+release (the same draws, bit for bit, as the project's shared benchmark script).
 """
 
 from __future__ import annotations
@@ -103,3 +107,56 @@ def make_synthetic(
             e = np.exp(z[:, bins] - z[:, bins].max(axis=1, keepdims=True))
             z[:, bins] = e / (len(stripes) * e.sum(axis=1, keepdims=True))
     return z.astype(np.float32), labels, cams
+
+
+def make_reference_problem(num_ids: int = 600, *, seed: int = 0) -> dict:
+    """The synthetic re-id problem of the benchmark against the authors' C++ WARCA release.
+
+    ``num_ids`` identities x 4 images, 256 dims. ``gauss`` features: each identity's centre
+    is a N(0, I_32) vector in a random 32-d subspace (orthonormal basis from the QR of a
+    Gaussian matrix), and each image adds N(0, 0.6^2) isotropic noise per coordinate and a
+    strong nuisance of N(0, 3^2) coordinates along 16 random orthonormal directions (drawn
+    independently of the signal subspace).
+    ``hist`` features: exp(gauss / 4), each row divided by its sum (non-negative, rows sum
+    to 1), for chi2 kernels. The first ``num_ids // 2`` identities are the training set and
+    the rest the test set. It reproduces, draw for draw and bit for bit, the shared
+    benchmark problem written out for the C++ command-line tools (``synth_reid.py``), so
+    both implementations see the same data.
+
+    Args:
+      num_ids: number of identities (>= 2); labels 0..num_ids // 2 - 1 train, the rest test.
+      seed: seed of ``np.random.default_rng``; the same seed gives the same arrays.
+
+    Returns:
+      dict of ``gauss_train`` [4 * (num_ids // 2), 256] and ``gauss_test``
+      [4 * (num_ids - num_ids // 2), 256] float64, ``hist_train`` and ``hist_test`` (same
+      shapes, float64), ``train_labels`` (int64, 0.., four consecutive images per
+      identity), ``test_labels`` (int64, from 0) and ``test_cams`` (int64, the image index
+      0..3 of each test image: 0 is the gallery, 1-3 the probes).
+    """
+    if num_ids < 2:
+        raise ValueError(f"need num_ids >= 2 (a training and a test identity), got {num_ids}")
+    rng = np.random.default_rng(seed)
+    n_id, n_img, dim, d_sig = num_ids, 4, 256, 32
+    # the order of the draws below is the shared script's; changing it changes the data
+    p = np.linalg.qr(rng.standard_normal((dim, d_sig)))[0]
+    centers = rng.standard_normal((n_id, d_sig)) @ p.T
+    q = np.linalg.qr(rng.standard_normal((dim, 16)))[0]
+    x = np.repeat(centers, n_img, axis=0)
+    x += 0.6 * rng.standard_normal((n_id * n_img, dim))
+    x += 3.0 * rng.standard_normal((n_id * n_img, 16)) @ q.T
+    y = np.repeat(np.arange(n_id), n_img)
+    cam = np.tile(np.arange(n_img), n_id)
+    xn = np.exp(x / 4.0)
+    xn /= xn.sum(1, keepdims=True)
+    half = n_id // 2
+    tr, te = y < half, y >= half
+    return {
+        "gauss_train": x[tr],
+        "gauss_test": x[te],
+        "hist_train": xn[tr],
+        "hist_test": xn[te],
+        "train_labels": y[tr].astype(np.int64),
+        "test_labels": (y[te] - half).astype(np.int64),
+        "test_cams": cam[te].astype(np.int64),
+    }

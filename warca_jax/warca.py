@@ -16,6 +16,35 @@ One jitted function, ``make_train_step``, performs a whole iteration:
 In the kernel form the embeddings K A^T of all N training points are computed
 once per iteration ([N, N] x [N, D'], the one dense product the method needs)
 and shared by the violator search, the hinge gradient and the penalty.
+
+Why WARCA needs three things the paper does not spell out (measured against the
+authors' C++ release; numbers in benchmarks/RESULTS.md, "WARCA's accuracy"):
+
+* **The scale of the input against the margin** (``cfg.normalize``). The margin
+  gamma = 1 and the AON penalty's W W^T = I fix an absolute length, so the same data
+  multiplied by 100 is a different problem: at one scale every negative violates the
+  margin, at another none does, and the step size that suits one does not suit the
+  other (rank-1 on the built-in data went from 74 to 88 between features x1e-4 and
+  x1e-2). ``normalize="msd"`` divides the features (or the kernel matrix) by the
+  square root of their mean squared distance between training points (of the mean
+  squared feature-space distance for a kernel), so that it is 1: any positive multiple
+  of the input then trains the same model, and the ``Metric`` carries the factor in
+  its projection, so ``transform`` takes the features as the user gives them.
+* **A decaying step** (``cfg.schedule``, ``optim.make_optimizer``): with Adam's
+  constant step the last iterate oscillates by an amount that grows with eta.
+* **A centred kernel matrix** (kernel form). An RBF-type kernel matrix has one
+  eigenvalue of about N x mean(K) along the constant vector. The plain gradient
+  A K E K (eq. 20) is dominated by it, so Adam, which moves every coordinate of A by
+  about eta, moves all N columns together and the embeddings K A^T jump by about
+  N mean(K) eta per step: the plain gradient went to chance (rank-1 0.3) at eta = 1e-2
+  with 2,400 training images. Training on H K H (H = I - 11^T / N) instead is an exact
+  reparameterisation, A -> A H, that changes no distance between embeddings and
+  removes that eigenvalue; the returned ``Metric`` holds A H, which embeds new points
+  with the uncentred kernel up to a shift common to all points.
+
+The C++ release's update, read from its source, is the preconditioned one of eq. 23-25
+(its hinge direction is A K E and its penalty's 2 (A K A^T - I) A), not the plain
+gradient; this module's ``preconditioned=True`` is the same direction.
 """
 
 from __future__ import annotations
@@ -37,6 +66,8 @@ from warca_jax.metric import Metric
 
 GRADIENTS = ("closed_form", "autodiff")
 KERNEL_APPROX = ("none", "nystroem")
+NORMALIZE = ("msd", "none")
+SCHEDULES = ("cosine", "constant")
 # Above this many bytes for one step's [B, N] candidate distances (no candidate_pool), fit
 # logs a warning that the step's memory grows with N and a pool bounds it.
 _FULL_CANDIDATES_WARN_BYTES = 2**31
@@ -74,6 +105,10 @@ def check_config(cfg, *, n: int, d: int) -> None:
         raise ValueError(
             f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}"
         )
+    if cfg.normalize not in NORMALIZE:
+        raise ValueError(f"unknown normalize {cfg.normalize!r}; expected one of {NORMALIZE}")
+    if cfg.schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {cfg.schedule!r}; expected one of {SCHEDULES}")
     if cfg.kernel_approx not in KERNEL_APPROX:
         raise ValueError(
             f"unknown kernel_approx {cfg.kernel_approx!r}; expected one of {KERNEL_APPROX}"
@@ -127,7 +162,7 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=N
     split by pair. The gradient is a sum over the minibatch, reduced across devices;
     parameters and optimiser state are replicated.
     """
-    margin, lam, b = float(cfg.margin), float(cfg.lam), cfg.batch_size
+    margin, b = float(cfg.margin), cfg.batch_size
     precond = kernel_form and cfg.preconditioned
 
     def constrain(a, *spec):
@@ -164,11 +199,13 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=N
         # the violator search runs where its candidates live: split by candidate over
         # all N, by pair over a pool.
         spec = (sharding_lib.DATA, None) if pool else (None, sharding_lib.DATA)
+        d_ik = constrain(sampling.pairwise_dist(ea, ec), *spec)
+        negative = constrain(negative, *spec)
         viol = sampling.find_violators(
             u,
             d_ij,
-            constrain(sampling.pairwise_dist(ea, ec), *spec),
-            constrain(negative, *spec),
+            d_ik,
+            negative,
             table.num_negatives[i],
             margin=margin,
             sampler=cfg.sampler,
@@ -178,6 +215,7 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=N
         weights = jnp.where(viol.found, losses.rank_weight(viol.rank, weighting=cfg.weighting), 0.0)
         weights = jax.lax.stop_gradient(weights)
         pu, pv = ea - ep, ea - ec[viol.index]
+        d_ik_sel = losses.safe_norm(pv)
         emb_n = emb if emb is None or rows == n else emb[:n]
         extra = {"embeddings": emb_n} if kernel_form else {}
         if precond:
@@ -196,15 +234,27 @@ def _step_fn(cfg, tx: optax.GradientTransformation, *, kernel_form: bool, mesh=N
         updates, opt_state = tx.update(grad, state.opt_state, w, **extra)
         pen = optim.penalty_value(w, kind=cfg.penalty, embeddings=emb_n if kernel_form else None)
         hinge_loss = jnp.mean(weights * hinge)
-        # A tunable optimiser (optim.make_optimizer(tunable=True)) carries lambda in its state.
-        lam_now = getattr(state.opt_state, "hyperparams", {}).get("lam", lam)
+        # lambda lives in the optimiser's state (make_optimizer is tunable), not in the program
+        hyper = getattr(state.opt_state, "hyperparams", None)
+        if hyper is None or "lam" not in hyper:
+            raise TypeError(
+                "the WARCA step needs the tunable tx of warca.make_optimizer (lambda and eta "
+                f"in its state); got an optimiser state of type {type(state.opt_state).__name__}"
+            )
+        lam_now = hyper["lam"]
+        found = viol.found
         metrics = {
             "loss": hinge_loss + lam_now * pen,
             "hinge": hinge_loss,
             "penalty": pen,
             "mean_rank": jnp.mean(viol.rank),
-            "violated_frac": jnp.mean(viol.found),
-            "active_frac": jnp.mean(viol.found & (hinge > 0)),
+            "violated_frac": jnp.mean(found),
+            "active_frac": jnp.mean(found & (hinge > 0)),
+            # margin-free progress: how often a negative is nearer than the positive (a
+            # training ranking error, 1 - AUC), and the sampled triplets' distance gap
+            "closer_frac": jnp.mean(sampling.closer_fraction(d_ij, d_ik, negative)),
+            "mean_gap": jnp.sum(jnp.where(found, d_ik_sel - d_ij, 0.0))
+            / jnp.maximum(jnp.sum(found), 1),
         }
         new_params = constrain(optax.apply_updates(w, updates))
         new_state = optim.TrainState(new_params, opt_state, state.step + 1)
@@ -270,6 +320,7 @@ def make_optimizer(cfg, *, kernel_form: bool) -> optax.GradientTransformationExt
         penalty=cfg.penalty,
         penalty_mode=cfg.penalty_mode,
         preconditioned=kernel_form and cfg.preconditioned,
+        decay_steps=cfg.num_iters if cfg.schedule == "cosine" else 0,
         tunable=True,
     )
 
@@ -346,12 +397,72 @@ def nystroem_features(
     return phi, landmarks, proj, float(gamma)
 
 
-def _place(mesh, feats, params):
-    """Puts the features (split by rows, padded to the mesh) and params on the mesh.
+def mean_sq_dist(x, *, block_size: int = 65536) -> float:
+    """Mean squared Euclidean distance between two training points, 2 (E||x||^2 - ||E x||^2).
+
+    Over all ordered pairs (i, j), i = j included; in float64, ``block_size`` rows at a
+    time, so a memory-mapped ``x`` is read once and never copied whole.
+    """
+    n = x.shape[0]
+    s1 = np.zeros(x.shape[1], np.float64)
+    s2 = 0.0
+    for b0 in range(0, n, block_size):
+        xb = np.asarray(x[b0 : b0 + block_size], np.float64)
+        s1 += xb.sum(0)
+        s2 += float(np.sum(xb * xb))
+    m = s1 / n
+    return max(2.0 * (s2 / n - float(m @ m)), 0.0)
+
+
+def normalized_gram(gram: jax.Array, *, normalize: str) -> tuple[jax.Array, float]:
+    """The centred training kernel matrix H K H, scaled; and the scale.
+
+    Centring (H = I - 11^T / N) is the exact reparameterisation A -> A H: distances
+    between embeddings do not change, and the constant direction, whose eigenvalue of
+    about N mean(K) made Adam on the plain gradient diverge, is removed. With
+    ``normalize="msd"`` the matrix is also divided by the mean squared feature-space
+    distance between training points, 2 (mean diag K - mean K), so that it is 1.
+
+    Raises:
+      ValueError: every training point has the same feature-space image (zero distance).
+    """
+    row = jnp.mean(gram, axis=0)
+    scale = 1.0
+    if normalize == "msd":
+        msd = 2.0 * float(jnp.mean(jnp.diagonal(gram)) - jnp.mean(row))
+        if not msd > 0:
+            raise ValueError(
+                "the training kernel matrix puts every training point at the same place "
+                "(mean squared feature-space distance 0): nothing to learn from; check the "
+                "features and kernel_gamma"
+            )
+        scale = 1.0 / msd
+    centred = (gram - row[None, :] - row[:, None] + jnp.mean(row)) * scale
+    return centred, scale
+
+
+def _feature_scale(x, *, normalize: str) -> float:
+    """The factor that gives training features a mean squared distance of 1 (``msd``), or 1."""
+    if normalize != "msd":
+        return 1.0
+    msd = mean_sq_dist(x)
+    if not msd > 0 or not np.isfinite(msd):
+        raise ValueError(
+            f"the training features have mean squared distance {msd} between points: "
+            "every training sample is the same vector (or too large for float64); "
+            "nothing to learn from"
+        )
+    return float(1.0 / np.sqrt(msd))
+
+
+def _place(mesh, feats, params, scale: float = 1.0):
+    """Puts the features (split by rows, padded to the mesh, times ``scale``) and params
+    on the mesh.
 
     Each device's rows are read from ``feats`` (a NumPy array, a memory map or the kernel
-    matrix) by ``jax.make_array_from_callback``, so no second host copy of the features
-    is made and, over several hosts, each host fills its own devices from its copy.
+    matrix) by ``jax.make_array_from_callback``, so no second host copy of the whole
+    features is made and, over several hosts, each host fills its own devices from its
+    copy; the scale is applied block by block, in float64 before the cast to float32.
     """
     n = feats.shape[0]
     # On several devices, whole blocks of the violator selection on each, so that the
@@ -360,13 +471,17 @@ def _place(mesh, feats, params):
     rows = sharding_lib.pad_to_multiple(n, mesh, block=block)
     shape = (rows, *feats.shape[1:])
 
+    def scaled(a):
+        a = np.asarray(a)
+        return a if scale == 1.0 else (a.astype(np.float64) * scale).astype(np.float32)
+
     def block(index):
         start, stop, _ = index[0].indices(rows)
         take = max(0, min(stop, n) - start)
-        if take == stop - start:  # no padding rows: the slice itself, no host copy
-            return np.asarray(feats[start:stop])[(slice(None), *index[1:])]
+        if take == stop - start:  # no padding rows: the slice itself
+            return scaled(feats[start:stop])[(slice(None), *index[1:])]
         out = np.zeros((stop - start, *feats.shape[1:]), np.float32)
-        out[:take] = np.asarray(feats[start : start + take])
+        out[:take] = scaled(feats[start : start + take])
         return out[(slice(None), *index[1:])]
 
     feats = jax.make_array_from_callback(shape, sharding_lib.rows(mesh), block)
@@ -418,17 +533,21 @@ def fit(
     table = jax.device_put(table, sharding_lib.replicated(mesh))
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     gamma = 1.0
+    scale = 1.0  # features (primal, Nystroem) or kernel matrix (kernel form) times this
     t0 = time.perf_counter()
     if kernel_form:
         feats, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
         if not bool(jnp.all(jnp.isfinite(feats))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
+        feats, scale = normalized_gram(feats, normalize=cfg.normalize)
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1], gram=feats)
     elif nystroem:
         feats, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed)
+        scale = _feature_scale(feats, normalize=cfg.normalize)
         params = init_params(key_init, dim=cfg.dim, d=feats.shape[1])
     else:
         feats = x
+        scale = _feature_scale(x, normalize=cfg.normalize)
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1])
     if not cfg.candidate_pool and 4 * cfg.batch_size * x.shape[0] > _FULL_CANDIDATES_WARN_BYTES:
         logging.warning(
@@ -438,7 +557,8 @@ def fit(
             cfg.batch_size,
             x.shape[0],
         )
-    feats, params = _place(mesh, feats, params)
+    # the kernel matrix is scaled already (on the device); features block by block
+    feats, params = _place(mesh, feats, params, scale=1.0 if kernel_form else scale)
     structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in _TUNABLE))
     chunk = _compiled_chunk(structural, kernel_form, mesh)
     tx = make_optimizer(cfg, kernel_form=kernel_form)
@@ -453,7 +573,12 @@ def fit(
         return metrics
 
     def make_metric(params) -> Metric:
-        params = np.asarray(params)
+        # the input's scale and the kernel's centring folded into the projection, so that
+        # transform() takes the features (and kernel) as the user gives them
+        params = np.asarray(params, np.float64)
+        if kernel_form:  # A on H K H is A H on K, up to a shift common to all embeddings
+            params = params - params.mean(axis=1, keepdims=True)
+        params = (params * scale).astype(np.float32)
         if nystroem:  # W on phi = k(., L) M is A = W M^T on k(., L)
             return Metric(
                 kind="kernel",
