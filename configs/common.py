@@ -32,6 +32,11 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.data.num_train_ids = 0  # identities for training (0: all that are not for test).
     c.data.num_test_ids = 0  # identities for test (0: half of them).
     c.data.seed = 0  # seed of the synthetic data and of the random splits.
+    # fraction of the training identities of each split held out for validation (0: none):
+    # an iterative learner is evaluated on them (query/gallery drawn as for test) after
+    # every logged chunk, val_rank1 and val_mAP in metrics.jsonl; it trains on the rest.
+    # Drawn from seed and the split index. A closed-form learner refuses a non-zero value.
+    c.data.val_fraction = 0.0
     c.data.synthetic = ml_collections.ConfigDict()
     c.data.synthetic.num_ids = 200  # identities.
     c.data.synthetic.images_per_id = 4  # images per identity, spread over cameras.
@@ -48,6 +53,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
     c.eval.repeats = 10  # single-shot repetitions.
     c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.
+    # with data.val_fraction > 0: keep the model of the logged chunk with the best
+    # validation mAP (the earliest of ties) instead of the last one.
+    c.eval.keep_best = False
     c.progress = True  # progress bars.
 
     if histogram:

@@ -285,6 +285,46 @@ def test_random_splits_errors(labels, kwargs, pattern):
         data.random_splits(labels, cams, num_splits=3, **kwargs)
 
 
+# --- validation_split --------------------------------------------------------------------
+
+
+def test_validation_split_holds_identities_out_of_a_training_part():
+    _, labels, cams = _small(num_ids=30)
+    (split,) = data.random_splits(labels, cams, num_splits=1, seed=0)
+    val = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
+    again = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
+    _assert_splits_equal([val], [again])
+    held = np.concatenate([val.query_idx, val.gallery_idx])
+    np.testing.assert_array_equal(np.sort(np.concatenate([val.train_idx, held])), split.train_idx)
+    assert len(np.unique(labels[held])) == round(0.3 * 15)
+    assert not np.intersect1d(labels[held], labels[val.train_idx]).size
+    for i in np.unique(labels[held]):  # one query camera per identity, the others gallery
+        q, g = (
+            val.query_idx[labels[val.query_idx] == i],
+            val.gallery_idx[labels[val.gallery_idx] == i],
+        )
+        assert len(np.unique(cams[q])) == 1 and not np.isin(cams[g], cams[q]).any()
+    other = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[1, 0])
+    assert not np.array_equal(other.train_idx, val.train_idx)
+
+
+@pytest.mark.parametrize(
+    "num_ids, fraction, pattern",
+    [
+        (10, 0.0, r"val_fraction must be in \(0, 1\)"),
+        (10, 1.0, r"val_fraction must be in \(0, 1\)"),
+        (10, 0.1, r"val_fraction=0.1 holds out 1 of the 10 .* from 0.2 to 0.8"),
+        (10, 0.9, r"holds out 9 of the 10 training identities, leaving 1"),
+        (3, 0.5, r"too few identities: 4 or more"),
+    ],
+)
+def test_validation_split_errors(num_ids, fraction, pattern):
+    labels = np.repeat(np.arange(num_ids), 2)
+    cams = np.arange(len(labels)) % 2
+    with pytest.raises(ValueError, match=pattern):
+        data.validation_split(labels, cams, np.arange(len(labels)), fraction=fraction, seed=0)
+
+
 # --- make_synthetic ----------------------------------------------------------------------
 
 

@@ -105,3 +105,19 @@ def test_subclass_kinds_round_trip(tmp_path):
     np.testing.assert_array_equal(back.scale, m.scale)
     with pytest.raises(ValueError, match="unknown metric kind"):
         Scaled("linear", 2)
+
+
+def test_input_scale_is_applied_at_transform_and_survives_save(tmp_path):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 5)).astype(np.float32)
+    x = rng.normal(size=(7, 5)).astype(np.float32)
+    m = Metric("linear", 5, projection=w, input_scale=0.25)
+    np.testing.assert_allclose(m.transform(x), 0.25 * x @ w.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.mahalanobis_matrix(), 0.0625 * w.T @ w, rtol=1e-6)
+    m.save(tmp_path / "m.npz")
+    back = Metric.load(tmp_path / "m.npz")
+    assert back.input_scale == 0.25
+    np.testing.assert_allclose(back.transform(x), m.transform(x))
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="input_scale"):
+            Metric("linear", 5, projection=w, input_scale=bad)

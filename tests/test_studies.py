@@ -57,8 +57,10 @@ def test_aon_at_large_lambda_is_near_orthonormal_and_frobenius_is_not(small_spli
     _, x, y = small_split
     method = aon_config.get_config("small").method
     conds = {}
+    # lambda = 10: large against the hinge of inputs normalised to unit mean squared
+    # distance, where every negative is inside the margin and pushes W outwards
     for penalty in ("aon", "frobenius"):
-        cfg = common.overridden(method, penalty=penalty, lam=1.0)
+        cfg = common.overridden(method, penalty=penalty, lam=10.0)
         metric, _ = warca.fit(x, y, cfg, seed=0)
         conds[penalty] = aon_study.condition_number(metric.projection)
         if penalty == "aon":

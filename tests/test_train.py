@@ -188,3 +188,153 @@ def test_registered_dataset_options_are_checked(tmp_path):
     missing = _small(name="viper", path=str(tmp_path / "absent"))
     with pytest.raises(FileNotFoundError, match="absent"):
         data.load_dataset(missing.data)
+
+
+# --- validation during training (data.val_fraction, eval.keep_best) ---------------------
+
+
+def _val_config(module="warca", num_splits=2, **overrides):
+    import importlib
+
+    c = importlib.import_module(f"configs.{module}").get_config("small")
+    c.unlock()
+    if module == "warca":
+        c.method.num_iters = 60
+        c.method.log_every = 20
+    c.data.num_splits = num_splits
+    c.data.val_fraction = 0.25
+    c.eval.baseline = False
+    for key, value in overrides.items():
+        section, field = key.split("__")
+        c[section][field] = value
+    return c
+
+
+def _lines(workdir):
+    return [json.loads(ln) for ln in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def _spy_on_fit(monkeypatch, name, wrap_callback=None):
+    """Records the labels each fit of ``name`` trains on; optionally wraps its callback."""
+    real = methods.get(name)
+    fitted = []
+
+    def fit(features, labels, cfg, *, callback=None, **kwargs):
+        fitted.append(np.asarray(labels).copy())
+        if wrap_callback is not None:
+            callback = wrap_callback(cfg, callback)
+        return real.fit(features, labels, cfg, callback=callback, **kwargs)
+
+    monkeypatch.setitem(methods.registry(), name, real._replace(fit=fit))
+    return fitted
+
+
+def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypatch):
+    config = _val_config()
+    fitted = _spy_on_fit(monkeypatch, "warca")
+    train.train_and_evaluate(config, str(tmp_path / "a"))
+    lines = _lines(tmp_path / "a")
+    assert [(r["split"], r["step"]) for r in lines] == [
+        (s, t) for s in (0, 1) for t in (20, 40, 60)
+    ]
+    for r in lines:
+        assert 0 <= r["val_rank1"] <= 100 and 0 < r["val_mAP"] <= 100
+        assert {"loss", "closer_frac", "mean_gap"} <= set(r)
+    dataset = data.load_dataset(config.data)
+    for s, labels in enumerate(fitted):
+        split = dataset.splits[s]
+        val = train.validation_split(dataset, s, config)
+        held = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
+        trained = np.unique(labels)
+        assert len(held) == 8 and len(trained) == 30 - 8  # round(0.25 * 30) of 30
+        assert not np.intersect1d(held, trained).size
+        np.testing.assert_array_equal(
+            np.union1d(held, trained), np.unique(dataset.labels[split.train_idx])
+        )
+        result = json.loads((tmp_path / "a" / f"split_{s}.json").read_text())
+        assert result["num_val_ids"] == 8 and result["num_train_ids"] == 22
+        last = [r for r in lines if r["split"] == s][-1]  # no keep_best: the last model
+        assert result["kept_step"] == 60 and result["val_mAP"] == last["val_mAP"]
+    # same seed, same held-out identities and the same lines; another seed, others
+    train.train_and_evaluate(config, str(tmp_path / "b"))
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in lines]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in _lines(tmp_path / "b")] == strip
+    other = _val_config()
+    other.seed = 1
+    a, b = train.validation_split(dataset, 0, config), train.validation_split(dataset, 0, other)
+    assert not np.array_equal(a.train_idx, b.train_idx)
+
+
+def test_keep_best_keeps_the_model_of_the_best_validated_chunk(tmp_path, monkeypatch):
+    import dataclasses
+
+    seen = {}  # step -> projection handed to the callback
+
+    def wrap(cfg, callback):
+        def spy(row, metric):
+            if row["step"] == cfg.num_iters:  # spoil the last model: the best is earlier
+                rng = np.random.default_rng(0)
+                noise = rng.standard_normal(metric.projection.shape).astype(np.float32)
+                metric = dataclasses.replace(metric, projection=noise)
+            seen[row["step"]] = metric.projection.copy()
+            return callback(row, metric)
+
+        return spy
+
+    _spy_on_fit(monkeypatch, "warca", wrap)
+    config = _val_config(num_splits=1, eval__keep_best=True)
+    config.method.log_every = 10
+    train.train_and_evaluate(config, str(tmp_path))
+    lines = _lines(tmp_path)
+    best = max(lines, key=lambda r: r["val_mAP"])  # the first of ties, as kept
+    result = json.loads((tmp_path / "split_0.json").read_text())
+    assert best["step"] < 60 and result["kept_step"] == best["step"]
+    assert result["val_mAP"] == best["val_mAP"] and result["val_rank1"] == best["val_rank1"]
+    saved = Metric.load(tmp_path / "model_split0.npz")
+    np.testing.assert_array_equal(saved.projection, seen[best["step"]])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"data__val_fraction": -0.1}, r"data.val_fraction must be in \[0, 1\)"),
+        ({"data__val_fraction": 1.0}, r"data.val_fraction must be in \[0, 1\)"),
+        ({"data__val_fraction": float("nan")}, r"data.val_fraction must be in \[0, 1\)"),
+        ({"data__val_fraction": 0.02}, r"split 0: data.val_fraction=0.02 holds out 1 of the 30"),
+        ({"data__val_fraction": 0.97}, r"holds out 29 of the 30 training identities, leaving 1"),
+        (
+            {"data__val_fraction": 0.0, "eval__keep_best": True},
+            r"keep_best=True .* data.val_fraction > 0",
+        ),
+    ],
+)
+def test_bad_validation_settings_are_refused_before_any_work(
+    overrides, message, tmp_path, monkeypatch
+):
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted despite a bad validation setting")
+
+    monkeypatch.setattr(train, "fit_method", no_fit)
+    with pytest.raises(ValueError, match=message):
+        train.train_and_evaluate(_val_config(**overrides), str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+
+
+def test_closed_form_learner_refuses_val_fraction(tmp_path):
+    with pytest.raises(ValueError, match=r"needs an iterative learner.*method 'kissme'"):
+        train.train_and_evaluate(_val_config("kissme"), str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+    x, y, _ = data.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
+    with pytest.raises(ValueError, match="'kissme' takes no callback"):
+        train.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
+
+
+@pytest.mark.parametrize("module", ["rpcca", "lmnn", "frml", "svmml", "mlapg"])
+def test_other_iterative_learners_log_val_metrics(module, tmp_path):
+    config = _val_config(module, num_splits=1, eval__keep_best=True)
+    results = train.train_and_evaluate(config, str(tmp_path))
+    lines = _lines(tmp_path)
+    assert len(lines) >= 2
+    assert all({"val_rank1", "val_mAP", "loss"} <= set(r) for r in lines)
+    best = max(lines, key=lambda r: r["val_mAP"])
+    assert results["splits"][0]["kept_step"] == best["step"]

@@ -45,3 +45,73 @@ def test_on_chunk_time_is_left_out_of_seconds():
     )
     assert seen == [10, 20, 30]
     assert history[-1]["seconds"] < 0.1
+
+
+def test_on_chunk_dict_is_merged_into_the_row_before_logging():
+    import time
+
+    events, logged = [], []
+
+    def on_chunk(row):
+        events.append(("hook", row["step"], "val" in row))
+        time.sleep(0.1)
+        return {"val": np.float32(row["step"] / 10)}
+
+    def log_fn(row):
+        events.append(("log", row["step"], "val" in row))
+        logged.append(row)
+
+    history = training.run_in_chunks(
+        lambda done, length: {"loss": 1.0},
+        num_iters=25,
+        chunk=10,
+        method="m",
+        log_fn=log_fn,
+        on_chunk=on_chunk,
+    )
+    # the hook first (on the chunk's own metrics), then log_fn with the merged row
+    assert events == [(w, s, w == "log") for s in (10, 20, 25) for w in ("hook", "log")]
+    assert logged == history
+    assert [r["val"] for r in history] == pytest.approx([1.0, 2.0, 2.5])
+    assert all(type(r["val"]) is float for r in history)
+    assert all(r["seconds"] < 0.1 for r in history)  # 0.3 s of hooks left out
+
+
+def test_on_chunk_may_return_nothing_and_may_not_overwrite_or_add_non_finite_values():
+    history = training.run_in_chunks(
+        lambda done, length: {"loss": 1.0},
+        num_iters=20,
+        chunk=10,
+        method="m",
+        on_chunk=lambda row: None,
+    )
+    assert sorted(history[0]) == ["loss", "seconds", "step"]
+    with pytest.raises(ValueError, match=r"returned \['loss'\]"):
+        training.run_in_chunks(
+            lambda done, length: {"loss": 1.0},
+            num_iters=20,
+            chunk=10,
+            method="m",
+            on_chunk=lambda row: {"loss": 0.0},
+        )
+    with pytest.raises(FloatingPointError, match="non-finite values at step 10"):
+        training.run_in_chunks(
+            lambda done, length: {"loss": 1.0},
+            num_iters=20,
+            chunk=10,
+            method="m",
+            on_chunk=lambda row: {"val": np.nan},
+        )
+
+
+def test_on_chunk_is_not_called_for_a_diverged_chunk():
+    seen = []
+    with pytest.raises(FloatingPointError, match="m diverged by step 20"):
+        training.run_in_chunks(
+            lambda done, length: {"loss": np.nan if done >= 10 else 1.0},
+            num_iters=40,
+            chunk=10,
+            method="m",
+            on_chunk=lambda row: seen.append(row["step"]),
+        )
+    assert seen == [10]

@@ -247,10 +247,9 @@ def random_splits(
 
     Split s permutes the identities with `np.random.default_rng([seed, s])`; the first
     `num_test_ids` are test identities, the next `num_train_ids` train identities. Train
-    holds all images of its identities. Each test identity seen by several cameras gets a
-    random query camera: its images there are queries, its images in the other cameras
-    gallery. One seen by a single camera puts one random image in query and the rest in
-    gallery; with a single image it is a gallery distractor.
+    holds all images of its identities. The images of the test identities are divided
+    into query and gallery by `query_gallery` (per identity: a random query camera, the
+    other cameras gallery).
 
     Args:
       labels: [N] identity labels.
@@ -294,28 +293,103 @@ def random_splits(
         rng = np.random.default_rng([seed, s])
         perm = rng.permutation(n_ids)
         train = [groups[g] for g in perm[n_test : n_test + n_train]]
-        query, gallery = [], []
-        for g in np.sort(perm[:n_test]):
-            idx = groups[g]
-            present = np.unique(cams[idx])
-            if len(present) > 1:
-                in_query = cams[idx] == rng.choice(present)
-            else:
-                in_query = np.zeros(len(idx), bool)
-                if len(idx) > 1:
-                    in_query[rng.integers(len(idx))] = True
-            query.append(idx[in_query])
-            gallery.append(idx[~in_query])
+        query, gallery = query_gallery([groups[g] for g in np.sort(perm[:n_test])], cams, rng)
         if max(len(t) for t in train) < 2:
             raise ValueError(
                 f"random split {s}: no positive pairs in train: none of its {n_train} "
                 "identities has two or more images"
             )
-        parts = (train, query, gallery)
-        split = Split(*(np.sort(np.concatenate(x)).astype(np.int64) for x in parts))
+        train = np.sort(np.concatenate(train)).astype(np.int64)
+        split = Split(train, query, gallery)
         validate_split(split, labels, n=len(labels), where=f"random split {s}")
         splits.append(split)
     return tuple(splits)
+
+
+def query_gallery(groups, cams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Divides the images of test identities into query and gallery (`random_splits`).
+
+    Each identity seen by several cameras gets a random query camera: its images there are
+    queries, its images in the other cameras gallery. One seen by a single camera puts one
+    random image in query and the rest in gallery; with a single image it is a gallery
+    distractor. Draws from `rng` identity by identity, in the order given.
+
+    Args:
+      groups: per identity, the int indices of its images.
+      cams: camera ids of the whole dataset (indexed by `groups`).
+      rng: the generator drawn from.
+
+    Returns:
+      (query, gallery): sorted int64 indices.
+    """
+    query, gallery = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for idx in groups:
+        present = np.unique(cams[idx])
+        if len(present) > 1:
+            in_query = cams[idx] == rng.choice(present)
+        else:
+            in_query = np.zeros(len(idx), bool)
+            if len(idx) > 1:
+                in_query[rng.integers(len(idx))] = True
+        query.append(idx[in_query])
+        gallery.append(idx[~in_query])
+    return tuple(np.sort(np.concatenate(x)).astype(np.int64) for x in (query, gallery))
+
+
+def validation_split(
+    labels, cams, train_idx, *, fraction: float, seed, field: str = "val_fraction"
+) -> Split:
+    """Holds identities of a training part out for validation.
+
+    `round(fraction * K)` of the K identities of `train_idx`, drawn by
+    `np.random.default_rng(seed)`, become validation identities, their images divided
+    into query and gallery as `random_splits` divides test identities (`query_gallery`);
+    the other identities stay for training.
+
+    Args:
+      labels: [N] identity labels of the dataset.
+      cams: [N] camera ids of the dataset.
+      train_idx: indices of the training part.
+      fraction: share of its identities held out, in (0, 1).
+      seed: seed of `np.random.default_rng` (an int or a sequence of ints); same seed,
+        same split.
+      field: the name of the fraction in error messages (e.g. "data.val_fraction").
+
+    Returns:
+      A `Split` of indices into the dataset: `train_idx` the identities left for
+      training, `query_idx` and `gallery_idx` the validation query and gallery.
+
+    Raises:
+      ValueError: `fraction` outside (0, 1), fewer than 2 identities held out or left
+        for training, or a part without what it needs (a query, a positive pair).
+    """
+    labels = _as_int_vector(labels, "labels")
+    cams = _as_int_vector(cams, "cams")
+    train_idx = _as_int_vector(train_idx, "train_idx")
+    fraction = float(fraction)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"{field} must be in (0, 1) to hold identities out; got {fraction}")
+    ids = np.unique(labels[train_idx])
+    num_val = int(round(fraction * len(ids)))
+    if num_val < 2 or len(ids) - num_val < 2:
+        hint = (
+            f"with {len(ids)} identities, {field} from {2 / len(ids):.3g} to {1 - 2 / len(ids):.3g}"
+            if len(ids) >= 4
+            else "too few identities: 4 or more are needed"
+        )
+        raise ValueError(
+            f"{field}={fraction} holds out {num_val} of the {len(ids)} training identities, "
+            f"leaving {len(ids) - num_val}; validation and training need at least 2 each "
+            f"({hint})"
+        )
+    rng = np.random.default_rng(seed)
+    held = np.sort(rng.permutation(ids)[:num_val])
+    is_val = np.isin(labels[train_idx], held)
+    groups = [train_idx[labels[train_idx] == i] for i in held]
+    query, gallery = query_gallery(groups, cams, rng)
+    split = Split(np.sort(train_idx[~is_val]), query, gallery)
+    validate_split(split, labels, n=len(labels), where=f"{field}={fraction}: validation split")
+    return split
 
 
 def load_dataset(cfg, *, progress: bool = False) -> Dataset:

@@ -52,6 +52,10 @@ class Metric:
       support: [N, D] support vectors of a kernel metric.
       kernel: kernel name for ``kind == "kernel"``.
       gamma: kernel bandwidth.
+      input_scale: factor applied to the features (linear) or to the kernel values (kernel)
+        before the projection: the input normalisation the learner trained under (WARCA's
+        ``normalize``), so that ``projection`` is the matrix it learned (W W^T near I
+        under AON) and ``transform`` takes the features as the user gives them.
       distance: distance between embeddings (see ``evaluation.DISTANCES``).
       name: the learner's name, for reports.
     """
@@ -62,6 +66,7 @@ class Metric:
     support: np.ndarray | None = None
     kernel: str = "none"
     gamma: float = 1.0
+    input_scale: float = 1.0
     distance: str = "euclidean"
     name: str = ""
 
@@ -80,6 +85,14 @@ class Metric:
             )
         if self.kind in ("linear", "kernel") and self.projection is None:
             raise ValueError(f"a {self.kind} metric needs a projection matrix")
+        if not (
+            isinstance(self.input_scale, (int, float))
+            and np.isfinite(self.input_scale)
+            and self.input_scale > 0
+        ):
+            raise ValueError(
+                f"a metric's input_scale must be a finite positive number, got {self.input_scale!r}"
+            )
         if self.kind == "kernel":
             if self.support is None:
                 raise ValueError("a kernel metric needs its support vectors")
@@ -132,7 +145,7 @@ class Metric:
                 xb = kernels.kernel_matrix(
                     xb, jnp.asarray(self.support), kernel=self.kernel, gamma=self.gamma
                 )
-            out.append(np.asarray(xb @ proj.T))
+            out.append(np.asarray((xb @ proj.T) * self.input_scale))
         if not out:
             return np.zeros((0, self.output_dim), np.float32)
         return np.concatenate(out).astype(np.float32)
@@ -153,7 +166,7 @@ class Metric:
     def mahalanobis_matrix(self) -> np.ndarray:
         """M = W^T W of a linear metric ([D, D]); identity for an identity metric."""
         if self.kind == "linear":
-            return self.projection.T @ self.projection
+            return (self.input_scale**2) * (self.projection.T @ self.projection)
         if self.kind == "identity":
             return np.eye(self.input_dim, dtype=np.float32)
         raise ValueError("a kernel metric has no finite Mahalanobis matrix in input space")

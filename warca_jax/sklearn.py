@@ -201,6 +201,8 @@ class WARCA(_Named):
         dim: int = 40,
         lam: float = 1e-2,
         learning_rate: float = 1e-2,
+        schedule: str = "cosine",
+        normalize: str = "msd",
         num_iters: int = 2000,
         batch_size: int = 512,
         kernel: str = "none",
@@ -223,6 +225,8 @@ class WARCA(_Named):
         self.dim = dim
         self.lam = lam
         self.learning_rate = learning_rate
+        self.schedule = schedule
+        self.normalize = normalize
         self.num_iters = num_iters
         self.batch_size = batch_size
         self.kernel = kernel

@@ -4,7 +4,8 @@ For every split of the dataset it fits the configured method on the training
 part, embeds the query and gallery parts, evaluates, and writes into workdir:
 
 * ``config.json``: the config of the run;
-* ``metrics.jsonl``: one JSON object per logged training step (with its split);
+* ``metrics.jsonl``: one JSON object per logged training step (with its split, and
+  ``val_rank1`` / ``val_mAP`` with ``data.val_fraction`` > 0);
 * ``model_split{s}.npz``: the learned ``Metric`` of split s (``Metric.load``);
 * ``split_{s}.json``: the results of split s;
 * ``results.json``: per-split results and their mean and std;
@@ -13,11 +14,23 @@ part, embeds the query and gallery parts, evaluates, and writes into workdir:
 A run started again on the same workdir reuses every finished split (its
 ``split_{s}.json`` and model) and redoes only the unfinished ones; a workdir
 holding a run with another config is refused rather than mixed.
+
+With ``data.val_fraction`` > 0, a share of each split's training identities is held out
+(``data.validation_split``, seeded by ``seed`` and the split index) and the learner
+trains on the rest; after every logged chunk of steps the metric learned so far is
+evaluated on the held-out query/gallery as the split's test is (``evaluate_metric``),
+and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
+``eval.keep_best`` the model of the chunk with the best ``val_mAP`` (the earliest of
+ties) is the split's model, saved and tested, instead of the last one. Only iterative
+learners (``Method.takes_callback``) can be watched this way: a closed-form learner
+refuses ``data.val_fraction`` > 0 rather than train on fewer identities for nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import time
 
@@ -43,11 +56,88 @@ SUMMARY_KEYS = (
 _CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
 
 
-def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False):
-    """Fits the learner named ``method_cfg.name`` and returns (Metric, history)."""
-    return methods.get(method_cfg.name).fit(
-        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress
+def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Fits the learner named ``method_cfg.name`` and returns (Metric, history).
+
+    ``callback(row, metric)``, called after every logged chunk with the metric learned so
+    far (a dict it returns joins the row), goes to the learners that take one
+    (``Method.takes_callback``); for another, a callback is a ValueError.
+    """
+    method = methods.get(method_cfg.name)
+    extra = {}
+    if callback is not None:
+        if not method.takes_callback:
+            raise ValueError(
+                f"method {method_cfg.name!r} takes no callback: evaluating during training "
+                f"needs an iterative learner, one of {methods.with_callback()}"
+            )
+        extra["callback"] = callback
+    return method.fit(
+        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress, **extra
     )
+
+
+def check_validation_config(config) -> float:
+    """Checks ``data.val_fraction`` and ``eval.keep_best``; returns the fraction.
+
+    Raises:
+      ValueError: a fraction outside [0, 1), ``keep_best`` without a fraction, or a
+        fraction for a method that cannot be evaluated during training.
+    """
+    fraction = float(config.data.get("val_fraction", 0.0))  # absent in older configs
+    keep_best = bool(config.eval.get("keep_best", False))
+    if not (math.isfinite(fraction) and 0.0 <= fraction < 1.0):
+        raise ValueError(
+            f"data.val_fraction must be in [0, 1): the share of each split's training "
+            f"identities held out for validation (0: none); got {fraction}"
+        )
+    if keep_best and not fraction:
+        raise ValueError(
+            "eval.keep_best=True selects the model on held-out identities: set "
+            "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
+        )
+    name = config.method.name
+    if fraction and not methods.get(name).takes_callback:
+        raise ValueError(
+            f"data.val_fraction={fraction}: validation during training needs an iterative "
+            f"learner, one of {methods.with_callback()}; method {name!r} has no training "
+            "steps to watch (a closed form, or a validation schedule of its own): set "
+            "data.val_fraction=0"
+        )
+    return fraction
+
+
+def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Split | None:
+    """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
+
+    The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
+    ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
+    identities are drawn from ``[config.seed, s]``: same seed, same split.
+    """
+    fraction = check_validation_config(config)
+    if not fraction:
+        return None
+    try:
+        return data_lib.validation_split(
+            dataset.labels,
+            dataset.cams,
+            dataset.splits[s].train_idx,
+            fraction=fraction,
+            seed=[config.seed, s],
+            field="data.val_fraction",
+        )
+    except ValueError as e:
+        raise ValueError(f"{dataset.name} split {s}: {e}") from None
+
+
+def _copy_metric(metric: Metric) -> Metric:
+    """A copy of ``metric`` with its own arrays (the support vectors, never trained, shared)."""
+    arrays = {
+        f.name: np.array(getattr(metric, f.name))
+        for f in dataclasses.fields(metric)
+        if f.name != "support" and isinstance(getattr(metric, f.name), np.ndarray)
+    }
+    return dataclasses.replace(metric, **arrays)
 
 
 def evaluate_metric(
@@ -123,6 +213,22 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     _drop_split_lines(metrics_path, s)
     seed = config.seed + s
+    val = validation_split(dataset, s, config)
+    keep_best = val is not None and bool(config.eval.get("keep_best", False))
+    # the kept chunk's step and scores (the best so far, or the last), its metric, the time
+    watch = {"kept": None, "metric": None, "seconds": 0.0}
+
+    def callback(row, metric):
+        t = time.perf_counter()
+        res = evaluate_metric(metric, dataset, val, config.eval, seed=seed)
+        scores = {"val_rank1": float(res["rank1"]), "val_mAP": float(res["mAP"])}
+        kept = watch["kept"]
+        if not keep_best or kept is None or scores["val_mAP"] > kept["val_mAP"]:
+            watch["kept"] = {"kept_step": int(row["step"]), **scores}
+            if keep_best:
+                watch["metric"] = _copy_metric(metric)
+        watch["seconds"] += time.perf_counter() - t
+        return scores
 
     with open(metrics_path, "a") as mf:
 
@@ -131,7 +237,7 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
             mf.flush()
 
         t0 = time.perf_counter()
-        train = split.train_idx
+        train = split.train_idx if val is None else val.train_idx
         metric, _ = fit_method(
             dataset.features[train],
             dataset.labels[train],
@@ -139,14 +245,27 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
             seed=seed,
             log_fn=log_fn,
             progress=config.progress,
+            callback=None if val is None else callback,
         )
-        train_seconds = time.perf_counter() - t0
+        train_seconds = time.perf_counter() - t0 - watch["seconds"]
+    if val is not None and watch["kept"] is None:
+        raise RuntimeError(f"{config.method.name} logged no chunk: nothing was validated")
+    if keep_best:
+        metric = watch["metric"]
     metric.save(os.path.join(workdir, f"model_split{s}.npz"))
     t0 = time.perf_counter()
     res = evaluate_metric(metric, dataset, split, config.eval, seed=seed)
     res["eval_seconds"] = time.perf_counter() - t0
     res["train_seconds"] = train_seconds
     out = {"split": s, **_jsonable(res)}
+    if val is not None:  # the validated model: its step and scores, and the held-out part
+        held = np.concatenate([val.query_idx, val.gallery_idx])
+        out.update(
+            watch["kept"],
+            val_seconds=watch["seconds"],
+            num_val_ids=int(len(np.unique(dataset.labels[held]))),
+            num_train_ids=int(len(np.unique(dataset.labels[val.train_idx]))),
+        )
     if config.eval.baseline:
         base = evaluate_metric(
             Metric("identity", dataset.features.shape[1], name="euclidean"),
@@ -179,10 +298,12 @@ def train_and_evaluate(config, workdir: str) -> dict:
     Returns:
       The dict written to results.json.
     """
+    check_validation_config(config)
     dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
     validate = methods.get(config.method.name).validate
-    for split in dataset.splits:
-        t = split.train_idx
+    for s, split in enumerate(dataset.splits):
+        val = validation_split(dataset, s, config)
+        t = split.train_idx if val is None else val.train_idx
         validate(dataset.features[t], dataset.labels[t], config.method)
     os.makedirs(workdir, exist_ok=True)
     check_config_file(workdir, config)

@@ -2,8 +2,9 @@
 
 Learners put a whole chunk of steps under one ``jax.jit`` (a ``lax.scan``); this loop
 calls it, turns its metrics into a history row (``step``, ``seconds`` and the chunk's
-metrics as floats), refuses a non-finite row, hands the row to ``log_fn`` (and to an
-``on_chunk`` hook whose time is not counted as training) and shows progress.
+metrics as floats), refuses a non-finite row, lets an ``on_chunk`` hook (whose time is
+not counted as training) add entries to it, e.g. validation scores, hands the row to
+``log_fn`` and shows progress.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def run_in_chunks(
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
     t0: float | None = None,
-    on_chunk: Callable[[dict], None] | None = None,
+    on_chunk: Callable[[dict], dict | None] | None = None,
 ) -> list[dict]:
     """Runs ``advance(done, length)`` until ``num_iters`` steps are done.
 
@@ -35,18 +36,23 @@ def run_in_chunks(
       num_iters: total steps.
       chunk: steps per call (the logging interval).
       method: the learner's name, for the divergence message.
-      log_fn: called with every history row.
+      log_fn: called with every history row, after ``on_chunk``.
       progress: show a progress bar.
       t0: ``time.perf_counter()`` at the start of the fit (default: now).
-      on_chunk: called with every history row after ``log_fn`` (the learner's hook for
-        evaluating the model during training); the time it takes is left out of the
-        ``seconds`` of later rows, so that they count training time only.
+      on_chunk: the learner's hook for evaluating the model during training, called with a
+        copy of every row (once the chunk's own metrics are known to be finite) before the
+        row is stored and logged. If it returns a dict, its scalar entries (new keys only) are
+        added to the row as floats, so that they are in the history and reach
+        ``log_fn``. The time it takes is left out of the ``seconds`` of this and later
+        rows, so that they count training time only.
 
     Returns:
       The history rows.
 
     Raises:
-      FloatingPointError: a chunk's metrics are not finite.
+      FloatingPointError: a chunk's metrics, or the entries ``on_chunk`` returns, are
+        not finite.
+      ValueError: ``on_chunk`` returned an entry the row already has.
     """
     t0 = time.perf_counter() if t0 is None else t0
     history = []
@@ -58,17 +64,33 @@ def run_in_chunks(
         done += length
         row = {k: float(v) for k, v in jax.device_get(metrics).items()}
         row.update(step=done, seconds=time.perf_counter() - t0)
-        if not all(np.isfinite(v) for v in row.values()):
-            raise FloatingPointError(
-                f"{method} diverged by step {done}: {row}; lower learning_rate"
-            )
+        _check_finite(row, method, done)  # before the hook: no evaluation of a diverged model
+        if on_chunk is not None:
+            t_hook = time.perf_counter()
+            extra = on_chunk(dict(row))
+            t0 += time.perf_counter() - t_hook
+            if extra:
+                extra = {k: float(v) for k, v in jax.device_get(extra).items()}
+                clash = sorted(set(extra) & set(row))
+                if clash:
+                    raise ValueError(
+                        f"{method}: the on_chunk hook returned {clash}, which the row has "
+                        f"already ({sorted(row)}); use new names"
+                    )
+                if not all(np.isfinite(v) for v in extra.values()):
+                    raise FloatingPointError(
+                        f"{method}: the on_chunk hook returned non-finite values at step "
+                        f"{done}: {extra}"
+                    )
+                row.update(extra)
         history.append(row)
         if log_fn is not None:
             log_fn(row)
-        if on_chunk is not None:
-            t_hook = time.perf_counter()
-            on_chunk(row)
-            t0 += time.perf_counter() - t_hook
         bar.update(length)
     bar.close()
     return history
+
+
+def _check_finite(row: dict, method: str, step: int) -> None:
+    if not all(np.isfinite(v) for v in row.values()):
+        raise FloatingPointError(f"{method} diverged by step {step}: {row}; lower learning_rate")

@@ -29,7 +29,7 @@ authors' C++ release; numbers in benchmarks/RESULTS.md, "WARCA's accuracy"):
   square root of their mean squared distance between training points (of the mean
   squared feature-space distance for a kernel), so that it is 1: any positive multiple
   of the input then trains the same model, and the ``Metric`` carries the factor in
-  its projection, so ``transform`` takes the features as the user gives them.
+  its ``input_scale``, so ``transform`` takes the features as the user gives them.
 * **A decaying step** (``cfg.schedule``, ``optim.make_optimizer``): with Adam's
   constant step the last iterate oscillates by an amount that grows with eta.
 * **A centred kernel matrix** (kernel form). An RBF-type kernel matrix has one
@@ -573,12 +573,11 @@ def fit(
         return metrics
 
     def make_metric(params) -> Metric:
-        # the input's scale and the kernel's centring folded into the projection, so that
-        # transform() takes the features (and kernel) as the user gives them
-        params = np.asarray(params, np.float64)
-        if kernel_form:  # A on H K H is A H on K, up to a shift common to all embeddings
+        # the metric applies the input's scale at transform; the kernel's centring is folded
+        # into A: A on H K H is A H on K, up to a shift common to all embeddings
+        params = np.asarray(params)
+        if kernel_form:
             params = params - params.mean(axis=1, keepdims=True)
-        params = (params * scale).astype(np.float32)
         if nystroem:  # W on phi = k(., L) M is A = W M^T on k(., L)
             return Metric(
                 kind="kernel",
@@ -587,6 +586,7 @@ def fit(
                 support=landmarks,
                 kernel=cfg.kernel,
                 gamma=gamma,
+                input_scale=scale,
                 name="warca",
             )
         return Metric(
@@ -596,6 +596,7 @@ def fit(
             support=x if kernel_form else None,
             kernel=cfg.kernel if kernel_form else "none",
             gamma=gamma,
+            input_scale=scale,
             name="warca",
         )
 

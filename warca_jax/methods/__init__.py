@@ -8,7 +8,13 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
   ``method`` section; ``history`` is a list of dicts (empty for closed forms);
 * ``validate(features, labels, cfg)``: raises ``ValueError`` naming the problem
   when the method cannot run on this data with this config; called on every split
-  before any training.
+  before any training;
+* ``takes_callback`` (default False): True for an iterative learner whose ``fit`` also
+  takes ``callback=``, called as ``callback(row, metric)`` after every logged chunk
+  with the metric learned so far (its time left out of the rows' ``seconds``); a dict
+  it returns is merged into that history row before ``log_fn`` sees it
+  (``warca_jax.training.run_in_chunks``). ``warca_jax.train`` evaluates on held-out
+  identities this way (``data.val_fraction``).
 
 Modules are discovered with ``pkgutil``, so adding a learner is adding a file.
 """
@@ -24,6 +30,12 @@ from typing import NamedTuple
 class Method(NamedTuple):
     fit: Callable
     validate: Callable
+    takes_callback: bool = False
+
+
+def with_callback() -> list[str]:
+    """The names of the methods whose ``fit`` takes ``callback=``, sorted."""
+    return sorted(name for name, m in registry().items() if m.takes_callback)
 
 
 _REGISTRY: dict[str, Method] = {}

@@ -192,6 +192,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns an FRML metric.
 
@@ -202,6 +203,10 @@ def fit(
       seed: PRNG seed (initial U and the sampling); same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
       progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far (to evaluate it during training); its time is not counted
+        in the rows' ``seconds``, and a dict it returns is merged into the row
+        (``training.run_in_chunks``).
 
     Returns:
       (linear Metric with W = diag(sqrt(s)) U^T: [dim, D], history rows: step,
@@ -225,6 +230,10 @@ def fit(
         state, metrics = chunk(state, xj, table, key_train, length)
         return metrics
 
+    def make_metric(state) -> Metric:
+        w = np.asarray(state.u.T * jnp.sqrt(state.s)[:, None])
+        return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
+
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -233,12 +242,12 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state)),
     )
-    w = np.asarray(state.u.T * jnp.sqrt(state.s)[:, None])
-    metric = Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
+    metric = make_metric(state)
     if not metric.is_finite():
         raise FloatingPointError("FRML produced a non-finite metric; lower learning_rate")
     return metric, history
 
 
-METHODS = {"frml": Method(fit=fit, validate=validate)}
+METHODS = {"frml": Method(fit=fit, validate=validate, takes_callback=True)}

@@ -245,6 +245,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns an LMNN metric.
 
@@ -256,6 +257,10 @@ def fit(
         identity or PCA initialisation, full-batch steps).
       log_fn: called with each history row (one per refresh round).
       progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far (to evaluate it during training); its time is not counted
+        in the rows' ``seconds``, and a dict it returns is merged into the row
+        (``training.run_in_chunks``).
 
     Returns:
       (linear Metric with W = L, history rows: step, loss, pull, push,
@@ -286,6 +291,9 @@ def fit(
         lmap, opt_state, metrics = round_fn(lmap, opt_state, xj, lj, targets, target_valid)
         return metrics
 
+    def make_metric(lmap) -> Metric:
+        return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
+
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -294,11 +302,12 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
     )
-    metric = Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
+    metric = make_metric(lmap)
     if not metric.is_finite():
         raise FloatingPointError("LMNN produced a non-finite map; lower learning_rate")
     return metric, history
 
 
-METHODS = {"lmnn": Method(fit=fit, validate=validate)}
+METHODS = {"lmnn": Method(fit=fit, validate=validate, takes_callback=True)}

@@ -154,6 +154,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns an MLAPG metric (deterministic: ``seed`` is unused).
 
@@ -164,6 +165,10 @@ def fit(
       log_fn: called with {"step", "loss", "rank", "step_size", "seconds"} every
         ``cfg.log_every`` iterations and at the last one.
       progress: unused.
+      callback: called as ``callback(row, metric)`` at every logged iteration with the
+        metric learned so far (to evaluate it during training); its time is not counted
+        in the rows' ``seconds``, and the new entries of a dict it returns are added to the
+        row before ``log_fn`` sees it (as ``training.run_in_chunks`` does).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
@@ -193,6 +198,15 @@ def fit(
     f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
     state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
     history, t0, prev = [], time.perf_counter(), float(f0)
+
+    def make_metric(m) -> Metric:
+        w = linalg.psd_factor(np.asarray(m), dim=cfg.dim or None)
+        # Fold the rescaling and PCA back: ||W (z - z')|| with z = (x - mean) C^T / sqrt(scale).
+        proj = (w.astype(np.float64) / np.sqrt(scale)) @ comps.astype(np.float64)
+        return Metric(
+            kind="linear", input_dim=x.shape[1], projection=proj.astype(np.float32), name="mlapg"
+        )
+
     for it in range(1, cfg.max_iters + 1):
         state, rank, _ = step(state, feats, sign, weight)
         loss = float(state.loss)
@@ -208,20 +222,20 @@ def fit(
                 "step_size": float(1.0 / state.lipschitz),
                 "seconds": time.perf_counter() - t0,
             }
+            if callback is not None:
+                t_hook = time.perf_counter()
+                extra = callback(dict(row), make_metric(state.m))
+                t0 += time.perf_counter() - t_hook
+                row.update({k: float(v) for k, v in (extra or {}).items() if k not in row})
             history.append(row)
             if log_fn is not None:
                 log_fn(row)
         if done:
             break
-    w = linalg.psd_factor(np.asarray(state.m), dim=cfg.dim or None)
-    # Fold the rescaling and PCA back: ||W (z - z')|| with z = (x - mean) C^T / sqrt(scale).
-    proj = (w.astype(np.float64) / np.sqrt(scale)) @ comps.astype(np.float64)
-    metric = Metric(
-        kind="linear", input_dim=x.shape[1], projection=proj.astype(np.float32), name="mlapg"
-    )
+    metric = make_metric(state.m)
     if not metric.is_finite():
         raise FloatingPointError("MLAPG produced a non-finite metric")
     return metric, history
 
 
-METHODS = {"mlapg": Method(fit=fit, validate=validate)}
+METHODS = {"mlapg": Method(fit=fit, validate=validate, takes_callback=True)}

@@ -179,7 +179,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
-    callback: Callable[[dict, Metric], None] | None = None,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns an rPCCA metric by gradient descent.
 
@@ -191,7 +191,8 @@ def fit(
       log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far; its time is not counted in the rows' ``seconds``.
+        metric learned so far; its time is not counted in the rows' ``seconds``, and a
+        dict it returns is merged into the row (``training.run_in_chunks``).
 
     Returns:
       (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
@@ -261,4 +262,4 @@ def fit(
     return metric, history
 
 
-METHODS = {"rpcca": Method(fit=fit, validate=validate)}
+METHODS = {"rpcca": Method(fit=fit, validate=validate, takes_callback=True)}

@@ -233,6 +233,7 @@ def fit(
     seed: int = 0,
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
+    callback: Callable[[dict, SvmmlMetric], dict | None] | None = None,
 ) -> tuple[SvmmlMetric, list[dict]]:
     """Learns an SVMML decision function.
 
@@ -243,6 +244,10 @@ def fit(
       seed: seed of the sampled different-label pairs; same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
       progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        decision function learned so far (to evaluate it during training); its time is not counted
+        in the rows' ``seconds``, and a dict it returns is merged into the row
+        (``training.run_in_chunks``).
 
     Returns:
       (SvmmlMetric, history rows: step, loss (mean over the chunk), seconds).
@@ -270,6 +275,20 @@ def fit(
         params, opt_state, value = chunk(params, opt_state, xr, *ij, length)
         return {"loss": value}
 
+    def make_metric(params) -> SvmmlMetric:
+        a, b, c, bias = (np.asarray(v) for v in params)
+        return SvmmlMetric(
+            kind="svmml",
+            input_dim=x.shape[1],
+            name="svmml",
+            mean=mean,
+            components=comps.astype(np.float32),
+            a_mat=a,
+            b_mat=b,
+            c_vec=c,
+            bias=float(bias),
+        )
+
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -278,22 +297,12 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
     )
-    a, b, c, bias = (np.asarray(v) for v in params)
-    metric = SvmmlMetric(
-        kind="svmml",
-        input_dim=x.shape[1],
-        name="svmml",
-        mean=mean,
-        components=comps.astype(np.float32),
-        a_mat=a,
-        b_mat=b,
-        c_vec=c,
-        bias=float(bias),
-    )
+    metric = make_metric(params)
     if not metric.is_finite():
         raise FloatingPointError("SVMML produced a non-finite model; lower learning_rate")
     return metric, history
 
 
-METHODS = {"svmml": Method(fit=fit, validate=validate)}
+METHODS = {"svmml": Method(fit=fit, validate=validate, takes_callback=True)}
