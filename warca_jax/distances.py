@@ -20,6 +20,7 @@ DISTANCES = ("euclidean", "sqeuclidean", "cosine", "manhattan", "chi2")
 # against c rows of y at a time, with b * c * d below this budget, which keeps the
 # intermediate in cache (4x faster than 64M-element blocks on a 2-core CPU).
 _CHUNK_ELEMENTS = 2**21
+_MIN_CHUNK = 64  # rows of y per [b, c, d] intermediate, at least
 
 
 def block_distances(
@@ -69,8 +70,16 @@ distances_jit = jax.jit(block_distances, static_argnames="metric")
 
 
 def row_block(block_size: int, m: int, d: int, metric: str) -> int:
+    """Rows of x per jitted call: ``block_size``, or for the elementwise metrics as many as
+    leave room for ``_MIN_CHUNK`` rows of y in a cache-sized [b, c, d] intermediate.
+
+    The y side is walked inside the call (``block_distances``); sizing the row block by
+    all m rows of y instead made it one row per call at m = 4,800, d = 256, and the
+    4,800 Python dispatches took 13.7 s where these 0.8 s (the same numbers).
+    """
+    del m
     if metric in ("manhattan", "chi2"):
-        return max(1, min(block_size, _CHUNK_ELEMENTS // max(1, m * d)))
+        return max(1, min(block_size, _CHUNK_ELEMENTS // max(1, d * _MIN_CHUNK)))
     return block_size
 
 
