@@ -35,15 +35,15 @@ exit, with the test embeddings written to a file:
 
 The C++ release is not part of this repository (it is GPL-3.0; nothing of it is copied
 here): build it yourself, outside this repository, from the authors' public repository
-(idiap/warca on GitHub): ``apt-get install libopenblas-dev``; in its Makefile add
-``-O3 -DNDEBUG`` to CFLAGS and replace ``-lcblas`` by ``-lopenblas``; ``make``. It
-hard-codes 4 OpenMP threads, hence ``OMP_THREAD_LIMIT=2`` on a 2-core machine, and
+(idiap/warca on GitHub): ``apt-get install libopenblas-dev``; in its Makefile add ``-O3
+-DNDEBUG`` to CFLAGS and replace ``-lcblas`` by ``-lopenblas``; ``make``. It hard-codes
+4 OpenMP threads, hence ``OMP_THREAD_LIMIT=2`` on a 2-core machine, and
 ``OMP_WAIT_POLICY=PASSIVE``, without which its idle threads spin against OpenBLAS's and
 its wall time varied from 42 to 120 s between identical runs here. Its seed has no
-default: ``-s`` is always given. Its kernel ids are those of the enum in src/warca.h
-(4 = chi2-RBF). Without ``-g`` its float32 kernel is nearly constant on these
-histograms and W turns to NaN, so the bandwidth is always passed. Pass the two binaries. Without them (or if a path does not exist) the C++ side is
-skipped and warca_jax runs alone.
+default: ``-s`` is always given. Its kernel ids are those of the enum in src/warca.h (4
+= chi2-RBF). Without ``-g`` its float32 kernel is nearly constant on these histograms
+and W turns to NaN, so the bandwidth is always passed. Pass the two binaries. Without
+them (or if a path does not exist) the C++ side is skipped and warca_jax runs alone.
 
   python benchmarks/bench_vs_reference.py \\
       --cpp_train=WARCA/warca_train_double_precision.bin \\

@@ -25,9 +25,10 @@ authors' C++ release; numbers in benchmarks/RESULTS.md, "WARCA's accuracy"):
   multiplied by 100 is a different problem: at one scale every negative violates the
   margin, at another none does, and the step size that suits one does not suit the
   other (without it, linear rank-1 on the built-in data was 75.3 for the features
-  x1e-4, 77.5 as they are and 89.5 x1e-2; benchmarks/bench_warca_robustness.py). ``normalize="msd"`` divides the features (or the kernel matrix) by the
-  square root of their mean squared distance between training points (of the mean
-  squared feature-space distance for a kernel), so that it is 1: any positive multiple
+  x1e-4, 77.5 as they are and 89.5 x1e-2; benchmarks/bench_warca_robustness.py).
+  ``normalize="msd"`` divides the features (or the kernel matrix) by the square root
+  of their mean squared distance between training points (of the mean squared
+  feature-space distance for a kernel), so that it is 1: any positive multiple
   of the input then trains the same model, and the ``Metric`` carries the factor in
   its ``input_scale``, so ``transform`` takes the features as the user gives them.
 * **A decaying step** (``cfg.schedule``, ``optim.make_optimizer``): with Adam's
