@@ -39,7 +39,7 @@ here): build it yourself, outside this repository, from the authors' public repo
 -DNDEBUG`` to CFLAGS and replace ``-lcblas`` by ``-lopenblas``; ``make``. It hard-codes
 4 OpenMP threads, hence ``OMP_THREAD_LIMIT=2`` on a 2-core machine, and
 ``OMP_WAIT_POLICY=PASSIVE``, without which its idle threads spin against OpenBLAS's and
-its wall time varied from 42 to 120 s between identical runs here. Its seed has no
+its wall time varies widely between identical runs. Its seed has no
 default: ``-s`` is always given. Its kernel ids are those of the enum in src/warca.h (4
 = chi2-RBF). Without ``-g`` its float32 kernel is nearly constant on these histograms
 and W turns to NaN, so the bandwidth is always passed. Pass the two binaries. Without
