@@ -22,7 +22,7 @@ import scipy.io
 
 from warca_jax.evaluation import evaluate
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/reid_protocols"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
 
 def load_vector(path: Path) -> np.ndarray:

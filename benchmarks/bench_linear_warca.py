@@ -1,7 +1,7 @@
 """Linear WARCA at the size of the CUHK03 new-protocol training set; prints time and memory.
 
 7,368 training samples (the real identity labels of the protocol's train_idx, 767
-identities, read from ../shared/data/reid_protocols) with synthetic 2,048-d features
+identities, read from data/reid_protocols) with synthetic 2,048-d features
 carrying an identity signal; D' = 128, minibatch 512, 2,000 iterations. The test part
 is 700 held-out synthetic identities (query camera 0, gallery camera 1).
 
@@ -23,7 +23,7 @@ import scipy.io
 from configs.warca import get_config
 from warca_jax import evaluation, warca
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared/data/reid_protocols"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
 
 def features_for(labels, rng, dim, signal_dim=64, num_nuisance=32):

@@ -4,7 +4,7 @@ Problems (synthetic features; identities split half for training, half for test,
 queries from camera 0 and gallery from camera 1):
   small: 2,000 training samples, 256-d, 200 training identities x 10 images;
   large: 7,368 training samples, 2,048-d, with the real identity labels of the CUHK03
-         new-protocol training set (767 identities) from ../shared/data/reid_protocols.
+         new-protocol training set (767 identities) from data/reid_protocols.
 
 Each config file in configs/ is run with its default variant (plus the ``:chi2``
 variants, on the histogram version of the data, and on the large problem the ``:large``
@@ -30,7 +30,7 @@ import scipy.io
 import configs
 from warca_jax import data, evaluation, methods
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared/data/reid_protocols"
+SHARED = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
 
 def _problem(name: str, histogram: bool):

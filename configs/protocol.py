@@ -8,7 +8,7 @@ Variants (``--config=configs/protocol.py:<arg>``):
              chi2 methods apply): every method, 10 splits, lambda x eta cross-validation
              of WARCA on a reduced grid; a few minutes on 2 CPU cores.
   small      a shrunk synthetic grid for tests (a few methods, 2 splits, short training).
-  orl        every method on the real ORL faces in ../shared/data/orl_faces (20 training
+  orl        every method on the real ORL faces in data/orl_faces (20 training
              and 20 test people per split).
   all        the nine datasets of the paper, each read from ``data_root/<name>`` (or from
              ``paths``), with the paper's full lambda x eta grid.
@@ -81,7 +81,7 @@ STUDY_METHODS = (
 PAPER_LAMS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 PAPER_ETAS = (1e-3, 1e-2, 1e-1, 1.0)
 ORL_PATH = os.path.normpath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "orl_faces")
+    os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces")
 )
 VARIANTS = ("synthetic", "small", "orl", "all", *PAPER_DATASETS)
 

@@ -7,7 +7,7 @@ Variants (``--config=configs/study_figures.py:<arg>``):
   synthetic  the built-in synthetic re-id data (200 identities x 4 images, 64-d): the
              study's baselines (Euclidean, Manhattan and cosine kNN, k-means with two
              clusters, Mahalanobis, KISSME) and its two SGD optimisers (the default).
-  orl        the real ORL faces in ../shared/data/orl_faces (``configs.warca.ORL_PATH``,
+  orl        the real ORL faces in data/orl_faces (``configs.warca.ORL_PATH``,
              2,580-d colour + LBP descriptor), so the ranked lists show face images; the
              SGD optimisers learn a 64-d map from a random orthonormal start and hold 5 of
              the 20 training people out for validation.

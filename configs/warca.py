@@ -11,7 +11,7 @@ Variants (``--config=configs/warca.py:<arg>``):
            authors' release runs it).
   small    a shrunk linear run for smoke tests (few iterations, 2 splits).
   orl      a real run: the 2,580-d colour + LBP descriptor of the ORL faces in
-           ../shared/data/orl_faces (40 people x 10 images; images 1-5 are camera 0 and
+           data/orl_faces of this repository (40 people x 10 images; images 1-5 are camera 0 and
            6-10 camera 1), 10 random splits of 20 training / 20 test people, kernel
            WARCA with the chi2 kernel. Point data.path elsewhere to run another copy.
 
@@ -26,9 +26,10 @@ import ml_collections
 
 from configs import common
 
-# The ORL faces beside the repository (../shared/data/orl_faces), wherever it is run from.
+# The ORL faces shipped in the repository (data/orl_faces; see data/README.md), wherever
+# it is run from.
 ORL_PATH = os.path.normpath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "orl_faces")
+    os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces")
 )
 VARIANTS = ("linear", "chi2", "kernel", "small", "orl")
 

@@ -17,8 +17,8 @@ import numpy as np
 import scipy.io
 from PIL import Image
 
-# The real ORL faces of ../shared/data (see its README), beside the repository.
-ORL = Path(__file__).resolve().parents[2] / "shared" / "data" / "orl_faces"
+# The real ORL faces shipped in the repository's data/ (see data/README.md).
+ORL = Path(__file__).resolve().parents[1] / "data" / "orl_faces"
 
 
 def assert_same_splits(a, b):

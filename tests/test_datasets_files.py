@@ -15,7 +15,7 @@ from warca_jax import data, datasets
 from warca_jax.datasets import cuhk03, features_files
 
 PROTOCOLS = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "reid_protocols")
+    os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols")
 )
 needs_protocols = pytest.mark.skipif(
     not os.path.isdir(PROTOCOLS), reason=f"real CUHK03 protocol files not at {PROTOCOLS}"
