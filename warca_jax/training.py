@@ -66,29 +66,45 @@ def run_in_chunks(
         row.update(step=done, seconds=time.perf_counter() - t0)
         _check_finite(row, method, done)  # before the hook: no evaluation of a diverged model
         if on_chunk is not None:
-            t_hook = time.perf_counter()
-            extra = on_chunk(dict(row))
-            t0 += time.perf_counter() - t_hook
-            if extra:
-                extra = {k: float(v) for k, v in jax.device_get(extra).items()}
-                clash = sorted(set(extra) & set(row))
-                if clash:
-                    raise ValueError(
-                        f"{method}: the on_chunk hook returned {clash}, which the row has "
-                        f"already ({sorted(row)}); use new names"
-                    )
-                if not all(np.isfinite(v) for v in extra.values()):
-                    raise FloatingPointError(
-                        f"{method}: the on_chunk hook returned non-finite values at step "
-                        f"{done}: {extra}"
-                    )
-                row.update(extra)
+            t0 += call_hook(on_chunk, row, method=method, step=done)
         history.append(row)
         if log_fn is not None:
             log_fn(row)
         bar.update(length)
     bar.close()
     return history
+
+
+def call_hook(hook: Callable[[dict], dict | None], row: dict, *, method: str, step: int) -> float:
+    """Calls ``hook`` with a copy of ``row`` and merges the dict it returns into ``row``.
+
+    The entries it returns are added as floats; each must be new to the row and finite.
+    Shared by ``run_in_chunks`` and the learners that log rows from a loop of their own.
+
+    Returns:
+      The seconds the hook took (to leave out of training time).
+
+    Raises:
+      ValueError: the hook returned an entry the row already has.
+      FloatingPointError: the hook returned a non-finite value.
+    """
+    t_hook = time.perf_counter()
+    extra = hook(dict(row))
+    seconds = time.perf_counter() - t_hook
+    if extra:
+        extra = {k: float(v) for k, v in jax.device_get(extra).items()}
+        clash = sorted(set(extra) & set(row))
+        if clash:
+            raise ValueError(
+                f"{method}: the on_chunk hook returned {clash}, which the row has "
+                f"already ({sorted(row)}); use new names"
+            )
+        if not all(np.isfinite(v) for v in extra.values()):
+            raise FloatingPointError(
+                f"{method}: the on_chunk hook returned non-finite values at step {step}: {extra}"
+            )
+        row.update(extra)
+    return seconds
 
 
 def _check_finite(row: dict, method: str, step: int) -> None:

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import linalg, validation
+from warca_jax import linalg, training, validation
 from warca_jax.methods import Method
 from warca_jax.metric import Metric
 
@@ -167,8 +167,8 @@ def fit(
       progress: unused.
       callback: called as ``callback(row, metric)`` at every logged iteration with the
         metric learned so far (to evaluate it during training); its time is not counted
-        in the rows' ``seconds``, and the new entries of a dict it returns are added to the
-        row before ``log_fn`` sees it (as ``training.run_in_chunks`` does).
+        in the rows' ``seconds``, and a dict it returns is merged into the row before
+        ``log_fn`` sees it (``training.call_hook``, as in ``training.run_in_chunks``).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
@@ -223,10 +223,9 @@ def fit(
                 "seconds": time.perf_counter() - t0,
             }
             if callback is not None:
-                t_hook = time.perf_counter()
-                extra = callback(dict(row), make_metric(state.m))
-                t0 += time.perf_counter() - t_hook
-                row.update({k: float(v) for k, v in (extra or {}).items() if k not in row})
+                t0 += training.call_hook(
+                    lambda r, m=state.m: callback(r, make_metric(m)), row, method="MLAPG", step=it
+                )
             history.append(row)
             if log_fn is not None:
                 log_fn(row)
