@@ -22,7 +22,6 @@ Three tables, each printed as JSON lines and a markdown table:
 """
 
 import argparse
-import copy
 import json
 import os
 import platform
@@ -31,6 +30,7 @@ import time
 import jax
 import numpy as np
 
+from configs import common
 from configs.warca import get_config
 from warca_jax import data, evaluation, synthetic, warca
 
@@ -49,10 +49,7 @@ def _fit_eval(method, xtr, ytr, probes, gallery, seed):
 
 
 def _method(variant, **overrides):
-    m = copy.deepcopy(get_config(variant).method)
-    m.unlock()
-    m.update(overrides)
-    return m
+    return common.overridden(get_config(variant).method, **overrides)
 
 
 def _reference_split(size, kind):
