@@ -32,8 +32,8 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 from configs import common
+from warca_jax import cli, losses, plots, train, warca
 from warca_jax import data as data_lib
-from warca_jax import losses, plots, train, warca
 from warca_jax.metric import Metric
 
 PLOTS = ("condition_number.png", "rank1_vs_lambda.png", "rank1_vs_eta.png", "cmc.png")
@@ -418,4 +418,4 @@ if __name__ == "__main__":
     )
     flags.DEFINE_string("workdir", None, "Folder for the study's outputs.")
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

@@ -43,8 +43,8 @@ from ml_collections import config_flags
 
 import configs
 from configs import common
+from warca_jax import cli, datasets, methods, plots, train
 from warca_jax import data as data_lib
-from warca_jax import datasets, methods, plots, train
 from warca_jax.metric import Metric
 
 SGD_METHODS = ("pairwise_sgd", "triplet_sgd")  # fit histories with epoch and val_cost
@@ -497,4 +497,4 @@ if __name__ == "__main__":
     )
     flags.DEFINE_string("workdir", None, "Folder for the figures and tables.")
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

@@ -31,8 +31,8 @@ import numpy as np
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from warca_jax import cli, methods, plots, train
 from warca_jax import data as data_lib
-from warca_jax import methods, plots, train
 from warca_jax.metric import Metric
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config
@@ -245,4 +245,4 @@ if __name__ == "__main__":
     )
     flags.DEFINE_string("workdir", None, "Folder for the study's outputs.")
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

@@ -14,7 +14,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from warca_jax import train
+from warca_jax import cli, train
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True
@@ -73,4 +73,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -1,0 +1,266 @@
+"""Workdir files: one atomic writer and one verified reader for everything a run keeps.
+
+A run's workdir is its memory across restarts: a run started again reuses what a
+previous one finished. That is only safe when every file it reuses is complete and
+belongs to this run, so:
+
+* every file is written under a temporary name in the same folder and moved into
+  place with ``os.replace`` (``write_json``, ``write_text``, ``atomic_path``): a run
+  killed at any instant leaves the old file or the new one, never half of one;
+* every file a resume relies on is read through ``reuse_json``, which checks that it
+  parses and passes the caller's check (finite numbers, the right split) and returns
+  None, with a log line naming the file and the reason, when it does not, so that the
+  caller redoes that piece instead of trusting it;
+* ``read_json`` is for files that cannot be redone (a config): a damaged one is a
+  ``DamagedFileError`` naming the file;
+* ``check_run_files`` records the run's config and a fingerprint of its data, and
+  refuses a workdir whose config or data differ from this run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from absl import logging
+
+CONFIG_FILE = "config.json"
+DATA_FILE = "data.json"
+
+
+class DamagedFileError(ValueError):
+    """A workdir file that cannot be read back: truncated, corrupt or not what it should be."""
+
+
+def _tmp_name(path: str) -> str:
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.{os.getpid()}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yields a temporary path in ``path``'s folder; moves it onto ``path`` on success.
+
+    On an exception the temporary file is removed and ``path`` is left as it was. The
+    temporary name keeps ``path``'s extension, so writers that add one (``np.savez``)
+    do not.
+    """
+    head, tail = os.path.split(path)
+    stem, ext = os.path.splitext(tail)
+    tmp = os.path.join(head, f".{stem}.{os.getpid()}.tmp{ext}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _finite_json(obj, where: str = "") -> None:
+    """Raises ValueError at the first NaN or infinity in a JSON-able object."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"refusing to write a non-finite number ({obj}) at {where or 'top level'}")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _finite_json(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _finite_json(v, f"{where}[{i}]")
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_json(path: str, obj, *, allow_nan: bool = False) -> None:
+    """Writes ``obj`` as JSON to ``path`` atomically.
+
+    A NaN or infinity anywhere in ``obj`` is a ValueError naming its place (JSON has no
+    such numbers and a result holding one is not a result), unless ``allow_nan``.
+    """
+    if not allow_nan:
+        try:
+            _finite_json(obj)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+    write_text(path, json.dumps(obj, indent=1, allow_nan=allow_nan))
+
+
+def read_json(path: str, *, what: str = "file"):
+    """Reads a JSON file; a damaged one is a DamagedFileError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise DamagedFileError(
+            f"{path}: the {what} is damaged (not valid JSON: {e.msg} at line {e.lineno}, "
+            f"column {e.colno}); it was probably cut short by a crash: remove it"
+        ) from None
+    except UnicodeDecodeError:
+        raise DamagedFileError(f"{path}: the {what} is not UTF-8 text; remove it") from None
+    except IsADirectoryError:
+        raise DamagedFileError(f"{path}: expected a {what}, found a folder") from None
+
+
+def reuse_json(path: str, check: Callable[[object], str | None] | None = None):
+    """The JSON object in ``path`` if a resume can trust it, else None (with a log line).
+
+    Args:
+      path: a file a previous run wrote.
+      check: returns None for a good object, or a short reason why it cannot be reused
+        (a NaN, another split's results, missing keys).
+
+    Returns:
+      The object, or None when the file is absent, damaged or fails ``check``: the
+      caller then redoes what it holds (and overwrites it).
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        obj = read_json(path)
+    except DamagedFileError as e:
+        logging.warning("%s; redoing it", e)
+        return None
+    reason = check(obj) if check is not None else None
+    if reason:
+        logging.warning("%s cannot be reused (%s); redoing it", path, reason)
+        return None
+    return obj
+
+
+def finite_numbers(obj, keys) -> str | None:
+    """None if ``obj`` is a dict whose ``keys`` are all finite numbers, else the reason."""
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, found {type(obj).__name__}"
+    for k in keys:
+        v = obj.get(k)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return f"{k!r} is missing or not a number ({v!r})"
+        if not math.isfinite(v):
+            return f"{k!r} is not finite ({v})"
+    return None
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The rows of a JSON-lines file; lines that do not parse are dropped with a log line.
+
+    A run killed while appending leaves a last line cut short; such a line (or any other
+    that is not a JSON object) is dropped, and the file is rewritten without it by the
+    callers that rewrite it.
+    """
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None
+            if not isinstance(row, dict):
+                logging.warning("%s line %d is damaged; dropping it", path, i)
+                continue
+            rows.append(row)
+    return rows
+
+
+def write_jsonl(path: str, rows: list[dict]) -> None:
+    """Writes ``rows`` as JSON lines, atomically."""
+    write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def array_fingerprint(*arrays: np.ndarray) -> str:
+    """A SHA-256 of the arrays' dtypes, shapes and bytes: same data, same string."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def file_fingerprint(path: str) -> dict:
+    """Size, modification time and SHA-256 of a file (of the files in a folder, by name)."""
+    if os.path.isdir(path):
+        h = hashlib.sha256()
+        size = 0
+        mtime = 0
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                p = os.path.join(root, name)
+                st = os.stat(p)
+                size += st.st_size
+                mtime = max(mtime, st.st_mtime_ns)
+                h.update(os.path.relpath(p, path).encode("utf-8", "surrogateescape"))
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        return {"size": size, "mtime_ns": mtime, "listing_sha256": h.hexdigest()}
+    st = os.stat(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+
+
+def prepare(workdir: str) -> None:
+    """Creates ``workdir``; a path that exists and is not a folder is a clear error."""
+    if os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise NotADirectoryError(
+            f"workdir {workdir!r} exists and is not a folder: give a folder path (it is "
+            "created if needed)"
+        )
+    try:
+        os.makedirs(workdir, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(
+            f"workdir {workdir!r}: a part of the path is a file, not a folder"
+        ) from None
+    except PermissionError as e:
+        raise PermissionError(f"workdir {workdir!r} cannot be created: {e.strerror}") from None
+    if not os.access(workdir, os.W_OK):
+        raise PermissionError(f"workdir {workdir!r} is not writable")
+
+
+def check_run_files(workdir: str, config_text: str, data: dict) -> None:
+    """Records the run's config and data fingerprint, or refuses a workdir of another run.
+
+    Args:
+      workdir: an existing folder.
+      config_text: the run's config as JSON text.
+      data: a JSON-able fingerprint of the data the run reads (``data["content"]`` is
+        compared; anything else, such as the file's mtime, is recorded only).
+
+    Raises:
+      ValueError: the workdir holds a run with another config, or with this config on
+        other data (the data file changed since).
+      DamagedFileError: config.json is damaged.
+    """
+    cfg_path = os.path.join(workdir, CONFIG_FILE)
+    data_path = os.path.join(workdir, DATA_FILE)
+    if os.path.exists(cfg_path):
+        old = read_json(cfg_path, what="config file of the earlier run")
+        if old != json.loads(config_text):
+            raise ValueError(
+                f"{workdir} holds a run with a different config ({cfg_path}); use a new "
+                "workdir or remove it to start over"
+            )
+        old_data = reuse_json(data_path) if os.path.exists(data_path) else None
+        if old_data is not None and old_data.get("content") != data.get("content"):
+            raise ValueError(
+                f"{workdir} holds a run of this config on other data: the data changed "
+                f"since ({data_path} records {old_data.get('source', 'its fingerprint')}); "
+                "use a new workdir, or remove it to start over"
+            )
+    else:
+        write_text(cfg_path, config_text)
+    write_json(data_path, data)
