@@ -21,7 +21,6 @@ penalty reuse one compiled training program (``warca._compiled_chunk``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -34,6 +33,7 @@ from tqdm.auto import tqdm
 from configs import common
 from warca_jax import cli, losses, plots, train, warca
 from warca_jax import data as data_lib
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 
 PLOTS = ("condition_number.png", "rank1_vs_lambda.png", "rank1_vs_eta.png", "cmc.png")
@@ -90,13 +90,6 @@ def run_name(penalty: str, lam: float, eta: float, split: int) -> str:
     return f"{penalty}_lam{float(lam)!r}_eta{float(eta)!r}_split{split}.json"
 
 
-def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
 def run_point(
     dataset: data_lib.Dataset, config, *, penalty: str, lam: float, eta: float, split: int
 ) -> dict:
@@ -146,11 +139,13 @@ class _Runs:
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:
         path = os.path.join(self.folder, run_name(penalty, lam, eta, split))
-        if os.path.exists(path):
-            with open(path) as f:
-                return json.load(f)
+        done = workdir_lib.reuse_json(
+            path, workdir_lib.record_check(penalty=penalty, lam=lam, eta=eta, split=split)
+        )
+        if done is not None:
+            return done
         rec = run_point(self.dataset, self.config, penalty=penalty, lam=lam, eta=eta, split=split)
-        _write_json(path, rec)
+        workdir_lib.write_json(path, rec)
         self.trained += 1
         self.bar.update(1)
         logging.info(
@@ -392,7 +387,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
             "rank1_mean": float(np.mean(r1)),
             "rank1_std": float(np.std(r1)),
         }
-    _write_json(os.path.join(workdir, "results.json"), results)
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
     with open(os.path.join(workdir, "results.md"), "w") as f:
         f.write(_markdown(results))
     _write_plots(results, workdir, config.eval.plot_max_rank)

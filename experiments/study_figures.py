@@ -45,6 +45,7 @@ import configs
 from configs import common
 from warca_jax import cli, datasets, methods, plots, train
 from warca_jax import data as data_lib
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 
 SGD_METHODS = ("pairwise_sgd", "triplet_sgd")  # fit histories with epoch and val_cost
@@ -223,28 +224,6 @@ def _slug(label: str) -> str:
     return label.replace(":", "-")
 
 
-def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
-def _check_workdir(workdir: str, config) -> None:
-    path = os.path.join(workdir, "config.json")
-    text = config.to_json_best_effort(indent=1, sort_keys=True)
-    if os.path.exists(path):
-        with open(path) as f:
-            if json.load(f) != json.loads(text):
-                raise ValueError(
-                    f"{workdir} holds a run with a different config ({path}); use a new "
-                    "workdir or remove it to start over"
-                )
-        return
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def _plain(v):
     """A history value as a JSON number (ints stay ints)."""
     return int(v) if isinstance(v, int | np.integer) else float(v)
@@ -259,9 +238,12 @@ def _rank_k(cmc: np.ndarray, max_rank: int) -> np.ndarray:
 def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dict, Metric]:
     """Fits (or reuses) method ``label`` on split ``s``; returns (its results, its metric)."""
     stem = os.path.join(workdir, "fits", f"{_slug(label)}_split{s}")
-    if os.path.exists(stem + ".json") and os.path.exists(stem + ".npz"):
-        with open(stem + ".json") as f:
-            return json.load(f), Metric.load(stem + ".npz")
+    done = workdir_lib.reuse_json(stem + ".json", workdir_lib.record_check(split=s))
+    if done is not None and os.path.exists(stem + ".npz"):
+        try:
+            return done, Metric.load(stem + ".npz")
+        except (ValueError, OSError, KeyError) as e:
+            logging.warning("%s.npz cannot be reused (%s); refitting", stem, e)
     split = dataset.splits[s]
     seed = config.seed + s
     t0 = time.perf_counter()
@@ -286,7 +268,7 @@ def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dic
         "history": [{k: _plain(v) for k, v in row.items()} for row in history],
     }
     metric.save(stem + ".npz")
-    _write_json(stem + ".json", out)
+    workdir_lib.write_json(stem + ".json", out)
     logging.info(
         "%s split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
         label,
@@ -375,7 +357,7 @@ def run(config, workdir: str) -> dict:
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
     os.makedirs(os.path.join(workdir, "fits"), exist_ok=True)
-    _check_workdir(workdir, config)
+    train.check_config_file(workdir, config)
 
     fits, metrics = {}, {}
     for label, cfg in cfgs.items():
@@ -471,7 +453,7 @@ def run(config, workdir: str) -> dict:
         "validation_cost": val,
         "files": files,
     }
-    _write_json(os.path.join(workdir, "results.json"), results)
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
     return results
 
 

@@ -21,7 +21,6 @@ the curve. The workdir receives:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from ml_collections import config_flags
 
 from warca_jax import cli, methods, plots, train
 from warca_jax import data as data_lib
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config
@@ -118,13 +118,6 @@ def rank1_curve(
     return curve
 
 
-def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
 def _mean_curve(curves: list[dict]) -> dict:
     steps = curves[0]["step"]
     if any(c["step"] != steps for c in curves):
@@ -166,16 +159,16 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
         per_split = []
         for s, sp in enumerate(dataset.splits):
             path = os.path.join(workdir, "curves", f"{name}_split{s}.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    per_split.append(json.load(f))
+            done = workdir_lib.reuse_json(path, workdir_lib.record_check(split=s))
+            if done is not None:
+                per_split.append(done)
                 continue
             seed = config.seed + s
             x, y = dataset.features[sp.train_idx], dataset.labels[sp.train_idx]
             warm = warm_up(fit, x, y, cfg, seed=seed)
             curve = rank1_curve(dataset, s, cfg, config.eval, seed=seed, fit=fit)
             curve = {"split": s, "warm_up_first_chunk_seconds": warm, **curve}
-            _write_json(path, curve)
+            workdir_lib.write_json(path, curve)
             logging.info(
                 "%s split %d: rank1 %.1f after %.2fs of training (warm-up chunk %.2fs)",
                 name,
@@ -213,7 +206,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
             train.evaluate_metric(ident, dataset, sp, config.eval)["rank1"] for sp in dataset.splits
         ]
         results["baseline_euclidean"] = {"rank1": r1, "rank1_mean": float(np.mean(r1))}
-    _write_json(os.path.join(workdir, "curves.json"), results)
+    workdir_lib.write_json(os.path.join(workdir, "curves.json"), results)
     plots.plot_rank1_vs_seconds(
         {name: [(c["seconds"], c["rank1"]) for c in out[name]["splits"]] for name in METHODS},
         os.path.join(workdir, PLOT),

@@ -16,6 +16,7 @@ draws identity splits from a seed. The built-in synthetic data comes from
 from __future__ import annotations
 
 import os
+import zipfile
 from typing import NamedTuple
 
 import numpy as np
@@ -166,13 +167,102 @@ def validate_split(split: Split, labels, *, n: int, where: str = "split") -> Non
         )
 
 
-def _validated_dataset(features, labels, cams, splits, name: str) -> Dataset:
+def check_matches(split: Split, labels, cams, *, where: str = "split") -> None:
+    """Checks that some query of a split has a true match the evaluation can rank.
+
+    A query's gallery images of its own identity taken by its own camera are not ranked
+    (the cross-camera protocol), so a query counts only if the gallery holds its identity
+    from another camera. A split where no query does cannot be evaluated: say so before
+    any training rather than after split 0 has trained.
+
+    Raises:
+      ValueError: naming the split and what was expected.
+    """
+    q, g = np.asarray(split.query_idx), np.asarray(split.gallery_idx)
+    gallery_pairs = set(zip(labels[g].tolist(), cams[g].tolist(), strict=True))
+    gallery_ids = {}
+    for lab, cam in gallery_pairs:
+        gallery_ids.setdefault(lab, set()).add(cam)
+    for lab, cam in zip(labels[q].tolist(), cams[q].tolist(), strict=True):
+        if gallery_ids.get(lab, set()) - {cam}:
+            return
+    raise ValueError(
+        f"{where}: no query has a match to find: none of its {len(q)} query images has a "
+        "gallery image of its identity from another camera (same-camera matches are not "
+        "ranked); expected query and gallery to share identities across cameras (check "
+        "the camera ids)"
+    )
+
+
+def validated_dataset(features, labels, cams, splits, name: str) -> Dataset:
+    """Builds a `Dataset` after every array and split check of this module passes."""
     features, labels, cams = validate_arrays(features, labels, cams)
     checked = []
     for s, split in enumerate(splits):
         validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
-        checked.append(Split(*(np.asarray(x).astype(np.int64) for x in split)))
+        split = Split(*(np.asarray(x).astype(np.int64) for x in split))
+        check_matches(split, labels, cams, where=f"{name} split {s}")
+        checked.append(split)
     return Dataset(features, labels, cams, tuple(checked), name)
+
+
+NPZ_EXPECTED = (
+    "a .npz archive of named arrays, as numpy.savez writes it, e.g. "
+    "np.savez(path, features=X, labels=y, cams=c)"
+)
+
+
+def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
+    """Reads the arrays ``keys`` of a .npz archive; anything else is a clear error.
+
+    Returns:
+      The arrays found among ``keys`` (by name) and the names of all arrays present.
+
+    Raises:
+      ValueError: the file is empty, truncated, not a .npz archive, holds one bare array,
+        or holds Python objects (e.g. a ragged array) instead of plain arrays; each
+        message names the file and what was expected.
+    """
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path}: the {what} is empty (0 bytes); expected {NPZ_EXPECTED}")
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, ValueError) and "pickle" in str(e):
+            reason = "it is not a numpy file (text, or pickled data)"
+        elif isinstance(e, zipfile.BadZipFile | EOFError):
+            reason = f"it is damaged or truncated ({e})"
+        else:
+            reason = str(e)
+        raise ValueError(
+            f"{path}: cannot read the {what}: {reason}; expected {NPZ_EXPECTED}"
+        ) from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ValueError(
+            f"{path}: the {what} holds one unnamed array of shape {npz.shape}; expected "
+            f"{NPZ_EXPECTED}"
+        )
+    arrays = {}
+    with npz:
+        present = list(npz.files)
+        for k in present:
+            if k not in keys:
+                continue
+            try:
+                arrays[k] = npz[k]
+            except ValueError as e:
+                if "pickle" in str(e) or "Object arrays" in str(e):
+                    raise ValueError(
+                        f"{path}: array {k!r} holds Python objects (a ragged array, or "
+                        "strings of mixed length?), not numbers; expected a rectangular "
+                        "numeric array"
+                    ) from None
+                raise ValueError(f"{path}: array {k!r} cannot be read: {e}") from None
+            except (EOFError, OSError, zipfile.BadZipFile) as e:
+                raise ValueError(
+                    f"{path}: array {k!r} is damaged or truncated ({e}); expected {NPZ_EXPECTED}"
+                ) from None
+    return arrays, present
 
 
 def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed=0) -> Dataset:
@@ -189,18 +279,14 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
       The validated `Dataset`, named after the file; fixed splits take precedence.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"{path} is a folder; data.name=npz reads one .npz file (a dataset's folder "
+            "is read by its own loader: set data.name to its name, e.g. market1501)"
+        )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"dataset file not found: {path}")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{path}: cannot be read as a .npz archive of arrays: {e}") from e
-    if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: expected a .npz archive with named arrays, got one array")
-    with npz:
-        present = list(npz.files)
-        wanted = REQUIRED_KEYS + SPLIT_KEYS
-        arrays = {k: npz[k] for k in present if k in wanted}
+    arrays, present = read_npz(path, REQUIRED_KEYS + SPLIT_KEYS, what="dataset file")
     expected = (
         f"keys present: {present}; required: {list(REQUIRED_KEYS)}; "
         f"optional (all three or none): {list(SPLIT_KEYS)}"
@@ -237,7 +323,7 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
                 f"splits S: {counts}"
             )
         splits = tuple(Split(*(p[s] for p in parts)) for s in range(counts[0]))
-    return _validated_dataset(arrays["features"], arrays["labels"], arrays["cams"], splits, name)
+    return validated_dataset(arrays["features"], arrays["labels"], arrays["cams"], splits, name)
 
 
 def random_splits(
@@ -277,6 +363,12 @@ def random_splits(
     n_train = int(num_train_ids or 0)
     if n_test < 0 or n_train < 0:
         raise ValueError(f"identity counts must be >= 0; got {num_train_ids}, {num_test_ids}")
+    for what, k in (("num_test_ids", n_test), ("num_train_ids", n_train)):
+        if k > n_ids:
+            raise ValueError(
+                f"{what}={k} exceeds the {n_ids} identities in the data; expected at "
+                f"most {n_ids} (0: the default share)"
+            )
     if not n_test:
         n_test = n_ids - n_train if n_train else n_ids // 2
     if not n_train:
@@ -287,7 +379,10 @@ def random_splits(
             "identities in the data"
         )
     if n_train < 2:
-        raise ValueError(f"need at least 2 train identities; got {n_train} of {n_ids}")
+        raise ValueError(
+            f"need at least 2 train identities; with {n_test} test identities only "
+            f"{n_train} of the {n_ids} are left: lower num_test_ids"
+        )
     splits = []
     for s in range(int(num_splits)):
         rng = np.random.default_rng([seed, s])
@@ -414,11 +509,18 @@ def load_dataset(cfg, *, progress: bool = False) -> Dataset:
         num_test_ids=cfg.num_test_ids or None,
         seed=cfg.seed,
     )
+    if cfg.name == "synthetic" and cfg.path:
+        raise ValueError(
+            f"data.path={cfg.path!r} is set but data.name='synthetic' reads no file: the "
+            "run would train and report on the built-in synthetic data. Set data.name=npz "
+            "(or the dataset's name, e.g. market1501) to read it, or data.path='' for the "
+            "synthetic data"
+        )
     if cfg.name == "synthetic":
         kwargs = {"seed": cfg.seed, **dict(cfg.synthetic.items())}
         features, labels, cams = make_synthetic(**kwargs)
         splits = random_splits(labels, cams, **split_args)
-        return _validated_dataset(features, labels, cams, splits, "synthetic")
+        return validated_dataset(features, labels, cams, splits, "synthetic")
     if cfg.name == "npz":
         return load_npz(os.path.expanduser(cfg.path), **split_args)
     return _load_registered(cfg, split_args, progress=progress)

@@ -9,6 +9,14 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from warca_jax import workdir as workdir_lib
+
+
+def _savefig(fig, path: str, **kwargs) -> None:
+    """``fig.savefig`` to a temporary name, then moved onto ``path`` (never half a file)."""
+    with workdir_lib.atomic_path(path) as tmp:
+        fig.savefig(tmp, **kwargs)
+
 
 def plot_cmc(
     curves: dict[str, np.ndarray],
@@ -59,7 +67,7 @@ def plot_cmc(
         ax.legend(loc="lower right")
     else:  # beside the axes, where it hides no curve
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    _savefig(fig, path, format="png", dpi=100, bbox_inches="tight")
     return path
 
 
@@ -164,7 +172,7 @@ def plot_ranked_lists(
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path
 
 
@@ -212,7 +220,7 @@ def plot_validation_cost(
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path
 
 
@@ -276,7 +284,7 @@ def plot_condition_numbers(
         ax.set_title(title, fontsize=10)
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path
 
 
@@ -318,7 +326,7 @@ def plot_rank1_sweep(
         ax.set_title(title, fontsize=10)
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path
 
 
@@ -374,7 +382,7 @@ def plot_rank1_vs_seconds(
         fig.tight_layout(rect=(0, 0.03 + 0.03 * note.count("\n"), 1, 1))
     else:
         fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path
 
 
@@ -430,5 +438,5 @@ def plot_rank_k(
         ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="method (rank-1)")
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=100)
+    _savefig(fig, path, format="png", dpi=100)
     return path

@@ -33,12 +33,14 @@ import json
 import math
 import os
 import time
+import zipfile
 
 import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
 from warca_jax import evaluation, methods, plots
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import EMBEDDING_KINDS, Metric
 
 SUMMARY_KEYS = (
@@ -173,38 +175,88 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
-def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
+    """What identifies the data of a run: a hash of its arrays and splits, and its source.
+
+    ``content`` (compared on restart) hashes the features, labels, cameras and every
+    split as loaded; ``source`` (recorded only) is the size, mtime and hash of the file
+    or folder listing that ``data.path`` names.
+    """
+    arrays = [dataset.features, dataset.labels, dataset.cams]
+    for split in dataset.splits:
+        arrays.extend(split)
+    out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
+    path = os.path.expanduser(data_cfg.get("path", "") or "")
+    if path and os.path.exists(path):
+        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
+    return out
 
 
-def check_config_file(workdir: str, config) -> None:
-    """Writes ``workdir/config.json``, or refuses a workdir whose config.json differs."""
-    path = os.path.join(workdir, "config.json")
+def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = None) -> None:
+    """Records config.json (and data.json), or refuses a workdir of another run.
+
+    A workdir whose config.json differs from ``config``, or whose data.json records other
+    data (the file changed since), is a ValueError: results of two runs are never mixed.
+    """
     text = config.to_json_best_effort(indent=1, sort_keys=True)
-    if os.path.exists(path):
-        with open(path) as f:
-            old = f.read()
-        if json.loads(old) != json.loads(text):
-            raise ValueError(
-                f"{workdir} holds a run with a different config ({path}); use a new workdir "
-                "or remove it to start over"
-            )
-        return
-    with open(path, "w") as f:
-        f.write(text)
+    data = {} if dataset is None else data_fingerprint(dataset, config.data)
+    workdir_lib.check_run_files(workdir, text, data)
 
 
 def _drop_split_lines(path: str, split: int) -> None:
-    """Removes the metrics.jsonl lines of an unfinished split before it is redone."""
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        lines = [ln for ln in f if ln.strip() and json.loads(ln).get("split") != split]
-    with open(path, "w") as f:
-        f.writelines(lines)
+    """Removes the metrics.jsonl lines of an unfinished split (and damaged lines)."""
+    if os.path.exists(path):
+        rows = workdir_lib.read_jsonl(path)
+        workdir_lib.write_jsonl(path, [r for r in rows if r.get("split") != split])
+
+
+def _split_check(s: int):
+    """The check a reused split_{s}.json must pass: split s's, every measure finite."""
+
+    def check(obj):
+        reason = workdir_lib.finite_numbers(obj, ("split", *SUMMARY_KEYS))
+        if reason:
+            return reason
+        if obj["split"] != s:
+            return f"it holds the results of split {obj['split']}, not of split {s}"
+        cmc = obj.get("cmc")
+        if not isinstance(cmc, list) or not cmc:
+            return "its CMC curve is missing"
+        if not all(isinstance(v, int | float) and math.isfinite(v) for v in cmc):
+            return "its CMC curve holds a non-number"
+        return None
+
+    return check
+
+
+def reuse_split(workdir: str, s: int) -> dict | None:
+    """Split s's results if its split_{s}.json and model_split{s}.npz are sound, else None.
+
+    A damaged, non-finite or misplaced file is logged and None is returned: the caller
+    redoes the split and overwrites both files.
+    """
+    res = workdir_lib.reuse_json(os.path.join(workdir, f"split_{s}.json"), _split_check(s))
+    if res is None:
+        return None
+    model = os.path.join(workdir, f"model_split{s}.npz")
+    if not os.path.exists(model):
+        logging.warning("%s is missing; redoing split %d", model, s)
+        return None
+    try:
+        metric = Metric.load(model)
+        bad = [
+            f.name
+            for f in dataclasses.fields(metric)
+            if isinstance(getattr(metric, f.name), np.ndarray)
+            and getattr(metric, f.name).dtype.kind == "f"
+            and not np.isfinite(getattr(metric, f.name)).all()
+        ]
+        if bad:
+            raise ValueError(f"non-finite {bad}")
+    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        logging.warning("%s cannot be reused (%s); redoing split %d", model, e, s)
+        return None
+    return res
 
 
 def run_split(dataset, s: int, config, workdir: str) -> dict:
@@ -275,7 +327,7 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
             seed=seed,
         )
         out["baseline_euclidean"] = _jsonable(base)
-    _write_json(os.path.join(workdir, f"split_{s}.json"), out)
+    workdir_lib.write_json(os.path.join(workdir, f"split_{s}.json"), out)
     return out
 
 
@@ -305,15 +357,14 @@ def train_and_evaluate(config, workdir: str) -> dict:
         val = validation_split(dataset, s, config)
         t = split.train_idx if val is None else val.train_idx
         validate(dataset.features[t], dataset.labels[t], config.method)
-    os.makedirs(workdir, exist_ok=True)
-    check_config_file(workdir, config)
+    workdir_lib.prepare(workdir)
+    check_config_file(workdir, config, dataset)
     per_split = []
     for s in range(len(dataset.splits)):
-        path = os.path.join(workdir, f"split_{s}.json")
-        if os.path.exists(path) and os.path.exists(os.path.join(workdir, f"model_split{s}.npz")):
-            with open(path) as f:
-                per_split.append(json.load(f))
-            logging.info("split %d already done; reusing %s", s, path)
+        done = reuse_split(workdir, s)
+        if done is not None:
+            per_split.append(done)
+            logging.info("split %d already done; reusing split_%d.json", s, s)
             continue
         res = run_split(dataset, s, config, workdir)
         logging.info(
@@ -343,7 +394,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         )
         results["baseline_euclidean"] = {"mean": base["mean"], "std": base["std"]}
         curves["euclidean"] = base["cmc"]
-    _write_json(os.path.join(workdir, "results.json"), results)
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
     plots.plot_cmc(
         curves,
         os.path.join(workdir, "cmc.png"),

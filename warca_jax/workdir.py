@@ -148,6 +148,28 @@ def finite_numbers(obj, keys) -> str | None:
     return None
 
 
+def record_check(**expected) -> Callable[[object], str | None]:
+    """A ``reuse_json`` check: a JSON object with ``expected`` entries and no NaN or inf.
+
+    E.g. ``record_check(split=3, method="warca")`` refuses another split's or method's
+    record copied into this file, and a record in which any number is not finite.
+    """
+
+    def check(obj):
+        if not isinstance(obj, dict):
+            return f"expected a JSON object, found {type(obj).__name__}"
+        for k, v in expected.items():
+            if obj.get(k) != v:
+                return f"its {k!r} is {obj.get(k)!r}, expected {v!r}"
+        try:
+            _finite_json(obj)
+        except ValueError as e:
+            return str(e).replace("refusing to write a", "it holds a")
+        return None
+
+    return check
+
+
 def read_jsonl(path: str) -> list[dict]:
     """The rows of a JSON-lines file; lines that do not parse are dropped with a log line.
 
@@ -256,10 +278,11 @@ def check_run_files(workdir: str, config_text: str, data: dict) -> None:
             )
         old_data = reuse_json(data_path) if os.path.exists(data_path) else None
         if old_data is not None and old_data.get("content") != data.get("content"):
+            source = (old_data.get("source") or {}).get("path", old_data.get("name"))
             raise ValueError(
-                f"{workdir} holds a run of this config on other data: the data changed "
-                f"since ({data_path} records {old_data.get('source', 'its fingerprint')}); "
-                "use a new workdir, or remove it to start over"
+                f"{workdir} holds a run of this config on other data: {source} changed "
+                f"since that run (the hash of its arrays differs from the one in "
+                f"{data_path}); use a new workdir, or remove it to start over"
             )
     else:
         write_text(cfg_path, config_text)

@@ -71,14 +71,7 @@ def to_dataset(
     )
 
 
-def validated_dataset(features, labels, cams, splits, name: str) -> data.Dataset:
-    """Builds a `Dataset` after `data.validate_arrays` and `data.validate_split` pass."""
-    features, labels, cams = data.validate_arrays(features, labels, cams)
-    checked = []
-    for s, split in enumerate(splits):
-        data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
-        checked.append(data.Split(*(np.asarray(x).astype(np.int64) for x in split)))
-    return data.Dataset(features, labels, cams, tuple(checked), name)
+validated_dataset = data.validated_dataset
 
 
 def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
