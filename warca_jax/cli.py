@@ -9,6 +9,7 @@ absl does for any other bad flag.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 from absl import app, flags
@@ -22,6 +23,15 @@ def _config_flag_names() -> list[str]:
         for name, flag in flags.FLAGS._flags().items()  # noqa: SLF001 - absl has no public list
         if isinstance(flag.parser, config_flags.ConfigFileFlagParser)
     ]
+
+
+def _load_config(spec: str):
+    """The config of a ``path.py[:arg]`` flag value, loaded as the flag does."""
+    path, _, arg = spec.partition(":")
+    module_spec = importlib.util.spec_from_file_location("_cli_config", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.get_config(arg) if arg else module.get_config()
 
 
 def _unknown_field(argv: list[str]) -> str | None:
@@ -38,7 +48,7 @@ def _unknown_field(argv: list[str]) -> str | None:
                 continue
             path = arg[len(name) + 3 :].split("=", 1)[0]
             try:
-                config = config_flags.ConfigFileFlagParser(name=name).parse(files[name])
+                config = _load_config(files[name])
             except Exception:  # noqa: BLE001 - the file's own error is reported by absl
                 return None
             node, done = config, []

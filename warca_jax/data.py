@@ -86,11 +86,18 @@ def validate_arrays(features, labels, cams) -> tuple[np.ndarray, np.ndarray, np.
         raise ValueError(f"features must be 2-D [N, D]; got shape {features.shape}")
     if 0 in features.shape:
         raise ValueError(f"features must be non-empty [N, D]; got shape {features.shape}")
+    original = features
     with np.errstate(over="ignore"):  # Overflow to inf is reported just below.
         features = features.astype(np.float32)
     finite = np.isfinite(features)
     if not finite.all():
         row = int(np.flatnonzero(~finite.all(axis=1))[0])
+        if np.isfinite(np.asarray(original)).all():
+            raise ValueError(
+                f"features must fit in float32 (|x| < 3.4e38), as they are trained and "
+                f"ranked in float32; {int((~finite).sum())} values overflow, first in row "
+                f"{row}: divide the features by a common scale (rankings do not change)"
+            )
         raise ValueError(
             f"features must be finite (in float32); found {int(np.isnan(features).sum())} NaN "
             f"and {int(np.isinf(features).sum())} inf values, first in row {row}"
@@ -225,8 +232,14 @@ def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
     """
     if os.path.getsize(path) == 0:
         raise ValueError(f"{path}: the {what} is empty (0 bytes); expected {NPZ_EXPECTED}")
+    with open(path, "rb") as fh:
+        return _read_npz(fh, path, keys, what)
+
+
+def _read_npz(fh, path: str, keys, what: str) -> tuple[dict, list[str]]:
+    """`read_npz` on an open file handle."""
     try:
-        npz = np.load(path, allow_pickle=False)
+        npz = np.load(fh, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         if isinstance(e, ValueError) and "pickle" in str(e):
             reason = "it is not a numpy file (text, or pickled data)"
@@ -294,6 +307,9 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
     for key in REQUIRED_KEYS:
         if key not in arrays:
             raise KeyError(f"{path}: missing key {key!r}; {expected}")
+    arrays["features"], arrays["labels"], arrays["cams"] = validate_arrays(
+        arrays["features"], arrays["labels"], arrays["cams"]
+    )
     have = [k for k in SPLIT_KEYS if k in arrays]
     name = os.path.splitext(os.path.basename(path))[0]
     if not have:

@@ -399,6 +399,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
         curves,
         os.path.join(workdir, "cmc.png"),
         max_rank=config.eval.plot_max_rank,
-        title=f"{config.method.name} on {dataset.name}",
+        # a name from a non-UTF-8 file name holds surrogates no font can draw
+        title=f"{config.method.name} on {dataset.name}".encode("utf-8", "replace").decode(),
     )
     return results

@@ -243,7 +243,7 @@ def prepare(workdir: str) -> None:
         )
     try:
         os.makedirs(workdir, exist_ok=True)
-    except FileExistsError:
+    except (FileExistsError, NotADirectoryError):
         raise NotADirectoryError(
             f"workdir {workdir!r}: a part of the path is a file, not a folder"
         ) from None

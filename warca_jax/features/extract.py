@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from absl import logging
 from tqdm import tqdm
 
 from warca_jax.features import images as images_lib
@@ -160,10 +161,9 @@ def extract(
     if cache_dir is not None:
         key = cache_key(paths, descriptor=descriptor, height=height, width=width)
         target = os.path.join(os.fspath(cache_dir), f"{descriptor}_{key[:16]}.npy")
-        if os.path.isfile(target):
-            cached = np.load(target)
-            if cached.shape == (n, dim) and cached.dtype == np.float32:
-                return cached
+        cached = _read_cache(target, (n, dim))
+        if cached is not None:
+            return cached
 
     out = np.empty((n, dim), np.float32)
     size = max(1, min(batch_size, n))
@@ -175,14 +175,50 @@ def extract(
             bar.update(len(batch))
 
     if target is not None:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".npy.tmp")
         try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, out)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+            _write_cache(target, out)
+        except OSError as e:  # a read-only or full cache costs the cache, not the features
+            logging.warning("feature cache %s not written (%s); continuing uncached", target, e)
     return out
+
+
+def _read_cache(target: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """The cached features in ``target``, or None (logged) when absent or unusable."""
+    if not os.path.isfile(target):
+        return None
+    try:
+        cached = np.load(target, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        logging.warning("feature cache %s is damaged (%s); recomputing it", target, e)
+        return None
+    if cached.shape != shape or cached.dtype != np.float32:
+        logging.warning(
+            "feature cache %s holds %s %s, expected float32 %s; recomputing it",
+            target,
+            cached.dtype,
+            cached.shape,
+            shape,
+        )
+        return None
+    if not np.isfinite(cached).all():
+        logging.warning(
+            "feature cache %s holds %d non-finite values; recomputing it",
+            target,
+            int((~np.isfinite(cached)).sum()),
+        )
+        return None
+    return cached
+
+
+def _write_cache(target: str, out: np.ndarray) -> None:
+    """Writes ``out`` to ``target`` under a temporary name, then moves it into place."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".npy.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, out)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

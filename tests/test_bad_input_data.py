@@ -1,0 +1,491 @@
+"""Bad input to the data layer, the command line and workdirs: refused clearly, or repaired.
+
+Each case is what a user could do (a damaged file, a wrong option, a killed run) and
+asserts the exception type and a fragment of its message, or the correct result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from configs import nn as nn_config
+from configs import warca as warca_config
+from configs.common import overridden
+from warca_jax import cli, data, features, train, workdir
+from warca_jax import main as _main  # noqa: F401 - defines the --config flag cli reads
+from warca_jax.metric import Metric
+from warca_jax.synthetic import make_synthetic
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def arrays():
+    return make_synthetic(num_ids=40, images_per_id=4, num_cams=2, dim=16, seed=0)
+
+
+@pytest.fixture
+def good_npz(tmp_path, arrays):
+    f, lab, c = arrays
+    path = tmp_path / "good.npz"
+    np.savez(path, features=f, labels=lab, cams=c)
+    return str(path)
+
+
+def _save(tmp_path, name="bad.npz", **arrays):
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def test_empty_dataset_file(tmp_path):
+    path = tmp_path / "empty.npz"
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty \(0 bytes\).*numpy.savez"):
+        data.load_npz(path)
+
+
+def test_truncated_dataset_file(tmp_path, good_npz):
+    with open(good_npz, "rb") as f:
+        blob = f.read()
+    path = tmp_path / "cut.npz"
+    path.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ValueError, match="damaged or truncated"):
+        data.load_npz(path)
+
+
+def test_text_file_as_dataset(tmp_path):
+    path = tmp_path / "notes.npz"
+    path.write_text("features, labels, cams\n1, 2, 3\n")
+    with pytest.raises(ValueError, match=r"not a numpy file.*expected a \.npz archive"):
+        data.load_npz(path)
+
+
+def test_one_bare_array_as_dataset(tmp_path):
+    path = tmp_path / "bare.npz"
+    with open(path, "wb") as f:
+        np.save(f, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"one unnamed array of shape \(4, 3\)"):
+        data.load_npz(path)
+
+
+def test_ragged_split_array(tmp_path, arrays):
+    f, lab, c = arrays
+    ragged = np.array([np.arange(3), np.arange(5)], dtype=object)
+    with pytest.raises(ValueError, match=r"'train_idx' holds Python objects.*ragged"):
+        data.load_npz(
+            _save(tmp_path, features=f, labels=lab, cams=c, train_idx=ragged,
+                  query_idx=np.arange(2), gallery_idx=np.arange(2)),
+        )  # fmt: skip
+
+
+def test_missing_key(tmp_path, arrays):
+    f, lab, _ = arrays
+    with pytest.raises(KeyError, match=r"missing key 'cams'.*required"):
+        data.load_npz(_save(tmp_path, features=f, labels=lab))
+
+
+def test_folder_given_as_npz(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a folder; data.name=npz reads one .npz"):
+        data.load_npz(tmp_path)
+
+
+def test_missing_dataset_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dataset file not found"):
+        data.load_npz(tmp_path / "nowhere.npz")
+
+
+@pytest.mark.parametrize(
+    "change, error, fragment",
+    [
+        (lambda f, lab, c: (np.where(np.arange(f.size).reshape(f.shape) == 5, np.nan, f), lab, c),
+         ValueError, "features must be finite"),
+        (lambda f, lab, c: (f.astype(np.float64) * 1e300, lab, c),
+         ValueError, r"must fit in float32 .*divide the features by a common scale"),
+        (lambda f, lab, c: (f.astype(np.complex64), lab, c), ValueError, "real numbers"),
+        (lambda f, lab, c: (f.astype(str), lab, c), ValueError, "real numbers"),
+        (lambda f, lab, c: (f[:, 0], lab, c), ValueError, r"2-D \[N, D\]"),
+        (lambda f, lab, c: (f[:0], lab[:0], c[:0]), ValueError, "non-empty"),
+        (lambda f, lab, c: (f, lab.astype(str), c), ValueError, "integer-valued numbers"),
+        (lambda f, lab, c: (f, lab + 0.5, c), ValueError, "non-integer values"),
+        (lambda f, lab, c: (f, np.where(np.arange(len(lab)) == 3, np.nan, lab), c),
+         ValueError, "non-integer values"),
+        (lambda f, lab, c: (f, lab[:-1], c), ValueError, "same length"),
+        (lambda f, lab, c: (f, np.arange(len(lab)), c), ValueError, "positive pairs"),
+    ],
+    ids=["nan", "beyond-float32", "complex", "strings", "1-D", "empty", "string-labels",
+         "half-labels", "nan-label", "short-labels", "singletons"],
+)  # fmt: skip
+def test_bad_arrays(tmp_path, arrays, change, error, fragment):
+    f, lab, c = change(*arrays)
+    with pytest.raises(error, match=fragment):
+        data.load_npz(_save(tmp_path, features=f, labels=lab, cams=c))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.float16, np.float64, bool])
+def test_feature_dtypes_are_read_as_float32(tmp_path, arrays, dtype):
+    f, lab, c = arrays
+    raw = (f > 0) if dtype is bool else (f * 10).astype(dtype)
+    ds = data.load_npz(_save(tmp_path, features=raw, labels=lab, cams=c), num_splits=1)
+    assert ds.features.dtype == np.float32
+    np.testing.assert_array_equal(ds.features, raw.astype(np.float32))
+
+
+def _fixed(arrays, tmp_path, **split):
+    f, lab, c = arrays
+    return data.load_npz(_save(tmp_path, features=f, labels=lab, cams=c, **split))
+
+
+def _idx(lab, ids):
+    return np.flatnonzero(np.isin(lab, ids))
+
+
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda lab: (_idx(lab, range(20)), _idx(lab, range(20, 40))[::2],
+                      np.r_[_idx(lab, range(20, 40))[1::2], 0]), "overlap"),
+        (lambda lab: (_idx(lab, range(20)), _idx(lab, range(20, 40)),
+                      np.r_[_idx(lab, range(20, 40)), 999]), "out of range"),
+        (lambda lab: (_idx(lab, range(20)), np.r_[_idx(lab, range(20, 40))[:3], 80],
+                      np.r_[_idx(lab, range(20, 40))[3:]]), "duplicated index"),
+        (lambda lab: (_idx(lab, range(20)), _idx(lab, range(20, 40))[:0],
+                      _idx(lab, range(20, 40))), "query_idx is empty"),
+        (lambda lab: (_idx(lab, range(20)), _idx(lab, range(20, 40))[:4] - 1000,
+                      _idx(lab, range(20, 40))[4:]), "negative index"),
+    ],
+    ids=["train-in-test", "out-of-range", "duplicate", "empty-query", "negative"],
+)  # fmt: skip
+def test_bad_fixed_splits(tmp_path, arrays, make, fragment):
+    tr, q, g = make(arrays[1])
+    with pytest.raises(ValueError, match=fragment):
+        _fixed(arrays, tmp_path, train_idx=tr, query_idx=q, gallery_idx=g)
+
+
+def test_some_split_keys_only(tmp_path, arrays):
+    with pytest.raises(KeyError, match=r"all three keys; missing \['gallery_idx'\]"):
+        _fixed(arrays, tmp_path, train_idx=np.arange(4), query_idx=np.arange(4, 8))
+
+
+def test_splits_disagree_on_their_number(tmp_path, arrays):
+    lab = arrays[1]
+    tr, te = _idx(lab, range(20)), _idx(lab, range(20, 40))
+    with pytest.raises(ValueError, match=r"disagree on the number of splits S: \[2, 1, 1\]"):
+        _fixed(arrays, tmp_path, train_idx=np.stack([tr, tr]), query_idx=te[None, ::2],
+               gallery_idx=te[None, 1::2])  # fmt: skip
+
+
+def test_no_query_with_a_cross_camera_match(tmp_path, arrays):
+    f, lab, _ = arrays
+    with pytest.raises(ValueError, match="no query has a match to find"):
+        data.load_npz(_save(tmp_path, features=f, labels=lab, cams=np.zeros_like(lab)))
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def _data_cfg(**overrides):
+    return overridden(nn_config.get_config("small").data, **overrides)
+
+
+def test_path_with_synthetic_data_is_refused(good_npz):
+    with pytest.raises(ValueError, match="data.name='synthetic' reads no file"):
+        data.load_dataset(_data_cfg(path=good_npz))
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (dict(num_test_ids=100), "num_test_ids=100 exceeds the 60 identities"),
+        (dict(num_train_ids=61), "num_train_ids=61 exceeds the 60 identities"),
+        (dict(num_test_ids=59), "only 1 of the 60 are left: lower num_test_ids"),
+        (dict(num_test_ids=-3), "identity counts must be >= 0"),
+        (dict(num_splits=0), "num_splits must be at least 1"),
+        (dict(name="markets1501", path="x"), "unknown dataset name 'markets1501'; valid names"),
+        (dict(name="viper", path="x", loader_options="{variant: 1}"), "must be a JSON object"),
+    ],
+    ids=["test-ids", "train-ids", "one-train-id", "negative", "no-splits", "typo", "options"],
+)
+def test_bad_data_config(overrides, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        data.load_dataset(_data_cfg(**overrides))
+
+
+def test_unknown_config_field_on_the_command_line(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "warca_jax.main", "--config=configs/nn.py:small",
+         f"--workdir={tmp_path}", "--config.method.distanse=cosine"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "unknown config field 'distanse' in config.method; its fields are" in out.stderr
+    assert "'distance'" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("--config.method.lam.x=1", "config.method.lam is a value (0.01), not a section"),
+        ("--config.optim.lr=1", "unknown config field 'optim' in config; its fields are"),
+        ("--config.data.synthetic.num_id=3", "unknown config field 'num_id' in config.data"),
+    ],
+)
+def test_unknown_config_field_is_explained(override, fragment, capsys):
+    argv = ["main", "--config=configs/warca.py:small", "--workdir=/tmp/x", override]
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        assert fragment in cli._unknown_field(argv)
+    finally:
+        os.chdir(cwd)
+
+
+# --------------------------------------------------------------------------- workdirs
+
+
+def _nn_config(path, **method):
+    c = nn_config.get_config("small")
+    c.unlock()
+    c.data.name, c.data.path, c.data.num_splits = "npz", path, 2
+    c.method.update(method)
+    return c
+
+
+def _warca_config(path):
+    c = warca_config.get_config("small")
+    c.unlock()
+    c.data.name, c.data.path, c.data.num_splits = "npz", path, 2
+    c.method.num_iters, c.method.log_every = 20, 10
+    c.eval.baseline = False
+    return c
+
+
+def test_workdir_that_is_a_file(tmp_path, good_npz):
+    target = tmp_path / "results"
+    target.write_text("")
+    with pytest.raises(NotADirectoryError, match="exists and is not a folder"):
+        train.train_and_evaluate(_nn_config(good_npz), str(target))
+
+
+def test_workdir_under_a_file(tmp_path, good_npz):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "f" / "run"))
+
+
+def test_workdir_of_another_config(tmp_path, good_npz):
+    train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    with pytest.raises(ValueError, match="holds a run with a different config"):
+        train.train_and_evaluate(_nn_config(good_npz, distance="cosine"), str(tmp_path / "w"))
+
+
+def test_workdir_on_changed_data(tmp_path, good_npz, arrays):
+    train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    f, lab, c = arrays
+    np.savez(good_npz, features=f * 2 + 1, labels=lab, cams=c)
+    with pytest.raises(ValueError, match=r"good.npz changed since that run"):
+        train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+
+
+def test_workdir_on_the_same_data_touched(tmp_path, good_npz):
+    first = train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    os.utime(good_npz, ns=(1, 1))  # same bytes, new mtime: still the same data
+    assert train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w")) == first
+
+
+def test_damaged_config_file(tmp_path, good_npz):
+    wd = tmp_path / "w"
+    train.train_and_evaluate(_nn_config(good_npz), str(wd))
+    text = (wd / "config.json").read_text()
+    (wd / "config.json").write_text(text[: len(text) // 2])
+    with pytest.raises(workdir.DamagedFileError, match=r"config.json: the config file .* damaged"):
+        train.train_and_evaluate(_nn_config(good_npz), str(wd))
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, arrays):
+    """A finished two-split WARCA workdir and its results, to damage and resume."""
+    root = tmp_path_factory.mktemp("finished")
+    f, lab, c = arrays
+    np.savez(root / "data.npz", features=f, labels=lab, cams=c)
+    results = train.train_and_evaluate(_warca_config(str(root / "data.npz")), str(root / "w"))
+    return root, results
+
+
+def _copy(finished, tmp_path):
+    import shutil
+
+    root, results = finished
+    shutil.copy(root / "data.npz", tmp_path / "data.npz")
+    shutil.copytree(root / "w", tmp_path / "w")
+    cfg = json.loads((tmp_path / "w" / "config.json").read_text())
+    cfg["data"]["path"] = str(tmp_path / "data.npz")
+    (tmp_path / "w" / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True))
+    (tmp_path / "w" / "data.json").unlink()
+    return tmp_path / "w", _warca_config(str(tmp_path / "data.npz")), results
+
+
+def _nan_model(wd):
+    path = wd / "model_split1.npz"
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["projection"] = arrays["projection"] * np.nan
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda wd: (wd / "split_1.json").write_text(
+            (wd / "split_1.json").read_text().replace('"rank1": ', '"rank1": NaN, "x": ')),
+         "'rank1' is not finite"),
+        (lambda wd: (wd / "split_1.json").write_text((wd / "split_0.json").read_text()),
+         "results of split 0, not of split 1"),
+        (lambda wd: (wd / "split_1.json").write_text((wd / "split_1.json").read_text()[:200]),
+         "split_1.json: the file is damaged"),
+        (lambda wd: (wd / "split_1.json").write_text('{"split": 1}'), "'rank1' is missing"),
+        (lambda wd: (wd / "model_split1.npz").write_bytes(
+            (wd / "model_split1.npz").read_bytes()[:500]), "model_split1.npz cannot be reused"),
+        (_nan_model, "model_split1.npz cannot be reused"),
+        (lambda wd: (wd / "model_split1.npz").unlink(), "model_split1.npz is missing"),
+    ],
+    ids=["nan", "other-split", "truncated", "incomplete", "cut-model", "nan-model", "no-model"],
+)  # fmt: skip
+def test_damaged_split_files_are_redone(tmp_path, finished, damage, reason, caplog):
+    wd, config, results = _copy(finished, tmp_path)
+    damage(wd)
+    with caplog.at_level(logging.WARNING):
+        again = train.train_and_evaluate(config, str(wd))
+    assert reason in caplog.text
+    for key in ("rank1", "mAP", "mINP", "AUC"):
+        assert again["mean"][key] == results["mean"][key]
+    assert again["cmc"] == results["cmc"]
+    assert json.loads((wd / "split_1.json").read_text())["split"] == 1
+
+
+def test_cut_metrics_line_is_dropped_on_resume(tmp_path, finished, caplog):
+    wd, config, results = _copy(finished, tmp_path)
+    (wd / "split_1.json").unlink()
+    with open(wd / "metrics.jsonl", "a") as f:
+        f.write('{"split": 1, "ste')
+    with caplog.at_level(logging.WARNING):
+        again = train.train_and_evaluate(config, str(wd))
+    assert "metrics.jsonl line" in caplog.text and "damaged; dropping it" in caplog.text
+    assert again["mean"]["rank1"] == results["mean"]["rank1"]
+    rows = [json.loads(line) for line in (wd / "metrics.jsonl").read_text().splitlines()]
+    assert sorted({r["split"] for r in rows}) == [0, 1]
+
+
+def test_workdir_leaves_no_temporary_files(finished):
+    root, _ = finished
+    assert sorted(os.listdir(root / "w")) == [
+        "cmc.png", "config.json", "data.json", "metrics.jsonl", "model_split0.npz",
+        "model_split1.npz", "results.json", "split_0.json", "split_1.json",
+    ]  # fmt: skip
+
+
+def test_non_utf8_paths(tmp_path, arrays):
+    name = os.fsdecode(b"caf\xe9")
+    f, lab, c = arrays
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, features=f, labels=lab, cams=c)
+    res = train.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
+    again = train.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
+    assert res["cmc"] == again["cmc"] and 0 < res["mean"]["rank1"] <= 100
+
+
+# ------------------------------------------------------------------------ the helpers
+
+
+def test_write_json_refuses_nan(tmp_path):
+    with pytest.raises(ValueError, match=r"non-finite number \(nan\) at splits\[1\].rank1"):
+        workdir.write_json(str(tmp_path / "r.json"), {"splits": [{}, {"rank1": float("nan")}]})
+    assert not os.listdir(tmp_path)
+
+
+def test_interrupted_write_keeps_the_old_file(tmp_path):
+    path = str(tmp_path / "r.json")
+    workdir.write_json(path, {"a": 1})
+    with pytest.raises(KeyboardInterrupt), workdir.atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            f.write('{"a": ')
+        raise KeyboardInterrupt
+    assert workdir.read_json(path) == {"a": 1} and os.listdir(tmp_path) == ["r.json"]
+
+
+# ---------------------------------------------------------------------- feature cache
+
+
+@pytest.fixture
+def image_paths(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"img{i}.png"
+        Image.fromarray(rng.integers(0, 255, (32, 16, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    return paths
+
+
+def _cut(path, n):
+    with open(path, "rb") as f:
+        head = f.read(n)
+    with open(path, "wb") as f:
+        f.write(head)
+
+
+def _extract(paths, cache):
+    return features.extract(paths, height=32, width=16, batch_size=4, cache_dir=cache)
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda p: np.save(p, np.full(np.load(p).shape, np.nan, np.float32)), "non-finite"),
+        (lambda p: _cut(p, 100), "is damaged"),
+        (lambda p: np.save(p, np.zeros((2, 2), np.float32)), "expected float32"),
+    ],
+    ids=["nan", "truncated", "wrong-shape"],
+)
+def test_damaged_feature_cache_is_recomputed(tmp_path, image_paths, damage, reason, caplog):
+    cache = tmp_path / "cache"
+    first = _extract(image_paths, cache)
+    (stored,) = os.listdir(cache)
+    damage(str(cache / stored))
+    with caplog.at_level(logging.WARNING):
+        again = _extract(image_paths, cache)
+    assert reason in caplog.text
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_array_equal(np.load(cache / stored), first)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_feature_cache(tmp_path, image_paths, caplog):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        with caplog.at_level(logging.WARNING):
+            out = _extract(image_paths, cache)
+    finally:
+        cache.chmod(0o755)
+    assert "not written" in caplog.text and np.isfinite(out).all()
+
+
+def test_metric_of_a_damaged_workdir_file_is_refused(tmp_path):
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"PK\x03\x04 cut")
+    with pytest.raises((ValueError, OSError)):
+        Metric.load(path)
