@@ -130,7 +130,8 @@ def test_a_mesh_of_one_is_the_default_here(reid):
 
 def test_more_devices_than_there_are_is_a_clear_error(reid):
     x, y = reid.x_train, reid.y_train
-    with pytest.raises(ValueError, match="only 1 cpu devices are visible"):
+    n, kind = len(jax.devices()), jax.devices()[0].platform
+    with pytest.raises(ValueError, match=f"only {n} {kind} devices are visible"):
         warca.fit(x, y, _cfg(num_devices=len(jax.devices()) + 1))
     with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
         warca.fit(x, y, _cfg(num_devices=-1))
