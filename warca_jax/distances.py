@@ -5,15 +5,33 @@ the clamped square; ``cosine`` is 1 - cos with zero vectors at distance 1
 from all; ``manhattan`` is L1; ``chi2`` is sum (x - y)^2 / (x + y) with 0/0
 terms counted as 0 (non-negative inputs only). The evaluation ranks galleries
 with them and the kernels of ``warca_jax.kernels`` are built on them.
+
+Scale: ``||x||^2 + ||y||^2 - 2 x.y`` overflows float32 for features around 1e19 and
+underflows to ties around 1e-19 (and XLA on a CPU flushes subnormals to zero). Every
+distance here is homogeneous, ``d(c x, c y) = c**p d(x, y)`` for c > 0 with p =
+``DEGREE[metric]`` (euclidean, manhattan, chi2: 1; sqeuclidean: 2; cosine: 0), so the
+features are first divided by one common power of two ``2**shift`` (``scaled_features``)
+when their largest magnitude is outside ``[2**-20, 2**20]``: exact, and a no-op (bit for
+bit) at ordinary scales. Rankings are computed on the rescaled features; the distances
+``pairwise_distances`` returns are multiplied back by ``2**(p * shift)``, exactly, and a
+matrix that float32 cannot hold is refused with a ValueError instead of inf or zeros.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 DISTANCES = ("euclidean", "sqeuclidean", "cosine", "manhattan", "chi2")
+# p of each distance in d(c x, c y) = c**p d(x, y), c > 0: a common positive rescaling of
+# query and gallery scales every distance by one factor and so changes no ranking.
+DEGREE = {"euclidean": 1, "sqeuclidean": 2, "cosine": 0, "manhattan": 1, "chi2": 1}
+# Features whose largest magnitude lies in this range are used as they are (bit for bit);
+# outside it they are rescaled by a power of two (exact) to a largest magnitude near 1.
+SAFE_MAGNITUDE = (2.0**-20, 2.0**20)
 
 # Bound on b * m * d for the metrics that need a [b, m, d] intermediate.
 # The elementwise distances (manhattan, chi2) build [b, c, d] intermediates; b rows of x
@@ -83,21 +101,114 @@ def row_block(block_size: int, m: int, d: int, metric: str) -> int:
     return block_size
 
 
-def check_features(x, y, metric: str, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+def _real_2d(a, name: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} features must be real numbers, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{name} features must be 2-D [n, d], got shape {a.shape}")
+    return a
+
+
+def _range(a: np.ndarray, name: str) -> tuple[float, float]:
+    """(min, max) of a as floats (0, 0 when empty); ValueError on any NaN or inf.
+
+    Two reductions and no temporary: NaN propagates through min and max, and an inf is one
+    of them. Only a bad array pays for locating its first non-finite value.
+    """
+    if a.size == 0:
+        return 0.0, 0.0
+    lo, hi = float(a.min()), float(a.max())
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi
+    bad = ~np.isfinite(a)
+    row = int(np.flatnonzero(bad.any(axis=1))[0])
+    col = int(np.flatnonzero(bad[row])[0])
+    raise ValueError(
+        f"{name} features hold {int(bad.sum())} NaN or inf values (first at row {row}, "
+        f"column {col}: {a[row, col]}); expected finite values"
+    )
+
+
+def scale_shift(magnitude: float) -> int:
+    """The power of two ``shift`` that ``scaled_features`` divides by (0: none).
+
+    0 for a largest magnitude of 0 or within ``SAFE_MAGNITUDE``, else round(log2(magnitude)),
+    which brings the largest magnitude to [2**-0.5, 2**0.5].
+    """
+    lo, hi = SAFE_MAGNITUDE
+    if magnitude == 0 or lo <= magnitude <= hi:
+        return 0
+    return round(math.log2(magnitude))
+
+
+def _to_float32(a: np.ndarray, shift: int) -> np.ndarray:
+    """a * 2**-shift as float32: exact (ldexp) up to float32 rounding of the result."""
+    if shift == 0:
+        return np.asarray(a, dtype=np.float32)
+    wide = a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
+    return np.ldexp(wide, -shift).astype(np.float32, copy=False)
+
+
+def scaled_features(
+    x, y, metric: str, block_size: int, *, names: tuple[str, str] = ("query", "gallery")
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Checks two feature matrices and divides both by one power of two ``2**shift``.
+
+    The shift (``scale_shift`` of the largest magnitude over both) is 0 at ordinary
+    scales, so the arrays are then the plain float32 casts. Rankings under any of
+    ``DISTANCES`` are the same for the rescaled features (``DEGREE``); the distances are
+    ``2**(DEGREE[metric] * shift)`` times those of the rescaled features.
+
+    Args:
+      x: [n, d] and y: [m, d] real features, any float or int dtype (float64 values beyond
+        float32's range are fine). metric: one of ``DISTANCES``. block_size: positive int.
+      names: how the error messages call x and y.
+
+    Returns:
+      (x, y) float32 divided by 2**shift, and shift.
+
+    Raises:
+      ValueError: unknown metric, bad block_size, not 2-D real arrays, NaN or inf (the
+        count and the first place named), different dims, negative values for chi2.
+    """
     if metric not in DISTANCES:
         raise ValueError(f"unknown metric {metric!r}; expected one of {DISTANCES}")
-    if not isinstance(block_size, int | np.integer) or block_size < 1:
+    if (
+        isinstance(block_size, bool)
+        or not isinstance(block_size, int | np.integer)
+        or block_size < 1
+    ):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-    x, y = np.asarray(x, dtype=np.float32), np.asarray(y, dtype=np.float32)
-    for name, a in (("query", x), ("gallery", y)):
-        if a.ndim != 2:
-            raise ValueError(f"{name} features must be 2-D [n, d], got shape {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} features contain NaN or inf; expected finite values")
+    x, y = _real_2d(x, names[0]), _real_2d(y, names[1])
+    (x_lo, x_hi), (y_lo, y_hi) = _range(x, names[0]), _range(y, names[1])
     if x.shape[1] != y.shape[1]:
-        raise ValueError(f"query and gallery feature dims differ: {x.shape[1]} vs {y.shape[1]}")
-    if metric == "chi2" and (np.any(x < 0) or np.any(y < 0)):
-        raise ValueError("chi2 distance requires non-negative features; got negative values")
+        raise ValueError(
+            f"{names[0]} and {names[1]} feature dims differ: {x.shape[1]} vs {y.shape[1]} "
+            f"(shapes {x.shape} and {y.shape})"
+        )
+    if metric == "chi2" and min(x_lo, y_lo) < 0:
+        which = names[0] if x_lo < 0 else names[1]
+        raise ValueError(
+            f"chi2 distance requires non-negative features; got negative values "
+            f"({which} features: min {min(x_lo, y_lo):.4g})"
+        )
+    shift = scale_shift(max(-x_lo, x_hi, -y_lo, y_hi))
+    return _to_float32(x, shift), _to_float32(y, shift), shift
+
+
+def check_features(x, y, metric: str, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``scaled_features`` without the rescaling: the checked float32 arrays.
+
+    Raises ValueError also where float32 cannot hold the features.
+    """
+    x, y, shift = scaled_features(x, y, metric, block_size)
+    if shift == 0:
+        return x, y
+    with np.errstate(over="ignore"):
+        x, y = np.ldexp(x, shift), np.ldexp(y, shift)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"features of magnitude ~2**{shift} are beyond float32's range")
     return x, y
 
 
@@ -122,6 +233,10 @@ def pairwise_distances(
     (non-negative inputs only). For ``manhattan``/``chi2`` the block is shrunk so that the
     ``[b, c, d]`` intermediate stays below 2M elements (cache-sized).
 
+    Correct at any finite scale: features whose largest magnitude is outside
+    ``SAFE_MAGNITUDE`` are computed on after an exact power-of-two rescaling and the
+    distances multiplied back (module docstring).
+
     Args:
       x: [n, d] features.
       y: [m, d] features.
@@ -130,8 +245,20 @@ def pairwise_distances(
 
     Returns:
       [n, m] float32 distances.
+
+    Raises:
+      ValueError: bad input (``scaled_features``), or distances float32 cannot hold: the
+        largest above its range (e.g. sqeuclidean of features ~1e20) or all of them below
+        its normal range (they would be zeros). Rankings are unaffected by the scale:
+        ``warca_jax.evaluation`` ranks rescaled features.
     """
-    x, y = check_features(x, y, metric, block_size)
+    x, y, shift = scaled_features(x, y, metric, block_size, names=("x", "y"))
+    dist = blocked_distances(x, y, metric=metric, block_size=block_size)
+    return unscale_distances(dist, DEGREE[metric] * shift, metric)
+
+
+def blocked_distances(x: np.ndarray, y: np.ndarray, *, metric: str, block_size: int) -> jax.Array:
+    """``pairwise_distances`` of checked float32 arrays as they are (no checks, no scaling)."""
     b = row_block(block_size, y.shape[0], y.shape[1], metric)
     b = min(b, max(x.shape[0], 1))
     yj = jnp.asarray(y)
@@ -141,3 +268,33 @@ def pairwise_distances(
         xb = jnp.asarray(pad_rows(x[i : i + b], b))
         out.append(distances_jit(xb, yj, sq_norms(xb), yy, metric=metric)[: x.shape[0] - i])
     return jnp.concatenate(out) if out else jnp.zeros((0, y.shape[0]), jnp.float32)
+
+
+def unscale_distances(dist: jax.Array, exponent: int, metric: str) -> jax.Array:
+    """dist * 2**exponent, exactly, on the host (no flush of subnormal results to zero).
+
+    Raises ValueError where float32 cannot hold the result: the largest distance above
+    float32's range, or every nonzero distance below its normal range.
+    """
+    if exponent == 0 or dist.size == 0:
+        return dist
+    host = np.asarray(dist)
+    top = float(np.max(np.abs(host)))
+    if top == 0:
+        return dist
+    power = math.frexp(top)[1] + exponent  # |d| < 2**power
+    digits = (math.log2(top) + exponent) * math.log10(2)
+    if power > 128:
+        raise ValueError(
+            f"{metric} distances of these features reach ~1e{digits:.0f}, beyond float32's "
+            f"range (3.4e38); divide the features by a common factor (no ranking changes: "
+            f"warca_jax.evaluation rescales them on its own)"
+        )
+    if power < -125:
+        raise ValueError(
+            f"{metric} distances of these features are all below ~1e{digits:.0f}, under "
+            f"float32's normal range (1.2e-38): they would be zeros or lose precision; "
+            f"multiply the features by a common factor (no ranking changes: "
+            f"warca_jax.evaluation rescales them on its own)"
+        )
+    return jnp.asarray(np.ldexp(host, exponent).astype(np.float32, copy=False))

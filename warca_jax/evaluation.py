@@ -33,11 +33,20 @@ jitted function turns each ``(distance, gallery index)`` pair into one 64-bit ke
 exactly as the stable order (row | float bits | index), NumPy sorts the keys on the host
 (XLA's CPU sort is ~20x slower) and the ranks come from a binary search (memory ~16 * b * ng
 bytes per block).
+
+Scale: rankings do not change under a common positive rescaling of query and gallery, so
+``evaluate`` and ``single_shot_evaluate`` rank features divided by a common power of two
+when their largest magnitude is outside ``distances.SAFE_MAGNITUDE`` (exact; nothing
+changes at ordinary scales), and the ranking functions of distance matrices do the same
+for distances outside ``[2**-100, 2**100]``. Any finite input is ranked correctly; NaN or
+inf, labels that are not integers, mismatched lengths, empty sets and a protocol with no
+true match at all are refused with a ValueError saying what and where.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import sys
 from collections.abc import Callable
 
@@ -50,10 +59,12 @@ from jax.sharding import Mesh, PartitionSpec
 from warca_jax.distances import (  # noqa: F401  (DISTANCES, pairwise_distances re-exported)
     DISTANCES,
     block_distances,
-    check_features,
+    blocked_distances,
     pad_rows,
     pairwise_distances,
     row_block,
+    scale_shift,
+    scaled_features,
     sq_norms,
 )
 from warca_jax.sharding import DATA, make_mesh, replicated, rows
@@ -70,8 +81,10 @@ def _sort_keys(dist: jax.Array, *, idx_bits: int) -> jax.Array:
     flat sort of a block orders rows, then distances, then gallery index. dist: [b, g] ->
     [b, g, 2] uint32 in native byte order of a uint64.
     """
-    dist = jnp.where(dist == 0, 0.0, dist).astype(jnp.float32)  # -0.0 ties with +0.0
-    u = jax.lax.bitcast_convert_type(dist, jnp.uint32)
+    # -0.0 ties with +0.0. On the bits: a float compare would see subnormals as zero (XLA on
+    # a CPU flushes them), and they must keep their order.
+    u = jax.lax.bitcast_convert_type(dist.astype(jnp.float32), jnp.uint32)
+    u = jnp.where(u == jnp.uint32(0x80000000), jnp.uint32(0), u)
     u = jnp.where(u >> 31 != 0, ~u, u | jnp.uint32(0x80000000))  # float order as uint order
     b, g = dist.shape
     row = jnp.arange(b, dtype=jnp.uint32)[:, None]
@@ -266,6 +279,11 @@ class _GallerySweep:
 
         def finish() -> np.ndarray:
             own = _host(vals)
+            if not np.all(np.isfinite(own[present])):
+                raise FloatingPointError(
+                    f"the distance sweep gave {int(np.sum(~np.isfinite(own[present])))} "
+                    "non-finite distances between finite features; they cannot be ranked"
+                )
             if _same_bits(own, _host(thr), present):
                 return _host(counts)
             # Float rounding differs between the thresholds and the sweep: sweep again with
@@ -315,24 +333,101 @@ def _query_stats(rank, good, junk):
 
 
 # ----------------------------------------------------------------------------- protocol
-def _check_ids(name: str, a, n: int, what: str) -> np.ndarray:
+def _check_ids(name: str, a, n: int, source: str) -> np.ndarray:
+    """ids as int64; ValueError unless 1-D, n long and integer-valued.
+
+    source: what has the n entries, for the message, e.g. "the query features have {n}
+    rows" (formatted with n).
+    """
     a = np.asarray(a)
-    if a.ndim != 1 or a.shape[0] != n:
-        raise ValueError(f"{name} must be 1-D with one entry per {what} ({n}), got shape {a.shape}")
-    if not (np.issubdtype(a.dtype, np.integer) or np.all(np.equal(np.mod(a, 1), 0))):
-        raise ValueError(f"{name} must hold integers, got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+    if a.shape[0] != n:
+        raise ValueError(
+            f"{name} has {a.shape[0]} entries but {source.format(n=n)}: one is needed per "
+            f"{'query' if name.startswith('query') else 'gallery entry'}"
+        )
+    if a.dtype.kind not in "biuf":
+        example = f" (e.g. {a[0]!r})" if len(a) else ""
+        raise ValueError(
+            f"{name} must hold integers, got dtype {a.dtype}{example}; map names to integer "
+            "ids first, with the same map for query and gallery"
+        )
+    if a.dtype.kind == "f":
+        bad = ~(np.isfinite(a) & (np.mod(a, 1) == 0) & (np.abs(a) < 2.0**53))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"{name} must hold integers, got dtype {a.dtype} with {int(bad.sum())} "
+                f"non-integer values (first at index {i}: {a[i]})"
+            )
     return a.astype(np.int64)
 
 
-def _check_protocol(ql, gl, qc, gc, nq: int, ng: int, max_rank):
+_FEATURE_ROWS = ("the query features have {n} rows", "the gallery features have {n} rows")
+_DIST_ROWS = ("dist has {n} rows", "dist has {n} columns")
+
+
+def _check_protocol(ql, gl, qc, gc, nq: int, ng: int, max_rank, *, rows=_FEATURE_ROWS):
+    """The four id arrays as int64, checked against nq queries and ng gallery entries.
+
+    rows: what holds the nq queries and the ng gallery entries, for the messages.
+    """
     if max_rank is not None and (not isinstance(max_rank, int | np.integer) or max_rank < 1):
         raise ValueError(f"max_rank must be a positive int or None, got {max_rank!r}")
+    q_src, g_src = rows
     return (
-        _check_ids("query_labels", ql, nq, "query"),
-        _check_ids("gallery_labels", gl, ng, "gallery entry"),
-        _check_ids("query_cams", qc, nq, "query"),
-        _check_ids("gallery_cams", gc, ng, "gallery entry"),
+        _check_ids("query_labels", ql, nq, q_src),
+        _check_ids("gallery_labels", gl, ng, g_src),
+        _check_ids("query_cams", qc, nq, q_src),
+        _check_ids("gallery_cams", gc, ng, g_src),
     )
+
+
+def _check_sizes(nq: int, gl: np.ndarray, what: str) -> None:
+    """ValueError on no queries, no gallery entries, or a gallery of label -1 only."""
+    if nq == 0:
+        raise ValueError(f"no queries to evaluate: {what} 0 query rows")
+    if len(gl) == 0:
+        raise ValueError(f"empty gallery, so no query has a true match: {what} 0 gallery rows")
+    if np.all(gl == -1):
+        raise ValueError(
+            f"no query has a true match in the gallery: all its {len(gl)} labels are -1 "
+            "(junk, removed for every query), so there is nothing to rank"
+        )
+
+
+_DIST_RANGE = (2.0**-100, 2.0**100)  # distance matrices outside it are rescaled (ranking)
+
+
+def _check_dist(dist) -> np.ndarray:
+    """A distance matrix as float32 for ranking; ValueError on a bad one.
+
+    Finite float64 distances beyond float32's range, or so small that float32 would round
+    them to subnormals or zeros, are divided by a common power of two first (rankings do
+    not change); others are the plain float32 cast.
+    """
+    dist = np.asarray(dist)
+    if dist.dtype.kind not in "biuf":
+        raise ValueError(f"dist must hold real numbers, got dtype {dist.dtype}")
+    if dist.ndim != 2:
+        raise ValueError(f"dist must be 2-D [nq, ng], got shape {dist.shape}")
+    if dist.size == 0:
+        return dist.astype(np.float32)
+    lo, hi = float(dist.min()), float(dist.max())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        bad = ~np.isfinite(dist)
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        col = int(np.flatnonzero(bad[row])[0])
+        raise ValueError(
+            f"dist holds {int(bad.sum())} NaN or inf values (first at row {row}, column "
+            f"{col}: {dist[row, col]}); expected finite distances"
+        )
+    top = max(-lo, hi)
+    if top == 0 or _DIST_RANGE[0] <= top <= _DIST_RANGE[1]:
+        return np.asarray(dist, dtype=np.float32)
+    wide = dist if dist.dtype in (np.float32, np.float64) else dist.astype(np.float64)
+    return np.ldexp(wide, -scale_shift(top)).astype(np.float32, copy=False)
 
 
 def _check_mesh_and_chunk(mesh: Mesh | None, gallery_chunk: int) -> Mesh:
@@ -385,6 +480,8 @@ def _evaluate_blocks(block_ranks, ql, qc, gl, gc, *, block_size, max_rank) -> di
     gl, gc = gl[kept], gc[kept]
     g, nq = len(gl), len(ql)
     same, good, junk = _same_identity_table(ql, qc, gl, gc)
+    if not good.any():
+        _no_true_match(ql, junk)
     # Queries with as many same-identity entries, of one identity, side by side: a block
     # then has few slots and shares its same-identity rows. Results go back to query order.
     order = np.lexsort((ql, (good | junk).sum(axis=1)))
@@ -407,8 +504,8 @@ def _evaluate_blocks(block_ranks, ql, qc, gl, gc, *, block_size, max_rank) -> di
     first, ap, inp, num_good = per_query
     valid = num_good > 0
     num_valid = int(valid.sum())
-    if num_valid == 0:
-        raise ValueError("no query has a true match in the gallery; cannot compute metrics")
+    if num_valid == 0:  # every query was checked to have a true match above
+        raise RuntimeError("no query with a true match was ranked")
     hist = np.bincount(first[valid] - 1, minlength=g)[:g]
     cmc_full = 100.0 * np.cumsum(hist) / num_valid
     max_rank = g if max_rank is None else int(max_rank)
@@ -425,6 +522,20 @@ def _evaluate_blocks(block_ranks, ql, qc, gl, gc, *, block_size, max_rank) -> di
         num_skipped=int(nq - num_valid),
     )
     return result
+
+
+def _no_true_match(ql: np.ndarray, junk: np.ndarray):
+    """Raises the ValueError of a protocol in which no query has a true match."""
+    only_same_cam = int(np.sum(junk.any(axis=1)))
+    absent = len(ql) - only_same_cam
+    raise ValueError(
+        "no query has a true match in the gallery, so no metric can be computed. A true "
+        "match is a gallery entry with the query's label from another camera (entries from "
+        "the query's own camera, and gallery label -1, are junk under the Market-1501 / "
+        f"CUHK03 protocol). Of the {len(ql)} queries, {absent} have no gallery entry with "
+        f"their label and {only_same_cam} only entries from their own camera: check that "
+        "query and gallery use the same label ids and that the camera ids are right"
+    )
 
 
 def _finish_block(finish: Callable, n: int, good: np.ndarray, junk: np.ndarray) -> list:
@@ -484,18 +595,25 @@ def evaluate(
         default keeps a CPU tile in cache; on an accelerator, larger tiles (fewer loop steps)
         may pay off.
 
+    Features of any finite scale are ranked correctly (module docstring: Scale).
+
     Raises:
-      ValueError: bad features, ids, metric, ``max_rank``, ``block_size``, ``mesh`` or
-        ``gallery_chunk``, or no query with a true match in the gallery.
+      ValueError: bad features (not 2-D, NaN or inf, dims differ, negative for chi2), ids
+        (not integers, lengths not matching the features), metric, ``max_rank``,
+        ``block_size``, ``mesh`` or ``gallery_chunk``; no query or gallery entry; or no
+        query with a true match in the gallery.
       RuntimeError: the device gave different distances for the same tile twice.
+      FloatingPointError: the device gave a non-finite distance (never, for finite input).
 
     Returns:
       dict of plain Python numbers and one numpy array:
     """
-    x, y = check_features(query_features, gallery_features, metric, block_size)
+    # Rescaled by a common power of two: the same ranking, at any finite scale.
+    x, y, _ = scaled_features(query_features, gallery_features, metric, block_size)
     ql, gl, qc, gc = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
+    _check_sizes(len(x), gl, "the features have")
     mesh = _check_mesh_and_chunk(mesh, gallery_chunk)
     kept = np.flatnonzero(gl != -1)
     chunk = max(1, min(int(gallery_chunk), len(kept)))
@@ -520,7 +638,9 @@ def evaluate_distances(
 ) -> dict:
     """Re-id metrics of a precomputed distance matrix (smaller is closer).
 
-    Distances are cast to float32 before ranking, so ties are float32 ties. Each block of
+    Distances are cast to float32 before ranking, so ties are float32 ties (distances whose
+    largest magnitude is outside [2**-100, 2**100] are first divided by a common power of
+    two, so that float64 distances of any finite scale rank correctly). Each block of
     queries is ranked by a host sort of 64-bit keys (memory ~16 * block_size * ng bytes).
 
     Args:
@@ -532,16 +652,19 @@ def evaluate_distances(
     Returns:
       dict of plain Python numbers and one numpy array:
     """
-    dist = np.asarray(dist, dtype=np.float32)
-    if dist.ndim != 2:
-        raise ValueError(f"dist must be 2-D [nq, ng], got shape {dist.shape}")
-    if not np.all(np.isfinite(dist)):
-        raise ValueError("dist contains NaN or inf; expected finite distances")
+    dist = _check_dist(dist)
     if not isinstance(block_size, int | np.integer) or block_size < 1:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     ql, gl, qc, gc = _check_protocol(
-        query_labels, gallery_labels, query_cams, gallery_cams, *dist.shape, max_rank
+        query_labels,
+        gallery_labels,
+        query_cams,
+        gallery_cams,
+        *dist.shape,
+        max_rank,
+        rows=_DIST_ROWS,
     )
+    _check_sizes(len(ql), gl, "dist has")
     kept = gl != -1
     g = int(kept.sum())
     idx_bits = max(1, (g - 1).bit_length())
@@ -600,11 +723,14 @@ def single_shot_evaluate(
       truncated to the shortest), plus ``rank1_std`` and ``mAP_std`` (population std over
       repeats) and ``repeats``.
     """
-    x, y = check_features(query_features, gallery_features, metric, 1)
-    _check_protocol(
+    # Rescaled by a common power of two (the same ranking, at any finite scale); the
+    # distances ranked are those of the rescaled features.
+    x, y, _ = scaled_features(query_features, gallery_features, metric, 1)
+    _, gl, _, _ = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
-    dist = np.asarray(pairwise_distances(x, y, metric=metric))
+    _check_sizes(len(x), gl, "the features have")
+    dist = np.asarray(blocked_distances(x, y, metric=metric, block_size=1024))
     return single_shot_evaluate_distances(
         dist,
         query_labels,
@@ -631,12 +757,17 @@ def single_shot_evaluate_distances(
     """``single_shot_evaluate`` on a precomputed [nq, ng] distance matrix."""
     if not isinstance(repeats, int | np.integer) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
-    dist = np.asarray(dist, np.float32)
-    if dist.ndim != 2:
-        raise ValueError(f"dist must be 2-D [nq, ng], got shape {dist.shape}")
+    dist = _check_dist(dist)
     ql, gl, qc, gc = _check_protocol(
-        query_labels, gallery_labels, query_cams, gallery_cams, *dist.shape, max_rank
+        query_labels,
+        gallery_labels,
+        query_cams,
+        gallery_cams,
+        *dist.shape,
+        max_rank,
+        rows=_DIST_ROWS,
     )
+    _check_sizes(len(ql), gl, "dist has")
     rng = np.random.default_rng(seed)
     runs = []
     for _ in range(repeats):
