@@ -107,7 +107,8 @@ DISPLAY = {  # column names of the paper's Table 2 and the study
 
 # What a job that started raises when training or evaluation fails on its data: recorded
 # as the job's failure (failed.json) and shown in the tables. Anything else is a bug and
-# stops the protocol.
+# stops the protocol. A diverged run raises FloatingPointError (training's
+# TrainingDivergedError, where it exists, is one; it is named here in case it is not).
 TRAINING_FAILURES: tuple[type[BaseException], ...] = (
     FloatingPointError,
     ValueError,
@@ -503,6 +504,7 @@ class Plan:
         self.dims = _dims(config)
         self.skips = _skips(config)
         _list_field(config, "dim_methods")
+        _paths(config)  # well-formed even when every dataset is built in
         unknown = sorted(set(_overrides(config)) - set(self.methods))
         if unknown:
             raise ValueError(f"overrides name {unknown}, which are not in config.methods")
@@ -864,6 +866,8 @@ def run_job(job: dict) -> dict:
     if not reason:
         try:
             (_job_cv if job["kind"] == "cv" else _job_run)(job)
+        except workdir_lib.DamagedFileError:
+            raise  # a damaged file, not an outcome of the job: never recorded as one
         except TRAINING_FAILURES as e:
             reason = f"{type(e).__name__}: {e}"
     if reason:
