@@ -690,10 +690,13 @@ def check_applicable(plan: Plan, data: dict[str, DataInfo]) -> None:
                     f"cv.num_splits = {cv.num_splits}, but dataset {name!r} has "
                     f"{len(ds.splits)} splits; lower cv.num_splits"
                 )
-            val = [
-                validation_split(ds, c, fraction=cv.val_fraction, seed=config.data.seed)
-                for c in range(cv.num_splits)
-            ]
+            try:
+                val = [
+                    validation_split(ds, c, fraction=cv.val_fraction, seed=config.data.seed)
+                    for c in range(cv.num_splits)
+                ]
+            except ValueError as e:
+                raise ValueError(f"cross-validation on dataset {name!r}: {e}") from None
         for label in plan.runs(name):
             cfg = run_method_config(config, label, name, plan.dim(name))
             validate = methods.get(cfg.name).validate
@@ -871,6 +874,7 @@ def run_job(job: dict) -> dict:
         except TRAINING_FAILURES as e:
             reason = f"{type(e).__name__}: {e}"
     if reason:
+        os.makedirs(job["folder"], exist_ok=True)
         _remove(job["result"])
         workdir_lib.write_json(
             job["failed"], {**identity(job), "status": "failed", "error": reason}
@@ -1045,7 +1049,8 @@ def execute(
       failed.json recorded a failure before (they are not run again).
     """
     for job in jobs:
-        _claim(job["folder"], ml_collections.ConfigDict(job["config"]))
+        if not job.get("fail"):  # one that fails before training runs no config
+            _claim(job["folder"], ml_collections.ConfigDict(job["config"]))
     todo, failures = [], []
     for job in jobs:
         got = outcome(job)
