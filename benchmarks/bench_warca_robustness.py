@@ -32,7 +32,7 @@ import numpy as np
 
 from configs import common
 from configs.warca import get_config
-from warca_jax import data, evaluation, synthetic, warca
+from warca_jax import datasets, evaluation, synthetic, warca
 
 
 def _floats(text):
@@ -108,7 +108,7 @@ def table_kernel(args, emit):
 
 def table_linear(args, emit):
     config = get_config("linear")
-    ds = data.load_dataset(config.data)
+    ds = datasets.from_config(config.data)
     splits = ds.splits[: args.splits]
 
     def run(**overrides):

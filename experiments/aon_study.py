@@ -31,7 +31,7 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 from configs import common
-from warca_jax import cli, losses, plots, train, warca
+from warca_jax import cli, datasets, losses, plots, train, warca
 from warca_jax import data as data_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
@@ -304,7 +304,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
       ValueError: a bad config or data, before any training.
     """
     check_config(config)
-    dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=bool(config.progress))
     for sp in dataset.splits:
         warca.validate_inputs(
             dataset.features[sp.train_idx], dataset.labels[sp.train_idx], config.method

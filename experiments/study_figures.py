@@ -353,7 +353,7 @@ def run(config, workdir: str) -> dict:
       ValueError: a bad config or data, before any fit.
     """
     cfgs = check_config(config)
-    dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=bool(config.progress))
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
     os.makedirs(os.path.join(workdir, "fits"), exist_ok=True)

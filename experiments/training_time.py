@@ -30,7 +30,7 @@ import numpy as np
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from warca_jax import cli, methods, plots, train
+from warca_jax import cli, datasets, methods, plots, train
 from warca_jax import data as data_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
@@ -145,7 +145,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
       ValueError: a bad config or data, before any training.
     """
     check_config(config)
-    dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=bool(config.progress))
     for name in METHODS:
         validate = methods.get(name).validate
         for sp in dataset.splits:

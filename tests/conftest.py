@@ -3,7 +3,7 @@
 import pytest
 
 from configs import common
-from warca_jax import data, train
+from warca_jax import datasets, train
 from warca_jax.metric import Metric
 
 
@@ -12,7 +12,7 @@ class ReidProblem:
 
     def __init__(self, *, histogram: bool):
         cfg = common.base_config(histogram=histogram)
-        self.dataset = data.load_dataset(cfg.data)
+        self.dataset = datasets.from_config(cfg.data)
         self.split = self.dataset.splits[0]
         self.eval_cfg = cfg.eval
         t = self.split.train_idx

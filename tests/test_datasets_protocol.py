@@ -107,7 +107,7 @@ def test_to_dataset_calls_features_extract(tmp_path, monkeypatch):
     assert kwargs == dict(descriptor="lomo", batch_size=8, cache_dir=str(tmp_path), progress=False)
     fixture_trees.assert_same_splits(ds.splits, image_set.splits)
     assert datasets.to_dataset(ds) is ds
-    same = datasets.load_dataset("orl", root, num_test_ids=3, num_splits=2, descriptor="lomo")
+    same = datasets.read("orl", root, num_test_ids=3, num_splits=2, descriptor="lomo")
     np.testing.assert_array_equal(same.features, ds.features)
     assert calls[-1][1]["descriptor"] == "lomo"
     with pytest.raises(TypeError, match="expects an ImageSet"):

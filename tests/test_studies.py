@@ -10,7 +10,7 @@ from configs import aon_study as aon_config
 from configs import common
 from configs import training_time as tt_config
 from experiments import aon_study, training_time
-from warca_jax import data, plots, warca
+from warca_jax import datasets, plots, warca
 from warca_jax.methods import rpcca
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -35,7 +35,7 @@ def tt_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def small_split():
     """Training data of the first split of the :small configs' data."""
-    ds = data.load_dataset(aon_config.get_config("small").data)
+    ds = datasets.from_config(aon_config.get_config("small").data)
     t = ds.splits[0].train_idx
     return ds, ds.features[t], ds.labels[t]
 

@@ -162,7 +162,7 @@ def test_ranked_lists_refuse_a_too_long_list():
 
 def test_pick_queries_is_seeded_and_picks_valid_queries():
     config = get_config("small")
-    ds = data.load_dataset(config.data)
+    ds = datasets.from_config(config.data)
     split = ds.splits[0]
     a = study_figures.pick_queries(split, ds, 5, 3)
     np.testing.assert_array_equal(a, study_figures.pick_queries(split, ds, 5, 3))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from configs.warca import get_config
-from warca_jax import data, methods, train
+from warca_jax import data, datasets, methods, train
 from warca_jax.metric import Metric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,19 +175,19 @@ def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
 def test_registered_dataset_options_are_checked(tmp_path):
     bad_json = _small(name="orl", path=str(ORL), loader_options="{variant: x}")
     with pytest.raises(ValueError, match="JSON object"):
-        data.load_dataset(bad_json.data)
+        datasets.from_config(bad_json.data)
     no_path = _small(name="viper", path="")
     with pytest.raises(ValueError, match="needs data.path"):
-        data.load_dataset(no_path.data)
+        datasets.from_config(no_path.data)
     fixed = _small(name="market1501", path=str(tmp_path), num_test_ids=10)
     with pytest.raises(ValueError, match="fixed protocol"):
-        data.load_dataset(fixed.data)
+        datasets.from_config(fixed.data)
     unknown = _small(name="nope", path=str(tmp_path))
     with pytest.raises(ValueError, match="valid names"):
-        data.load_dataset(unknown.data)
+        datasets.from_config(unknown.data)
     missing = _small(name="viper", path=str(tmp_path / "absent"))
     with pytest.raises(FileNotFoundError, match="absent"):
-        data.load_dataset(missing.data)
+        datasets.from_config(missing.data)
 
 
 # --- validation during training (data.val_fraction, eval.keep_best) ---------------------
@@ -240,7 +240,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     for r in lines:
         assert 0 <= r["val_rank1"] <= 100 and 0 < r["val_mAP"] <= 100
         assert {"loss", "closer_frac", "mean_gap"} <= set(r)
-    dataset = data.load_dataset(config.data)
+    dataset = datasets.from_config(config.data)
     for s, labels in enumerate(fitted):
         split = dataset.splits[s]
         val = train.validation_split(dataset, s, config)

@@ -6,7 +6,7 @@ import pytest
 
 from configs import common
 from configs.warca import get_config
-from warca_jax import data, evaluation, warca
+from warca_jax import data, datasets, evaluation, warca
 
 
 def _method(variant="linear", **overrides):
@@ -24,7 +24,7 @@ def _split_eval(learned, ds, split, **kw):
 @pytest.fixture(scope="module")
 def default_data():
     """The default config's synthetic dataset (200 identities, half for training)."""
-    return data.load_dataset(get_config("linear").data)
+    return datasets.from_config(get_config("linear").data)
 
 
 def test_warca_beats_euclidean_by_a_wide_margin(default_data):
@@ -40,7 +40,7 @@ def test_warca_beats_euclidean_by_a_wide_margin(default_data):
 
 
 def test_kernel_warca_chi2_beats_chi2_distance():
-    ds = data.load_dataset(get_config("chi2").data)
+    ds = datasets.from_config(get_config("chi2").data)
     split = ds.splits[0]
     cfg = _method("chi2", num_iters=400)
     metric, _ = warca.fit(ds.features[split.train_idx], ds.labels[split.train_idx], cfg)
@@ -261,7 +261,7 @@ def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
 
 
 def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
-    ds = data.load_dataset(get_config("chi2").data)
+    ds = datasets.from_config(get_config("chi2").data)
     split = ds.splits[0]
     x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
     cfg = _method("chi2", num_iters=400, kernel_approx="nystroem", num_landmarks=150)

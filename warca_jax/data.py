@@ -21,11 +21,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from warca_jax.synthetic import make_synthetic
+from warca_jax.synthetic import make_synthetic  # noqa: F401 - the built-in data, re-exported
 
 REQUIRED_KEYS = ("features", "labels", "cams")
 SPLIT_KEYS = ("train_idx", "query_idx", "gallery_idx")
-DATASET_NAMES = ("synthetic", "npz")
 
 
 class Split(NamedTuple):
@@ -504,85 +503,7 @@ def validation_split(
 
 
 def load_dataset(cfg, *, progress: bool = False) -> Dataset:
-    """Builds the dataset that a config's `data` section names.
+    """Temporary forwarder to `warca_jax.datasets.from_config` (to be removed)."""
+    from warca_jax import datasets  # noqa: PLC0415
 
-    Args:
-      cfg: ConfigDict with `name` ('synthetic', 'npz' or a dataset of
-        `warca_jax.datasets.LOADERS`), `path` (the .npz file, or the dataset's folder),
-        `num_splits`, `num_train_ids` and `num_test_ids` (0 or None: the defaults of
-        `random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
-        arguments of `make_synthetic` but the seed), and for datasets read from images
-        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a JSON object of
-        further loader options, e.g. '{"variant": "detected"}').
-      progress: show a progress bar while descriptors are extracted from images.
-
-    Returns:
-      A validated `Dataset`.
-    """
-    split_args = dict(
-        num_splits=cfg.num_splits,
-        num_train_ids=cfg.num_train_ids or None,
-        num_test_ids=cfg.num_test_ids or None,
-        seed=cfg.seed,
-    )
-    if cfg.name == "synthetic" and cfg.path:
-        raise ValueError(
-            f"data.path={cfg.path!r} is set but data.name='synthetic' reads no file: the "
-            "run would train and report on the built-in synthetic data. Set data.name=npz "
-            "(or the dataset's name, e.g. market1501) to read it, or data.path='' for the "
-            "synthetic data"
-        )
-    if cfg.name == "synthetic":
-        kwargs = {"seed": cfg.seed, **dict(cfg.synthetic.items())}
-        features, labels, cams = make_synthetic(**kwargs)
-        splits = random_splits(labels, cams, **split_args)
-        return validated_dataset(features, labels, cams, splits, "synthetic")
-    if cfg.name == "npz":
-        return load_npz(os.path.expanduser(cfg.path), **split_args)
-    return _load_registered(cfg, split_args, progress=progress)
-
-
-def _load_registered(cfg, split_args, *, progress: bool) -> Dataset:
-    """A dataset of `warca_jax.datasets`, with the split options its loader takes."""
-    import inspect
-    import json
-
-    from warca_jax import datasets  # Lazy: datasets imports this module.
-
-    try:
-        loader = datasets.get_loader(cfg.name)
-    except ValueError:
-        valid = list(DATASET_NAMES) + sorted(datasets.LOADERS)
-        raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {valid}") from None
-    if not cfg.path:
-        raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
-    try:
-        options = json.loads(cfg.loader_options or "{}")
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f'data.loader_options must be a JSON object, e.g. \'{{"variant": "detected"}}\';'
-            f" got {cfg.loader_options!r} ({e})"
-        ) from None
-    if not isinstance(options, dict):
-        raise ValueError(f"data.loader_options must be a JSON object; got {options!r}")
-    takes = inspect.signature(loader).parameters
-    for key, value in split_args.items():
-        # A loader whose default is None has a published protocol (e.g. CUHK03's splits):
-        # the generic defaults do not override it, loader_options can.
-        if key in takes and takes[key].default is None and key != "num_train_ids":
-            continue
-        if key in takes and key not in options and value is not None:
-            options[key] = value
-        elif key not in takes and key in ("num_train_ids", "num_test_ids") and value:
-            raise ValueError(
-                f"dataset {cfg.name!r} has a fixed protocol: data.{key} cannot be set (got {value})"
-            )
-    return datasets.load_dataset(
-        cfg.name,
-        os.path.expanduser(cfg.path),
-        descriptor=cfg.descriptor,
-        cache_dir=os.path.expanduser(cfg.cache_dir) or None,
-        batch_size=cfg.batch_size,
-        progress=progress,
-        **options,
-    )
+    return datasets.from_config(cfg, progress=progress)

@@ -39,7 +39,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import evaluation, methods, plots
+from warca_jax import datasets, evaluation, methods, plots
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import EMBEDDING_KINDS, Metric
 
@@ -351,7 +351,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
       The dict written to results.json.
     """
     check_validation_config(config)
-    dataset = data_lib.load_dataset(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=bool(config.progress))
     validate = methods.get(config.method.name).validate
     for s, split in enumerate(dataset.splits):
         val = validation_split(dataset, s, config)

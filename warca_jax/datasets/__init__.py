@@ -3,8 +3,12 @@
 `load(name, root, **options)` calls the loader `LOADERS[name]`. Image loaders return an
 `ImageSet` (paths, labels, cams, splits); `to_dataset` computes its descriptors with
 `warca_jax.features` and returns a `warca_jax.data.Dataset`, which feature-file loaders
-return directly. `load_dataset` does both. Each loader's module docstring gives the layout
-it reads and the protocol of its splits (WARCA paper, section 4.1):
+return directly. `read` does both, and `from_config` does it for a config's `data`
+section (or builds the synthetic data). Each loader's module docstring gives the layout
+it reads and the protocol of its splits (WARCA paper, section 4.1).
+
+Imports point one way: this package reads files into `warca_jax.data`'s types and checks
+them with its validators; `warca_jax.data` never imports it.
 
 | name       | layout                                          | test ids  | splits       |
 |------------|-------------------------------------------------|-----------|--------------|
@@ -20,11 +24,15 @@ it reads and the protocol of its splits (WARCA paper, section 4.1):
 | opereid    | <id>_<camera>_*.<ext>                           | 119       | 10 random    |
 | orl        | s1/ ... s40/ 1.pgm ... 10.pgm                   | 20        | 10 random    |
 | features   | a .npz, .mat or .json feature file              | option    | file/random  |
+
+`npz` is another name of `features` (the generic format, DESIGN.md).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
 
 from warca_jax import data
 from warca_jax.datasets.base import ImageSet, to_dataset
@@ -38,8 +46,18 @@ from warca_jax.datasets.opereid import load_opereid
 from warca_jax.datasets.orl import load_orl
 from warca_jax.datasets.threedpes import load_threedpes
 from warca_jax.datasets.two_camera import load_prid450s, load_viper
+from warca_jax.synthetic import make_synthetic
 
-__all__ = ["LOADERS", "ImageSet", "get_loader", "load", "load_dataset", "to_dataset"]
+__all__ = [
+    "LOADERS",
+    "NAMES",
+    "ImageSet",
+    "from_config",
+    "get_loader",
+    "load",
+    "read",
+    "to_dataset",
+]
 
 LOADERS = {
     "market1501": load_market1501,
@@ -54,13 +72,25 @@ LOADERS = {
     "orl": load_orl,
     "features": load_features_file,
 }
+ALIASES = {"npz": "features"}
+# the names data.name takes: the built-in data, every loader and its aliases
+NAMES = ("synthetic", *ALIASES, *LOADERS)
+# loaders whose number of splits is the published protocol's (CUHK03: 1 new / 20 classic):
+# data.num_splits is not passed to them (data.loader_options can set it)
+PUBLISHED_SPLIT_COUNT = ("cuhk03",)
+SPLIT_OPTIONS = ("num_splits", "num_train_ids", "num_test_ids", "seed")
+
+
+def _key(name: str) -> str:
+    key = name.lower().replace("-", "").replace("_", "")
+    return ALIASES.get(key, key)
 
 
 def get_loader(name: str):
     """The loader registered under `name` (case, '-' and '_' ignored)."""
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string; got {name!r}")
-    key = name.lower().replace("-", "").replace("_", "")
+    key = _key(name)
     if key not in LOADERS:
         raise ValueError(f"unknown dataset {name!r}; valid names: {sorted(LOADERS)}")
     return LOADERS[key]
@@ -90,7 +120,7 @@ def load(name: str, root, **options):
     return loader(root, **options)
 
 
-def load_dataset(
+def read(
     name: str,
     root,
     *,
@@ -118,3 +148,87 @@ def load_dataset(
         batch_size=batch_size,
         progress=progress,
     )
+
+
+def from_config(cfg, *, progress: bool = False) -> data.Dataset:
+    """The dataset a config's ``data`` section names.
+
+    Args:
+      cfg: ConfigDict with `name` (one of `NAMES`), `path` (the file, or the dataset's
+        folder), `num_splits`, `num_train_ids` and `num_test_ids` (0: the defaults of
+        `data.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
+        arguments of `make_synthetic` but the seed), and for datasets read from images
+        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a JSON object of
+        further loader options, e.g. '{"variant": "detected"}').
+      progress: show a progress bar while descriptors are extracted from images.
+
+    Returns:
+      A validated `data.Dataset`.
+
+    Raises:
+      ValueError: an unknown name, a path the chosen source does not read (e.g. with the
+        synthetic data), a split option the dataset's fixed protocol does not take.
+    """
+    split_args = dict(
+        num_splits=cfg.num_splits,
+        num_train_ids=cfg.num_train_ids or None,
+        num_test_ids=cfg.num_test_ids or None,
+        seed=cfg.seed,
+    )
+    path = cfg.get("path", "")
+    if cfg.name == "synthetic":
+        if path:
+            raise ValueError(
+                f"data.path={path!r} is set but data.name='synthetic' reads no file: the "
+                "run would train and report on the built-in synthetic data. Set "
+                "data.name=npz (or the dataset's name, e.g. market1501) to read it, or "
+                "data.path='' for the synthetic data"
+            )
+        features, labels, cams = make_synthetic(
+            **{"seed": cfg.seed, **dict(cfg.get("synthetic", {}))}
+        )
+        splits = data.random_splits(labels, cams, **split_args)
+        return data.validated_dataset(features, labels, cams, splits, "synthetic")
+    try:
+        loader = get_loader(cfg.name)
+    except (ValueError, TypeError):
+        raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {list(NAMES)}") from None
+    if not path:
+        raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
+    options = _loader_options(cfg.get("loader_options", ""))
+    takes = inspect.signature(loader).parameters
+    key = _key(cfg.name)
+    for name, value in split_args.items():
+        if name == "num_splits" and key in PUBLISHED_SPLIT_COUNT:
+            continue
+        if name in takes:
+            if name not in options and value is not None:
+                options[name] = value
+        elif name in ("num_train_ids", "num_test_ids") and value:
+            raise ValueError(
+                f"dataset {cfg.name!r} has a fixed protocol: data.{name} cannot be set "
+                f"(got {value})"
+            )
+    return read(
+        cfg.name,
+        os.path.expanduser(path),
+        descriptor=cfg.get("descriptor", "color_lbp"),
+        cache_dir=os.path.expanduser(cfg.get("cache_dir", "")) or None,
+        batch_size=cfg.get("batch_size", 256),
+        progress=progress,
+        **options,
+    )
+
+
+def _loader_options(text: str) -> dict:
+    """``data.loader_options`` (a JSON object) as a dict, or a ValueError naming it."""
+    try:
+        options = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f'data.loader_options must be a JSON object, e.g. \'{{"variant": "detected"}}\';'
+            f" got {text!r} ({e})"
+        ) from None
+    if not isinstance(options, dict):
+        raise ValueError(f"data.loader_options must be a JSON object; got {options!r}")
+    return options
