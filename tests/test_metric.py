@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from warca_jax import kernels
-from warca_jax.metric import Metric
+from warca_jax.metric import DamagedModelError, Metric
 
 
 def test_linear_and_kernel_transform_and_round_trip(tmp_path):
@@ -57,7 +57,7 @@ def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no saved metric"):
         Metric.load(tmp_path / "missing.npz")
     np.savez(tmp_path / "other.npz", a=np.ones(2))
-    with pytest.raises(KeyError, match="not a saved Metric"):
+    with pytest.raises(DamagedModelError, match="not a saved Metric"):
         Metric.load(tmp_path / "other.npz")
     with pytest.raises(ValueError, match="support vectors"):
         Metric("kernel", 2, projection=np.ones((1, 3)))

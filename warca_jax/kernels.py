@@ -34,10 +34,24 @@ _NEEDS_GAMMA = ("rbf", "chi2_rbf", "laplacian")
 _NON_NEGATIVE = ("chi2", "chi2_rbf")
 # The distance each kernel is built on.
 _DISTANCE = {"rbf": "sqeuclidean", "chi2": "chi2", "chi2_rbf": "chi2", "laplacian": "manhattan"}
+# p in d(c x, c y) = c^p d(x, y) of the distance in each bandwidth kernel's exponent.
+_DEGREE = {"rbf": 2, "chi2_rbf": 1, "laplacian": 1}
 
 
 def needs_gamma(kernel: str) -> bool:
     return kernel in _NEEDS_GAMMA
+
+
+def gamma_for_scaled(kernel: str, gamma: float, factor: float) -> float:
+    """The bandwidth that gives features times ``factor`` the kernel values of ``gamma``.
+
+    k'(c x, c y) = k(x, y) with gamma' = gamma / c^p, p the degree of the kernel's
+    distance (2 for rbf, 1 for chi2_rbf and laplacian). ``gamma <= 0`` (chosen from the
+    data) and kernels without a bandwidth are returned as they are.
+    """
+    if not needs_gamma(kernel) or gamma <= 0 or factor == 1.0:
+        return gamma
+    return float(gamma / factor ** _DEGREE[kernel])
 
 
 def check_kernel_input(x: np.ndarray, kernel: str) -> None:

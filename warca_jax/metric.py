@@ -21,7 +21,10 @@ saved kind.
 
 A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
-with ``Metric.load``.
+with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
+(``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
+whole, finite saved metric (cut short, a corrupt archive, another file), so that a
+caller can redo the model instead of using it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zipfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -39,6 +43,19 @@ KINDS = ("identity", "linear", "kernel", "kernel_distance")
 _SUBCLASSES: dict = {}  # kind -> Metric subclass defined by a learner's module
 # Kinds whose distance is a plain distance between the rows of ``transform``.
 EMBEDDING_KINDS = ("identity", "linear", "kernel")
+
+
+class DamagedModelError(ValueError):
+    """A model file that cannot be read back as a whole, finite ``Metric``.
+
+    Raised by ``Metric.load`` for a file cut short, a corrupt archive, a file that is not
+    a saved metric (another ``.npz``, a text file) or one holding NaN or inf; the message
+    names the file. A ``ValueError``, so callers that treat bad input as such still do.
+    """
+
+
+class NonFiniteMetricError(FloatingPointError):
+    """A metric holds NaN or inf (``Metric.check_finite``); never saved or used."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +75,11 @@ class Metric:
         under AON) and ``transform`` takes the features as the user gives them.
       distance: distance between embeddings (see ``evaluation.DISTANCES``).
       name: the learner's name, for reports.
+      feature_scale: an exact power of two the features are multiplied by (in float64,
+        before anything else) when ``transform`` reads them: a learner given features
+        too small or too large for float32 arithmetic trains on them times this factor
+        (``methods._checks.training_data``), and the metric takes the user's features.
+        1.0 (nothing done) for features of ordinary size.
     """
 
     kind: str
@@ -69,6 +91,7 @@ class Metric:
     input_scale: float = 1.0
     distance: str = "euclidean"
     name: str = ""
+    feature_scale: float = 1.0
 
     KIND = None  # set by subclasses that add a kind of their own
 
@@ -93,6 +116,16 @@ class Metric:
             raise ValueError(
                 f"a metric's input_scale must be a finite positive number, got {self.input_scale!r}"
             )
+        if not (
+            isinstance(self.feature_scale, (int, float))
+            and np.isfinite(self.feature_scale)
+            and self.feature_scale > 0
+            and np.frexp(self.feature_scale)[0] == 0.5
+        ):
+            raise ValueError(
+                "a metric's feature_scale must be a positive power of two, got "
+                f"{self.feature_scale!r}"
+            )
         if self.kind == "kernel":
             if self.support is None:
                 raise ValueError("a kernel metric needs its support vectors")
@@ -106,15 +139,51 @@ class Metric:
     def output_dim(self) -> int:
         return self.input_dim if self.projection is None else int(self.projection.shape[0])
 
-    def is_finite(self) -> bool:
-        """Whether every array and float of the metric is finite."""
+    def non_finite_fields(self) -> list[str]:
+        """The names of the fields (arrays or floats) holding NaN or inf."""
+        bad = []
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
-                return False
-            if isinstance(v, float) and not np.isfinite(v):
-                return False
-        return True
+                bad.append(f.name)
+            elif isinstance(v, float | np.floating) and not np.isfinite(v):
+                bad.append(f.name)
+        return bad
+
+    def is_finite(self) -> bool:
+        """Whether every array and float of the metric is finite."""
+        return not self.non_finite_fields()
+
+    def check_finite(self, context: str = "") -> Metric:
+        """Returns the metric; raises ``NonFiniteMetricError`` naming any non-finite field.
+
+        Args:
+          context: the start of the message, e.g. ``"refusing to save: "``.
+        """
+        bad = self.non_finite_fields()
+        if bad:
+            raise NonFiniteMetricError(
+                f"{context}the {self.name or self.kind} metric is non-finite (NaN or inf in {bad})"
+            )
+        return self
+
+    def scaled_features(self, x: np.ndarray) -> np.ndarray:
+        """``x`` checked (shape [n, input_dim], finite) and times ``feature_scale``.
+
+        The product is taken in float64 and cast to float32 (exact for a power of two
+        unless the result leaves float32's range); with a scale of 1 ``x`` is returned as
+        it is, so that features of ordinary size go through unchanged.
+        """
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise ValueError(
+                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
+            )
+        if not np.all(np.isfinite(x)):
+            raise ValueError("transform got NaN or inf in the features")
+        if self.feature_scale == 1.0:
+            return x
+        return (x.astype(np.float64) * self.feature_scale).astype(np.float32)
 
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
         """Embeds features.
@@ -126,13 +195,7 @@ class Metric:
         Returns:
           [n, D'] float32 embeddings (x itself for an identity metric).
         """
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(
-                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
-            )
-        if not np.all(np.isfinite(x)):
-            raise ValueError("transform got NaN or inf in the features")
+        x = self.scaled_features(x)
         if self.kind in ("identity", "kernel_distance"):
             return x.astype(np.float32)
         if self.kind == "kernel":
@@ -165,18 +228,21 @@ class Metric:
 
     def mahalanobis_matrix(self) -> np.ndarray:
         """M = W^T W of a linear metric ([D, D]); identity for an identity metric."""
+        factor = (self.input_scale * self.feature_scale) ** 2
         if self.kind == "linear":
-            return (self.input_scale**2) * (self.projection.T @ self.projection)
+            return factor * (self.projection.T @ self.projection)
         if self.kind == "identity":
-            return np.eye(self.input_dim, dtype=np.float32)
+            return (self.feature_scale**2) * np.eye(self.input_dim, dtype=np.float32)
         raise ValueError("a kernel metric has no finite Mahalanobis matrix in input space")
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the metric to ``path`` (.npz); refuses a non-finite metric."""
-        if not self.is_finite():
-            raise FloatingPointError(
-                f"refusing to save a non-finite {self.name or self.kind} metric"
-            )
+        """Writes the metric to ``path`` (.npz); refuses a non-finite metric.
+
+        Raises:
+          NonFiniteMetricError: an array or float of the metric is NaN or inf (nothing is
+            written).
+        """
+        self.check_finite("refusing to save: ")
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
@@ -187,18 +253,51 @@ class Metric:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Metric:
-        """Reads a metric written by ``save``."""
+        """Reads a metric written by ``save``.
+
+        Raises:
+          FileNotFoundError: no file at ``path``.
+          DamagedModelError: the file is not a whole saved metric: cut short or corrupt,
+            not an ``.npz`` archive, an archive without the saved metric's entries, entries
+            that do not make a metric, or NaN or inf in it.
+        """
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")
-        with np.load(path, allow_pickle=False) as f:
-            if "meta" not in f.files:
-                raise KeyError(f"{path} is not a saved Metric: no 'meta' entry (has {f.files})")
-            meta = json.loads(str(f["meta"]))
-            arrays = {k: f[k] for k in meta.pop("array_fields", [])}
+
+        def damaged(why: str) -> DamagedModelError:
+            return DamagedModelError(
+                f"{path} is damaged (truncated or corrupt) or not a warca_jax model: {why}"
+            )
+
+        try:  # the file opened here, so that it is closed whatever np.load makes of it
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:
+                if "meta" not in f.files:
+                    raise damaged(f"no 'meta' entry, not a saved Metric (entries: {f.files})")
+                meta = json.loads(str(f["meta"]))
+                if not isinstance(meta, dict):
+                    raise damaged(f"its 'meta' entry is not a JSON object: {meta!r}")
+                names = meta.pop("array_fields", [])
+                missing = [k for k in names if k not in f.files]
+                if missing:
+                    raise damaged(f"arrays {missing} are missing (entries: {f.files})")
+                arrays = {k: f[k] for k in names}
+        except DamagedModelError:
+            raise
+        except AttributeError as e:  # np.load of a plain .npy gives an array, no .files
+            raise damaged(f"not an .npz archive of named arrays ({e})") from e
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError) as e:
+            raise damaged(f"{type(e).__name__}: {e}") from e
         kind = meta.get("kind")
         if kind not in KINDS and kind not in _SUBCLASSES:
             from warca_jax import methods  # importing the learners registers their kinds
 
             methods.registry()
         target = _SUBCLASSES.get(kind, Metric)
-        return target(**meta, **arrays)
+        try:
+            metric = target(**meta, **arrays)
+        except (TypeError, ValueError) as e:
+            raise damaged(f"its entries do not make a metric ({e})") from e
+        bad = metric.non_finite_fields()
+        if bad:
+            raise damaged(f"NaN or inf in {bad}")
+        return metric

@@ -27,6 +27,7 @@ eta = 1e-2 against 86 at 1e-3 on the shared 2,400-image problem). Decaying the s
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -102,10 +103,10 @@ def check_hyperparams(*, learning_rate: float, lam: float, penalty_mode: str) ->
     """Raises ValueError for a step size, penalty weight or penalty mode out of range."""
     if penalty_mode not in PENALTY_MODES:
         raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
-    if not learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {learning_rate}")
-    if lam < 0:
-        raise ValueError(f"lam must be non-negative, got {lam}")
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"learning_rate must be positive (a finite number), got {learning_rate}")
+    if not (math.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam must be non-negative (a finite number), got {lam}")
 
 
 def _chain(

@@ -61,8 +61,9 @@ import numpy as np
 import optax
 from absl import logging
 
-from warca_jax import kernels, losses, optim, sampling, training, validation
+from warca_jax import kernels, losses, optim, sampling, training
 from warca_jax import sharding as sharding_lib
+from warca_jax.methods import _checks
 from warca_jax.metric import Metric
 
 GRADIENTS = ("closed_form", "autodiff")
@@ -72,6 +73,10 @@ SCHEDULES = ("cosine", "constant")
 # Above this many bytes for one step's [B, N] candidate distances (no candidate_pool), fit
 # logs a warning that the step's memory grows with N and a pool bounds it.
 _FULL_CANDIDATES_WARN_BYTES = 2**31
+# A mean squared distance below this fraction of the mean squared norm (of the mean kernel
+# diagonal) is rounding, not spread: float64 sums of float32 features, float32 kernels.
+_MSD_RELATIVE_FLOOR = 2.0**-44
+_KERNEL_MSD_RELATIVE_FLOOR = 2.0**-20
 
 
 def check_config(cfg, *, n: int, d: int) -> None:
@@ -81,18 +86,19 @@ def check_config(cfg, *, n: int, d: int) -> None:
             f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
         )
     limit = n if cfg.kernel != "none" else d
+    _checks.check_number(cfg, "dim", integer=True)
     if not 1 <= cfg.dim <= limit:
         what = "training samples" if cfg.kernel != "none" else "input dimensions"
         raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
     for name in ("batch_size", "num_iters", "log_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.candidate_pool < 0:
-        raise ValueError(f"candidate_pool must be >= 0 (0: all), got {cfg.candidate_pool}")
-    if cfg.max_tries < 0:
-        raise ValueError(f"max_tries must be >= 0 (0: no cap), got {cfg.max_tries}")
-    if cfg.margin <= 0:
-        raise ValueError(f"margin must be positive, got {cfg.margin}")
+        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
+    _checks.check_number(cfg, "max_tries", low=0, integer=True, note="; 0: no cap")
+    _checks.check_number(cfg, "margin", low=0, low_open=True)
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    _checks.check_number(cfg, "lam", low=0)
+    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
+    _checks.check_number(cfg, "num_landmarks", integer=True)
     optim.check_hyperparams(
         learning_rate=cfg.learning_rate, lam=cfg.lam, penalty_mode=cfg.penalty_mode
     )
@@ -339,22 +345,42 @@ def _compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
     )
 
 
-def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks training data and config before any work; returns float32 features and labels.
+def validate_inputs(features, labels, cfg) -> _checks.TrainingData:
+    """Checks training data and config before any work.
+
+    With ``normalize="msd"`` WARCA does not depend on the features' scale: features too
+    small or too large for float32 are multiplied by a power of two (``_checks``), which
+    the returned metric's ``feature_scale`` applies again; with ``normalize="none"`` they
+    are refused.
+
+    Returns:
+      ``_checks.TrainingData``: float32 features (times ``scale``), int64 labels, scale.
 
     Raises:
-      ValueError: NaN/inf, shape mismatches, too few identities, a config that
-        cannot run on this data, or negative features for a chi2 kernel.
+      ValueError: NaN/inf, shape mismatches, labels that are not integers, too few
+        identities, a config that cannot run on this data, or negative features for a
+        chi2 kernel.
     """
-    x, y = validation.check_training_data(features, labels, method="WARCA")
-    check_config(cfg, n=x.shape[0], d=x.shape[1])
+    if cfg.normalize not in NORMALIZE:
+        raise ValueError(f"unknown normalize {cfg.normalize!r}; expected one of {NORMALIZE}")
+    data = _checks.training_data(
+        features,
+        labels,
+        method="WARCA",
+        scale_free=cfg.normalize == "msd",
+        scale_note=(
+            " (with normalize='none' the margin is in the features' units; "
+            "normalize='msd' trains on any scale)"
+        ),
+    )
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
     if cfg.kernel != "none":
-        kernels.check_kernel_input(x, cfg.kernel)
-    return x, y
+        kernels.check_kernel_input(data.x, cfg.kernel)
+    return data
 
 
 def nystroem_features(
-    x: np.ndarray, cfg, *, seed: int, block_size: int = 8192
+    x: np.ndarray, cfg, *, seed: int, block_size: int = 8192, gamma: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The Nystroem map of ``cfg.kernel`` on ``cfg.num_landmarks`` random training points.
 
@@ -363,6 +389,9 @@ def nystroem_features(
     phi(x) = k(x, L) M satisfy phi(a) . phi(b) = k(a, L) K_LL^+ k(L, b), the Nystroem
     approximation of k(a, b) (exact when a or b is a landmark). Memory: N x r features
     and one [block_size, m] kernel block at a time, never N x N.
+
+    Args:
+      gamma: the bandwidth (default ``cfg.kernel_gamma``; 0: from the landmarks).
 
     Returns:
       (phi [N, r] float32, landmarks [m, D], M [m, r] float32, gamma).
@@ -378,7 +407,8 @@ def nystroem_features(
     lj = jnp.asarray(landmarks)
     # the bandwidth from the landmarks' distances when kernel_gamma is 0, as for the full
     # kernel matrix from the training set's
-    k_ll, gamma = kernels.gram_matrix(landmarks, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+    gamma = cfg.kernel_gamma if gamma is None else gamma
+    k_ll, gamma = kernels.gram_matrix(landmarks, kernel=cfg.kernel, gamma=gamma)
     k_ll = np.asarray(k_ll, np.float64)
     s, u = np.linalg.eigh(0.5 * (k_ll + k_ll.T))
     keep = s > 1e-6 * max(float(s[-1]), 1e-30)
@@ -398,12 +428,8 @@ def nystroem_features(
     return phi, landmarks, proj, float(gamma)
 
 
-def mean_sq_dist(x, *, block_size: int = 65536) -> float:
-    """Mean squared Euclidean distance between two training points, 2 (E||x||^2 - ||E x||^2).
-
-    Over all ordered pairs (i, j), i = j included; in float64, ``block_size`` rows at a
-    time, so a memory-mapped ``x`` is read once and never copied whole.
-    """
+def _moments(x, *, block_size: int = 65536) -> tuple[float, float]:
+    """(mean squared distance, mean squared norm) of the rows of x; see ``mean_sq_dist``."""
     n = x.shape[0]
     s1 = np.zeros(x.shape[1], np.float64)
     s2 = 0.0
@@ -412,7 +438,16 @@ def mean_sq_dist(x, *, block_size: int = 65536) -> float:
         s1 += xb.sum(0)
         s2 += float(np.sum(xb * xb))
     m = s1 / n
-    return max(2.0 * (s2 / n - float(m @ m)), 0.0)
+    return max(2.0 * (s2 / n - float(m @ m)), 0.0), s2 / n
+
+
+def mean_sq_dist(x, *, block_size: int = 65536) -> float:
+    """Mean squared Euclidean distance between two training points, 2 (E||x||^2 - ||E x||^2).
+
+    Over all ordered pairs (i, j), i = j included; in float64, ``block_size`` rows at a
+    time, so a memory-mapped ``x`` is read once and never copied whole.
+    """
+    return _moments(x, block_size=block_size)[0]
 
 
 def normalized_gram(gram: jax.Array, *, normalize: str) -> tuple[jax.Array, float]:
@@ -425,19 +460,28 @@ def normalized_gram(gram: jax.Array, *, normalize: str) -> tuple[jax.Array, floa
     distance between training points, 2 (mean diag K - mean K), so that it is 1.
 
     Raises:
-      ValueError: every training point has the same feature-space image (zero distance).
+      ValueError: every training point has the same feature-space image (zero distance,
+        or one within float32's rounding of the kernel values).
     """
     row = jnp.mean(gram, axis=0)
-    scale = 1.0
-    if normalize == "msd":
-        msd = 2.0 * float(jnp.mean(jnp.diagonal(gram)) - jnp.mean(row))
-        if not msd > 0:
-            raise ValueError(
-                "the training kernel matrix puts every training point at the same place "
-                "(mean squared feature-space distance 0): nothing to learn from; check the "
-                "features and kernel_gamma"
-            )
-        scale = 1.0 / msd
+    mean_diag = float(jnp.mean(jnp.diagonal(gram)))
+    msd = 2.0 * (mean_diag - float(jnp.mean(row)))
+    # checked whatever ``normalize``: a matrix that puts every point at one place (e.g. the
+    # chi2 or linear kernel of all-zero features, K = 0) has nothing to learn from, and
+    # without the check the initial A would be divided by ~0
+    if not msd > _KERNEL_MSD_RELATIVE_FLOOR * abs(mean_diag):
+        what = (
+            "is all zeros (e.g. all-zero features under the chi2 or linear kernel)"
+            if not np.any(np.asarray(gram))
+            else f"puts every training point at the same place (mean squared feature-space "
+            f"distance {msd:.3g}, 0 up to float32 rounding of kernel values of size "
+            f"{abs(mean_diag):.3g})"
+        )
+        raise ValueError(
+            f"the training kernel matrix {what}: nothing to learn from; check the features "
+            "and kernel_gamma"
+        )
+    scale = 1.0 / msd if normalize == "msd" else 1.0
     centred = (gram - row[None, :] - row[:, None] + jnp.mean(row)) * scale
     return centred, scale
 
@@ -446,12 +490,12 @@ def _feature_scale(x, *, normalize: str) -> float:
     """The factor that gives training features a mean squared distance of 1 (``msd``), or 1."""
     if normalize != "msd":
         return 1.0
-    msd = mean_sq_dist(x)
-    if not msd > 0 or not np.isfinite(msd):
+    msd, energy = _moments(x)
+    if not np.isfinite(msd) or not msd > _MSD_RELATIVE_FLOOR * energy:
         raise ValueError(
-            f"the training features have mean squared distance {msd} between points: "
-            "every training sample is the same vector (or too large for float64); "
-            "nothing to learn from"
+            f"the training features have mean squared distance {msd:.3g} between points "
+            f"(mean squared norm {energy:.3g}): every training sample is the same vector, up "
+            "to float32 rounding; nothing to learn from"
         )
     return float(1.0 / np.sqrt(msd))
 
@@ -524,9 +568,13 @@ def fit(
 
     Raises:
       ValueError: bad input or config, before any training.
-      FloatingPointError: training diverged (non-finite loss or parameters).
+      training.TrainingDivergedError: training diverged (a non-finite or exploding loss)
+        or ended in a non-finite or degenerate model.
     """
-    x, y = validate_inputs(features, labels, cfg)
+    data = validate_inputs(features, labels, cfg)
+    x, y = data.x, data.y
+    # the bandwidth of features of ordinary size, for the rescaled ones
+    kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, data.scale)
     mesh = sharding_lib.make_mesh(cfg.num_devices)
     nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
     kernel_form = cfg.kernel != "none" and not nystroem
@@ -537,13 +585,13 @@ def fit(
     scale = 1.0  # features (primal, Nystroem) or kernel matrix (kernel form) times this
     t0 = time.perf_counter()
     if kernel_form:
-        feats, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+        feats, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         if not bool(jnp.all(jnp.isfinite(feats))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
         feats, scale = normalized_gram(feats, normalize=cfg.normalize)
         params = init_params(key_init, dim=cfg.dim, d=x.shape[1], gram=feats)
     elif nystroem:
-        feats, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed)
+        feats, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed, gamma=kernel_gamma)
         scale = _feature_scale(feats, normalize=cfg.normalize)
         params = init_params(key_init, dim=cfg.dim, d=feats.shape[1])
     else:
@@ -589,6 +637,7 @@ def fit(
                 gamma=gamma,
                 input_scale=scale,
                 name="warca",
+                feature_scale=data.scale,
             )
         return Metric(
             kind="kernel" if kernel_form else "linear",
@@ -599,8 +648,10 @@ def fit(
             gamma=gamma,
             input_scale=scale,
             name="warca",
+            feature_scale=data.scale,
         )
 
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -610,8 +661,10 @@ def fit(
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.params)),
+        # on normalised inputs the loss starts at about the margin (the hinge) plus lambda
+        # times the penalty at the initial W (at most about D')
+        reference_loss=cfg.margin + cfg.lam * cfg.dim if cfg.normalize == "msd" else None,
+        hint=hint,
     )
     metric = make_metric(state.params)
-    if not metric.is_finite():
-        raise FloatingPointError("WARCA produced a non-finite model; lower learning_rate or lam")
-    return metric, history
+    return training.check_model(metric, method="WARCA", features=features, hint=hint), history

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax import kernels, linalg, validation
-from warca_jax.methods import Method
+from warca_jax import kernels, linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.methods.xqda import pair_covariances
 from warca_jax.metric import Metric
 
@@ -37,38 +37,46 @@ def _check_non_negative(x: np.ndarray, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- nn
-def validate_nn(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+def validate_nn(features, labels, cfg) -> _checks.TrainingData:
     """Checks data and the distance name; chi2 needs non-negative features."""
     if cfg.distance not in NN_DISTANCES:
         raise ValueError(f"unknown distance {cfg.distance!r}; expected one of {NN_DISTANCES}")
-    # Nothing is learned, so one identity with two images is not needed.
-    x, y = validation.check_training_data(features, labels, method="nn", min_identities=0)
+    # Nothing is learned, so one identity with two images is not needed. Every distance of
+    # NN_DISTANCES ranks features times a positive factor as it ranks the features.
+    data = _checks.training_data(features, labels, method="nn", min_identities=0)
     if cfg.distance == "chi2":
-        _check_non_negative(x, "the chi2 distance")
-    return x, y
+        _check_non_negative(data.x, "the chi2 distance")
+    return data
 
 
 def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     """Nearest neighbours under ``cfg.distance``: an identity Metric, empty history."""
     del seed, log_fn, progress
-    x, _ = validate_nn(features, labels, cfg)
-    metric = Metric("identity", x.shape[1], distance=cfg.distance, name=f"nn_{cfg.distance}")
-    return metric, []
+    data = validate_nn(features, labels, cfg)
+    metric = Metric(
+        "identity",
+        data.x.shape[1],
+        distance=cfg.distance,
+        name=f"nn_{cfg.distance}",
+        feature_scale=data.scale,
+    )
+    return training.check_model(metric, method="nn"), []
 
 
 # ----------------------------------------------------------------------------- kernel_nn
-def validate_kernel_nn(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+def validate_kernel_nn(features, labels, cfg) -> _checks.TrainingData:
     """Checks data, the kernel name and, for the chi2 family, non-negative features."""
     if cfg.kernel not in kernels.KERNELS:
         raise ValueError(f"unknown kernel {cfg.kernel!r}; expected one of {kernels.KERNELS}")
-    x, y = validation.check_training_data(features, labels, method="kernel_nn", min_identities=0)
-    kernels.check_kernel_input(x, cfg.kernel)
-    if cfg.gamma <= 0 and kernels.needs_gamma(cfg.kernel) and x.shape[0] < 2:
+    _checks.check_number(cfg, "gamma", low=0, note="; 0: from the data")
+    data = _checks.training_data(features, labels, method="kernel_nn", min_identities=0)
+    kernels.check_kernel_input(data.x, cfg.kernel)
+    if cfg.gamma <= 0 and kernels.needs_gamma(cfg.kernel) and data.x.shape[0] < 2:
         raise ValueError(
-            f"choosing the {cfg.kernel} bandwidth needs two training rows; got {x.shape[0]}, "
-            "give gamma explicitly"
+            f"choosing the {cfg.kernel} bandwidth needs two training rows; got "
+            f"{data.x.shape[0]}, give gamma explicitly"
         )
-    return x, y
+    return data
 
 
 def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -78,35 +86,36 @@ def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
       (kernel_distance Metric with the kernel and its bandwidth, []).
     """
     del seed, log_fn, progress
-    x, _ = validate_kernel_nn(features, labels, cfg)
-    gamma = float(cfg.gamma) if cfg.gamma > 0 else kernels.default_gamma(x, cfg.kernel)
+    data = validate_kernel_nn(features, labels, cfg)
+    x = data.x
+    if cfg.gamma > 0:  # the bandwidth given for the user's features, for the rescaled ones
+        gamma = kernels.gamma_for_scaled(cfg.kernel, float(cfg.gamma), data.scale)
+    else:
+        gamma = kernels.default_gamma(x, cfg.kernel)
     metric = Metric(
         "kernel_distance",
         x.shape[1],
         kernel=cfg.kernel,
         gamma=gamma,
         name=f"kernel_nn_{cfg.kernel}",
+        feature_scale=data.scale,
     )
-    if not metric.is_finite():
-        raise FloatingPointError(f"non-finite bandwidth {gamma} for the {cfg.kernel} kernel")
-    return metric, []
+    hint = f"the bandwidth {gamma} of the {cfg.kernel} kernel is not usable; give gamma"
+    return training.check_model(metric, method="kernel_nn", hint=hint), []
 
 
 # ----------------------------------------------------------------------------- mahalanobis
-def validate_mahalanobis(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+def validate_mahalanobis(features, labels, cfg) -> _checks.TrainingData:
     """Checks data and the covariance option."""
     if cfg.covariance not in COVARIANCES:
         raise ValueError(f"unknown covariance {cfg.covariance!r}; expected one of {COVARIANCES}")
-    if not cfg.reg > 0:
-        raise ValueError(f"reg (ridge relative to trace / D) must be > 0, got {cfg.reg}")
+    _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
     # The features covariance needs no labels, but within-class differences need pairs.
     need = 2 if cfg.covariance == "within_class" else 0
-    x, y = validation.check_training_data(
-        features, labels, method="mahalanobis", min_identities=need
-    )
-    if x.shape[0] < 2:
-        raise ValueError(f"a covariance needs at least two training rows; got {x.shape[0]}")
-    return x, y
+    data = _checks.training_data(features, labels, method="mahalanobis", min_identities=need)
+    if data.x.shape[0] < 2:
+        raise ValueError(f"a covariance needs at least two training rows; got {data.x.shape[0]}")
+    return data
 
 
 def covariance(x: np.ndarray, labels: np.ndarray, *, kind: str) -> np.ndarray:
@@ -120,16 +129,19 @@ def covariance(x: np.ndarray, labels: np.ndarray, *, kind: str) -> np.ndarray:
 def fit_mahalanobis(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     """W with W^T W = inv(C + ridge): a linear Metric [D, D], empty history."""
     del seed, log_fn, progress
-    x, y = validate_mahalanobis(features, labels, cfg)
+    x, y, scale = validate_mahalanobis(features, labels, cfg)
     cov = covariance(x, y, kind=cfg.covariance)
     what = f"the {cfg.covariance} covariance"
     precision = np.linalg.inv(linalg.regularise(cov, eps=cfg.reg, what=what))
     metric = Metric(
-        "linear", x.shape[1], projection=linalg.psd_factor(precision), name="mahalanobis"
+        "linear",
+        x.shape[1],
+        projection=linalg.psd_factor(precision),
+        name="mahalanobis",
+        feature_scale=scale,
     )
-    if not metric.is_finite():
-        raise FloatingPointError("the inverse covariance is not finite; raise reg")
-    return metric, []
+    hint = "the inverse covariance is not usable; raise reg"
+    return training.check_model(metric, method="mahalanobis", features=features, hint=hint), []
 
 
 METHODS = {

@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import losses, sampling, training, validation
-from warca_jax.methods import Method
+from warca_jax import losses, sampling, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 REGULARIZERS = ("l2", "none")
@@ -59,19 +59,15 @@ class FrmlState(NamedTuple):
 
 def check_config(cfg, *, n: int, d: int) -> None:
     """Raises ValueError for an FRML config that cannot run on N x D data."""
+    _checks.check_number(cfg, "dim", integer=True)
     if not 1 <= cfg.dim <= d:
         raise ValueError(f"rank dim must be in [1, {d}] (input dimensions), got {cfg.dim}")
     for name in ("batch_size", "num_iters", "log_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.candidate_pool < 0:
-        raise ValueError(f"candidate_pool must be >= 0 (0: all), got {cfg.candidate_pool}")
-    if cfg.margin <= 0:
-        raise ValueError(f"margin must be positive, got {cfg.margin}")
-    if not cfg.learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {cfg.learning_rate}")
-    if cfg.lam < 0:
-        raise ValueError(f"lam must be non-negative, got {cfg.lam}")
+        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
+    _checks.check_number(cfg, "margin", low=0, low_open=True)
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    _checks.check_number(cfg, "lam", low=0)
     if cfg.regularizer not in REGULARIZERS:
         raise ValueError(f"unknown regularizer {cfg.regularizer!r}; expected one of {REGULARIZERS}")
     if cfg.sampler not in sampling.SAMPLERS:
@@ -82,11 +78,21 @@ def check_config(cfg, *, n: int, d: int) -> None:
         )
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="FRML")
-    check_config(cfg, n=x.shape[0], d=x.shape[1])
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work.
+
+    FRML's margin is in the units of the (squared) distances, so features too small or
+    too large for float32 training are refused (``_checks.training_data``), not rescaled.
+    """
+    data = _checks.training_data(
+        features,
+        labels,
+        method="FRML",
+        scale_free=False,
+        scale_note=" (FRML's margin is in the features' units)",
+    )
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
+    return data
 
 
 def frml_loss(m: jax.Array, u: jax.Array, v: jax.Array, weights, *, margin, lam) -> jax.Array:
@@ -214,9 +220,10 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      FloatingPointError: training diverged.
+      training.TrainingDivergedError: training diverged, or a non-finite or degenerate
+        metric.
     """
-    x, y = validate(features, labels, cfg)
+    x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
     table = sampling.make_pair_table(y)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
@@ -234,6 +241,7 @@ def fit(
         w = np.asarray(state.u.T * jnp.sqrt(state.s)[:, None])
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
 
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -243,11 +251,10 @@ def fit(
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(state)),
+        hint=hint,
     )
     metric = make_metric(state)
-    if not metric.is_finite():
-        raise FloatingPointError("FRML produced a non-finite metric; lower learning_rate")
-    return metric, history
+    return training.check_model(metric, method="FRML", features=features, hint=hint), history
 
 
 METHODS = {"frml": Method(fit=fit, validate=validate, takes_callback=True)}

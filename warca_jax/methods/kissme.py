@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import linalg, validation
-from warca_jax.methods import Method
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.methods.xqda import pair_covariances
 from warca_jax.metric import Metric
 
@@ -64,23 +64,17 @@ def sampled_negative_covariance(
 
 def check_config(cfg, *, d: int) -> None:
     """Raises ValueError for a KISSME config that cannot run on D-dimensional data."""
-    if not 0 < cfg.pca_variance <= 1:
-        raise ValueError(f"pca_variance must be in (0, 1], got {cfg.pca_variance}")
-    if not 0 <= cfg.pca_dim <= d:
-        raise ValueError(f"pca_dim must be in [0, {d}] (0: no cap), got {cfg.pca_dim}")
-    if cfg.num_negative_pairs < 0:
-        raise ValueError(
-            f"num_negative_pairs must be >= 0 (0: all pairs), got {cfg.num_negative_pairs}"
-        )
-    if not cfg.reg > 0:
-        raise ValueError(f"reg (ridge relative to trace / D) must be > 0, got {cfg.reg}")
+    _checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
+    _checks.check_number(cfg, "pca_dim", low=0, high=d, integer=True, note="; 0: no cap")
+    _checks.check_number(cfg, "num_negative_pairs", low=0, integer=True, note="; 0: all pairs")
+    _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="KISSME")
-    check_config(cfg, d=x.shape[1])
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work (KISSME does not depend on the scale)."""
+    data = _checks.training_data(features, labels, method="KISSME")
+    check_config(cfg, d=data.x.shape[1])
+    return data
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -97,10 +91,10 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 
     Raises:
       ValueError: bad data or config, before any work.
-      FloatingPointError: a non-finite result.
+      training.TrainingDivergedError: a non-finite or degenerate result.
     """
     del log_fn, progress
-    x, y = validate(features, labels, cfg)
+    x, y, scale = validate(features, labels, cfg)
     mean, comps = linalg.pca(x, variance=cfg.pca_variance, max_dim=cfg.pca_dim or None)
     xr = (x - mean) @ comps.T
     c_same, c_diff = pair_covariances(xr, y)
@@ -119,9 +113,14 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     inv_diff = np.linalg.inv(linalg.regularise(c_diff, eps=cfg.reg, what="KISSME C_diff"))
     m = linalg.psd_project(inv_same - inv_diff)
     proj = linalg.psd_factor(m).astype(np.float64) @ comps
-    metric = Metric("linear", x.shape[1], projection=proj.astype(np.float32), name="kissme")
-    if not metric.is_finite():
-        raise FloatingPointError("KISSME produced a non-finite metric; raise reg")
+    metric = Metric(
+        "linear",
+        x.shape[1],
+        projection=proj.astype(np.float32),
+        name="kissme",
+        feature_scale=scale,
+    )
+    training.check_model(metric, method="KISSME", features=features, hint="raise reg")
     return metric, []
 
 

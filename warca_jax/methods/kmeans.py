@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances, validation
-from warca_jax.methods import Method
+from warca_jax import distances, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 INITS = ("kmeans++", "random")
@@ -126,14 +126,10 @@ class KMeansMetric(Metric):
     init: str = "kmeans++"
 
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
-        """The search runs in input space: x itself ([n, D] float32), checked."""
+        """The search runs in input space: x itself ([n, D] float32, times ``feature_scale``),
+        checked."""
         del block_size
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(f"expected features of shape [n, {self.input_dim}], got {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("got NaN or inf in the features")
-        return x.astype(np.float32)
+        return self.scaled_features(x).astype(np.float32)
 
     def clusters(self, q: np.ndarray, g: np.ndarray):
         """(centres [k, D], gallery assignment [ng], query assignment [nq], query-centre
@@ -198,21 +194,20 @@ class KMeansMetric(Metric):
         return float(sizes[q_assign].sum()) / (len(q_assign) * len(g_assign))
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
+def validate(features, labels, cfg) -> _checks.TrainingData:
     """Checks data and config (the gallery size is checked when the gallery is searched)."""
-    if cfg.num_clusters < 1:
-        raise ValueError(f"num_clusters must be >= 1, got {cfg.num_clusters}")
-    if cfg.iterations < 0:
-        raise ValueError(f"iterations must be >= 0, got {cfg.iterations}")
+    _checks.check_number(cfg, "num_clusters", low=1, integer=True)
+    _checks.check_number(cfg, "iterations", low=0, integer=True)
     if cfg.init not in INITS:
         raise ValueError(f"unknown init {cfg.init!r}; expected one of {INITS}")
-    return validation.check_training_data(features, labels, method="kmeans_nn", min_identities=0)
+    # k-means clusters features times a positive factor as it clusters the features
+    return _checks.training_data(features, labels, method="kmeans_nn", min_identities=0)
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     """Returns the k-means search as a ``KMeansMetric`` (nothing is learned; empty history)."""
     del log_fn, progress
-    x, _ = validate(features, labels, cfg)
+    x, _, scale = validate(features, labels, cfg)
     metric = KMeansMetric(
         "kmeans",
         x.shape[1],
@@ -221,8 +216,9 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
         seed=int(seed),
         init=cfg.init,
         name="kmeans_nn",
+        feature_scale=scale,
     )
-    return metric, []
+    return training.check_model(metric, method="kmeans_nn"), []
 
 
 METHODS = {"kmeans_nn": Method(fit=fit, validate=validate)}

@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels, linalg, validation
-from warca_jax.methods import Method
+from warca_jax import kernels, linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 EMBEDDINGS = ("weighted", "orthonormalized", "plain")
@@ -48,32 +48,37 @@ def check_config(cfg, *, n: int, d: int) -> None:
             f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
         )
     limit = n if cfg.kernel != "none" else d
+    _checks.check_number(cfg, "dim", integer=True)
     if not 1 <= cfg.dim <= limit:
         what = "training samples" if cfg.kernel != "none" else "input dimensions"
         raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
-    if int(cfg.knn) != cfg.knn or cfg.knn < 1:
-        raise ValueError(f"knn must be an integer >= 1 (Sugiyama: 7), got {cfg.knn}")
-    if cfg.reg < 0:
-        raise ValueError(f"reg must be >= 0 (ridge on the within-class scatter), got {cfg.reg}")
+    try:
+        _checks.check_number(cfg, "knn", low=1, integer=True)
+    except ValueError:
+        raise ValueError(f"knn must be an integer >= 1 (Sugiyama: 7), got {cfg.knn!r}") from None
+    _checks.check_number(cfg, "reg", low=0, note="; ridge on the within-class scatter")
+    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     if cfg.embedding not in EMBEDDINGS:
         raise ValueError(f"unknown embedding {cfg.embedding!r}; expected one of {EMBEDDINGS}")
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks training data and config before any work; returns float32 features and labels.
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks training data and config before any work.
 
     Classes smaller than ``knn + 1`` are accepted: their local scale uses the farthest
-    member of the class (see the module docstring).
+    member of the class (see the module docstring). LFDA does not depend on the features'
+    scale (its affinity is locally scaled): features too small or too large for float32
+    are rescaled by a power of two (``_checks.training_data``).
 
     Raises:
       ValueError: NaN/inf, shape mismatches, fewer than two identities with two images,
         a dim the data cannot give, knn < 1, or negative features for a chi2 kernel.
     """
-    x, y = validation.check_training_data(features, labels, method="LFDA")
-    check_config(cfg, n=x.shape[0], d=x.shape[1])
+    data = _checks.training_data(features, labels, method="LFDA")
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
     if cfg.kernel != "none":
-        kernels.check_kernel_input(x, cfg.kernel)
-    return x, y
+        kernels.check_kernel_input(data.x, cfg.kernel)
+    return data
 
 
 @functools.partial(jax.jit, static_argnames="knn")
@@ -194,17 +199,18 @@ def fit(
 
     Raises:
       ValueError: bad input or config, before any work.
-      FloatingPointError: a non-finite result.
+      training.TrainingDivergedError: a non-finite or degenerate result.
     """
     del seed, log_fn, progress
-    x, y = validate(features, labels, cfg)
+    x, y, scale = validate(features, labels, cfg)
     y_idx = np.unique(y, return_inverse=True)[1]
     opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding)
     if cfg.kernel == "none":
         s_w, s_b = local_scatter(x, y_idx, knn=int(cfg.knn))
         proj, support, gamma = solve(s_w, s_b, **opts).T, None, 1.0
     else:
-        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+        kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, scale)
+        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         s_w, s_b = kernel_local_scatter(gram, y_idx, knn=int(cfg.knn))
         proj, support = solve(s_w, s_b, **opts).T, x
     metric = Metric(
@@ -215,9 +221,9 @@ def fit(
         kernel=cfg.kernel,
         gamma=float(gamma),
         name="lfda",
+        feature_scale=scale,
     )
-    if not metric.is_finite():
-        raise FloatingPointError("LFDA produced a non-finite projection; raise reg")
+    training.check_model(metric, method="LFDA", features=features, hint="raise reg")
     return metric, []
 
 

@@ -37,44 +37,51 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from warca_jax import linalg, training, validation
-from warca_jax.methods import Method
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
 def check_config(cfg, *, n: int, d: int, max_class: int) -> None:
     """Raises ValueError for an LMNN config that cannot run on N x D data."""
-    if cfg.k < 1:
-        raise ValueError(f"k (target neighbours) must be >= 1, got {cfg.k}")
+    _checks.check_number(cfg, "k", low=1, integer=True, label="k (target neighbours)")
     if cfg.k > max_class - 1:
         raise ValueError(
             f"k = {cfg.k} target neighbours needs a class with at least {cfg.k + 1} images; "
             f"the largest class has {max_class}"
         )
+    _checks.check_number(cfg, "dim", integer=True)
     if not 0 <= cfg.dim <= d:
         raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
+    _checks.check_number(cfg, "num_impostors", integer=True)
     if not 1 <= cfg.num_impostors <= n - max_class:
         raise ValueError(
             f"num_impostors must be in [1, {n - max_class}] (points outside the largest class), "
             f"got {cfg.num_impostors}"
         )
     for name in ("num_iters", "refresh_every", "block_size"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.mu < 0:
-        raise ValueError(f"mu must be non-negative, got {cfg.mu}")
-    if cfg.margin <= 0:
-        raise ValueError(f"margin must be positive, got {cfg.margin}")
-    if not cfg.learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {cfg.learning_rate}")
+        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_number(cfg, "mu", low=0)
+    _checks.check_number(cfg, "margin", low=0, low_open=True)
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="LMNN")
-    _, counts = np.unique(y, return_counts=True)
-    check_config(cfg, n=x.shape[0], d=x.shape[1], max_class=int(counts.max()))
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work.
+
+    LMNN's margin is in the units of the features, so features too small or too large for
+    float32 training are refused (``_checks.training_data``), not rescaled.
+    """
+    data = _checks.training_data(
+        features,
+        labels,
+        method="LMNN",
+        scale_free=False,
+        scale_note=" (LMNN's margin is in the features' units)",
+    )
+    _, counts = np.unique(data.y, return_counts=True)
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1], max_class=int(counts.max()))
+    return data
 
 
 @functools.partial(jax.jit, static_argnames=("k", "same", "block_size"))
@@ -268,10 +275,10 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      FloatingPointError: training diverged.
+      training.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
     del seed
-    x, y = validate(features, labels, cfg)
+    x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
     _, inverse = np.unique(y, return_inverse=True)
     xj, lj = jnp.asarray(x), jnp.asarray(inverse, jnp.int32)
@@ -294,6 +301,7 @@ def fit(
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
 
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -303,11 +311,10 @@ def fit(
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
+        hint=hint,
     )
     metric = make_metric(lmap)
-    if not metric.is_finite():
-        raise FloatingPointError("LMNN produced a non-finite map; lower learning_rate")
-    return metric, history
+    return training.check_model(metric, method="LMNN", features=features, hint=hint), history
 
 
 METHODS = {"lmnn": Method(fit=fit, validate=validate, takes_callback=True)}

@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import linalg, training, validation
-from warca_jax.methods import Method
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
@@ -50,31 +50,25 @@ class APGState(NamedTuple):
 
 def check_config(cfg, *, d: int) -> None:
     """Raises ValueError for an MLAPG config that cannot run on D-dimensional data."""
-    if cfg.pca_dim < 0:
-        raise ValueError(f"pca_dim must be >= 0 (0: no PCA), got {cfg.pca_dim}")
-    if cfg.dim < 0:
-        raise ValueError(f"dim must be >= 0 (0: the full rank of M), got {cfg.dim}")
+    _checks.check_number(cfg, "pca_dim", low=0, integer=True, note="; 0: no PCA")
+    _checks.check_number(cfg, "dim", low=0, integer=True, note="; 0: the full rank of M")
     reduced = min(d, cfg.pca_dim) if cfg.pca_dim else d
     if cfg.dim > reduced:
         raise ValueError(
             f"output dim must be at most {reduced} (input dims after PCA), got {cfg.dim}"
         )
     for name in ("max_iters", "log_every", "max_backtracks"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if not cfg.init_step > 0:
-        raise ValueError(f"init_step must be positive (1 / initial L), got {cfg.init_step}")
-    if not cfg.backtrack_factor > 1:
-        raise ValueError(f"backtrack_factor must be > 1, got {cfg.backtrack_factor}")
-    if cfg.tol < 0:
-        raise ValueError(f"tol must be >= 0, got {cfg.tol}")
+        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_number(cfg, "init_step", low=0, low_open=True, note="; 1 / initial L")
+    _checks.check_number(cfg, "backtrack_factor", low=1, low_open=True)
+    _checks.check_number(cfg, "tol", low=0)
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks training data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="MLAPG")
-    check_config(cfg, d=x.shape[1])
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks training data and config before any work (MLAPG rescales the features itself)."""
+    data = _checks.training_data(features, labels, method="MLAPG")
+    check_config(cfg, d=data.x.shape[1])
+    return data
 
 
 def pair_weights(labels: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -175,10 +169,11 @@ def fit(
 
     Raises:
       ValueError: bad input or config, before any training.
-      FloatingPointError: a non-finite loss or metric.
+      training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
+        metric.
     """
     del seed, progress
-    x, y = validate(features, labels, cfg)
+    x, y, feature_scale = validate(features, labels, cfg)
     mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
     if cfg.pca_dim and x.shape[1] > cfg.pca_dim:
         mean, comps = linalg.pca(x, variance=1.0, max_dim=cfg.pca_dim)
@@ -198,20 +193,27 @@ def fit(
     f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
     state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
     history, t0, prev = [], time.perf_counter(), float(f0)
+    hint = f"lower init_step (now {cfg.init_step:g}) or check the training data"
 
     def make_metric(m) -> Metric:
         w = linalg.psd_factor(np.asarray(m), dim=cfg.dim or None)
         # Fold the rescaling and PCA back: ||W (z - z')|| with z = (x - mean) C^T / sqrt(scale).
         proj = (w.astype(np.float64) / np.sqrt(scale)) @ comps.astype(np.float64)
         return Metric(
-            kind="linear", input_dim=x.shape[1], projection=proj.astype(np.float32), name="mlapg"
+            kind="linear",
+            input_dim=x.shape[1],
+            projection=proj.astype(np.float32),
+            name="mlapg",
+            feature_scale=feature_scale,
         )
 
     for it in range(1, cfg.max_iters + 1):
         state, rank, _ = step(state, feats, sign, weight)
         loss = float(state.loss)
-        if not np.isfinite(loss):
-            raise FloatingPointError(f"MLAPG loss became non-finite at iteration {it}")
+        # a non-finite loss, or one far above F(I), is a divergence
+        training.check_row(
+            {"loss": loss}, method="MLAPG", step=it, reference_loss=float(f0), hint=hint
+        )
         done = abs(loss - prev) <= cfg.tol * abs(prev)
         prev = loss
         if it % cfg.log_every == 0 or done or it == cfg.max_iters:
@@ -232,9 +234,7 @@ def fit(
         if done:
             break
     metric = make_metric(state.m)
-    if not metric.is_finite():
-        raise FloatingPointError("MLAPG produced a non-finite metric")
-    return metric, history
+    return training.check_model(metric, method="MLAPG", features=features, hint=hint), history
 
 
 METHODS = {"mlapg": Method(fit=fit, validate=validate, takes_callback=True)}

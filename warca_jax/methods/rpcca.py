@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels, training, validation
-from warca_jax.methods import Method
+from warca_jax import kernels, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
@@ -44,28 +44,26 @@ def check_config(cfg, *, n: int, d: int) -> None:
             f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
         )
     limit = n if cfg.kernel != "none" else d
+    _checks.check_number(cfg, "dim", integer=True)
     if not 1 <= cfg.dim <= limit:
         what = "training samples" if cfg.kernel != "none" else "input dimensions"
         raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
     for name in ("beta", "learning_rate", "negatives_per_positive"):
-        if not getattr(cfg, name) > 0:
-            raise ValueError(f"{name} must be positive, got {getattr(cfg, name)}")
-    if cfg.lam < 0:
-        raise ValueError(f"lam must be >= 0, got {cfg.lam}")
+        _checks.check_number(cfg, name, low=0, low_open=True)
+    _checks.check_number(cfg, "lam", low=0)
+    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     for name in ("num_iters", "log_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.batch_size < 0:
-        raise ValueError(f"batch_size must be >= 0 (0: full batch), got {cfg.batch_size}")
+        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_number(cfg, "batch_size", low=0, integer=True, note="; 0: full batch")
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks training data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="rPCCA")
-    check_config(cfg, n=x.shape[0], d=x.shape[1])
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks training data and config before any work (rPCCA rescales the features itself)."""
+    data = _checks.training_data(features, labels, method="rPCCA")
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
     if cfg.kernel != "none":
-        kernels.check_kernel_input(x, cfg.kernel)
-    return x, y
+        kernels.check_kernel_input(data.x, cfg.kernel)
+    return data
 
 
 def pair_set(labels, *, negatives_per_positive: float, key: jax.Array):
@@ -199,15 +197,17 @@ def fit(
 
     Raises:
       ValueError: bad input or config, before any training.
-      FloatingPointError: training diverged.
+      training.TrainingDivergedError: training diverged, or a non-finite or degenerate
+        model.
     """
-    x, y = validate(features, labels, cfg)
+    x, y, feature_scale = validate(features, labels, cfg)
     kernel_form = cfg.kernel != "none"
     key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
     i, j, sign = pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=key_pairs)
     gamma = 1.0
     if kernel_form:
-        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=cfg.kernel_gamma)
+        kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, feature_scale)
+        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         diag = jnp.diag(gram)
         scale = float(jnp.mean(diag[i] + diag[j] - 2.0 * gram[i, j]))
         feats = gram / scale
@@ -245,8 +245,10 @@ def fit(
             kernel=cfg.kernel,
             gamma=float(gamma),
             name="rpcca",
+            feature_scale=feature_scale,
         )
 
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -255,11 +257,10 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
+        hint=hint,
     )
     metric = make_metric(params)
-    if not metric.is_finite():
-        raise FloatingPointError("rPCCA produced a non-finite model; lower learning_rate")
-    return metric, history
+    return training.check_model(metric, method="rPCCA", features=features, hint=hint), history
 
 
 METHODS = {"rpcca": Method(fit=fit, validate=validate, takes_callback=True)}

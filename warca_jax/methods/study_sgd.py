@@ -37,8 +37,8 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from warca_jax import losses, sampling, validation, warca
-from warca_jax.methods import Method
+from warca_jax import losses, sampling, training, warca
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 from warca_jax.optim import TrainState
 
@@ -201,16 +201,33 @@ def _programs(name: str, lam: float, penalty: str, margin: float, batch_size: in
     return tx, run, cost
 
 
-def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels.
+def validate_inputs(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work.
+
+    The study's losses have a margin (eq. 7) or a penalty (eq. 6) in the features' units,
+    so features too small or too large for float32 training are refused, not rescaled.
 
     Raises:
-      ValueError: bad data (``validation.check_training_data``), too few identities to
-        hold ``num_val_ids`` out and still train, or a config out of range.
+      ValueError: bad data (``_checks.training_data``), too few identities to hold
+        ``num_val_ids`` out and still train, or a config out of range.
     """
     name = cfg.name
-    x, y = validation.check_training_data(features, labels, method=name)
+    data = _checks.training_data(
+        features,
+        labels,
+        method=name,
+        scale_free=False,
+        scale_note=f" ({name}'s margin and penalty are in the features' units)",
+    )
+    x, y = data.x, data.y
     d = x.shape[1]
+    for field in ("dim", "batch_size", "num_epochs", "val_every", "num_val_ids"):
+        _checks.check_number(cfg, field, integer=True)
+    for field in ("lam", "learning_rate", "lr_decay", "momentum"):
+        _checks.check_number(cfg, field)
+    if name == "triplet_sgd":
+        _checks.check_number(cfg, "margin")
+        _checks.check_number(cfg, "num_random", integer=True)
     if not 0 <= cfg.dim <= d:
         raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
     if cfg.init not in INITS:
@@ -239,7 +256,7 @@ def validate_inputs(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
             f"num_val_ids must be >= 2 and leave 2 identities with two or more images for "
             f"training: {name} holds {cfg.num_val_ids} out of {usable} such identities"
         )
-    return x, y
+    return data
 
 
 def _split_validation(key, y: np.ndarray, num_val_ids: int) -> np.ndarray:
@@ -267,9 +284,11 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
 
     Raises:
       ValueError: bad input or config, before any work.
-      FloatingPointError: a non-finite loss or model (lower learning_rate).
+      training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
+        model (lower learning_rate).
     """
-    x, y = validate_inputs(features, labels, cfg)
+    x, y, _ = validate_inputs(features, labels, cfg)
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     k_split, k_init, k_train, k_mine, k_val = jax.random.split(jax.random.PRNGKey(seed), 5)
     is_val = _split_validation(k_split, y, cfg.num_val_ids)
     d = x.shape[1]
@@ -314,10 +333,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
         epoch += length
         cost = float(val_cost(state.params))
         row = dict(epoch=epoch, step=int(state.step), loss=float(loss), val_cost=cost)
-        if not (np.isfinite(row["loss"]) and np.isfinite(cost)):
-            raise FloatingPointError(
-                f"{cfg.name} diverged by epoch {epoch}: {row}; lower learning_rate"
-            )
+        training.check_row(row, method=cfg.name, step=int(state.step), hint=hint)
         if cost < best_cost:
             best_cost, best_params, best_epoch = cost, state.params, epoch
         row.update(learning_rate=lr, best_epoch=best_epoch, seconds=time.perf_counter() - t0)
@@ -330,9 +346,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
         prev_cost = cost
     bar.close()
     metric = Metric("linear", input_dim=d, projection=np.asarray(best_params), name=cfg.name)
-    if not metric.is_finite():
-        raise FloatingPointError(f"{cfg.name} produced a non-finite model; lower learning_rate")
-    return metric, history
+    return training.check_model(metric, method=cfg.name, features=features, hint=hint), history
 
 
 METHODS = {

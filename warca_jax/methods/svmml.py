@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from warca_jax import linalg, training, validation
-from warca_jax.methods import Method
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 LOSSES = ("hinge", "squared_hinge")
@@ -71,13 +71,7 @@ class SvmmlMetric(Metric):
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
         """The PCA-reduced features [n, p] the decision function reads."""
         del block_size
-        x = np.asarray(x)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise ValueError(
-                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
-            )
-        if not np.all(np.isfinite(x)):
-            raise ValueError("transform got NaN or inf in the features")
+        x = self.scaled_features(x)
         return ((x - self.mean) @ self.components.T).astype(np.float32)
 
     def pairwise_distances(self, x: np.ndarray, y: np.ndarray, *, block_size: int = 1024):
@@ -156,31 +150,27 @@ def _psd(m):
 
 def check_config(cfg, *, n: int, d: int) -> None:
     """Raises ValueError for an SVMML config that cannot run on N x D data."""
-    if not 0 < cfg.pca_variance <= 1:
-        raise ValueError(f"pca_variance must be in (0, 1], got {cfg.pca_variance}")
+    _checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
+    _checks.check_number(cfg, "pca_dim", integer=True)
     if not 0 <= cfg.pca_dim <= min(n, d):
         raise ValueError(
             f"pca_dim must be in [0, {min(n, d)}] (0: by pca_variance; at most min(N, D)), "
             f"got {cfg.pca_dim}"
         )
-    if cfg.neg_ratio <= 0:
-        raise ValueError(f"neg_ratio must be positive, got {cfg.neg_ratio}")
-    if cfg.lam < 0:
-        raise ValueError(f"lam must be non-negative, got {cfg.lam}")
-    if not cfg.learning_rate > 0:
-        raise ValueError(f"learning_rate must be positive, got {cfg.learning_rate}")
+    _checks.check_number(cfg, "neg_ratio", low=0, low_open=True)
+    _checks.check_number(cfg, "lam", low=0)
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
     for name in ("num_iters", "log_every"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+        _checks.check_number(cfg, name, low=1, integer=True)
     if cfg.loss not in LOSSES:
         raise ValueError(f"unknown loss {cfg.loss!r}; expected one of {LOSSES}")
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="SVMML")
-    check_config(cfg, n=x.shape[0], d=x.shape[1])
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work (SVMML rescales the features itself)."""
+    data = _checks.training_data(features, labels, method="SVMML")
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
+    return data
 
 
 def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
@@ -254,9 +244,9 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      FloatingPointError: training diverged.
+      training.TrainingDivergedError: training diverged, or a non-finite model.
     """
-    x, y = validate(features, labels, cfg)
+    x, y, feature_scale = validate(features, labels, cfg)
     t0 = time.perf_counter()
     mean, comps = linalg.pca(x, variance=float(cfg.pca_variance), max_dim=int(cfg.pca_dim) or None)
     xr = (x - mean) @ comps.T
@@ -287,8 +277,10 @@ def fit(
             b_mat=b,
             c_vec=c,
             bias=float(bias),
+            feature_scale=feature_scale,
         )
 
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -298,11 +290,12 @@ def fit(
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
+        # the objective at the start (A = B = 0, c = b = 0: every margin 1) is 2
+        reference_loss=2.0,
+        hint=hint,
     )
     metric = make_metric(params)
-    if not metric.is_finite():
-        raise FloatingPointError("SVMML produced a non-finite model; lower learning_rate")
-    return metric, history
+    return training.check_model(metric, method="SVMML", hint=hint), history
 
 
 METHODS = {"svmml": Method(fit=fit, validate=validate, takes_callback=True)}

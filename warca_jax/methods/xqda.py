@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import linalg, validation
-from warca_jax.methods import Method
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
@@ -94,22 +94,22 @@ def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
 
 def check_config(cfg, *, d: int) -> None:
     """Raises ValueError for an XQDA config that cannot run on D-dimensional data."""
+    _checks.check_number(cfg, "dim", integer=True)
     if not 0 <= cfg.dim <= d:
         raise ValueError(
             f"dim must be in [0, {d}] (0: every eigenvalue > 1; at most the input dimension), "
             f"got {cfg.dim}"
         )
-    if not cfg.reg > 0:
-        raise ValueError(
-            f"reg (ridge on Sigma_I, relative to its trace / D) must be > 0, got {cfg.reg}"
-        )
+    _checks.check_number(
+        cfg, "reg", low=0, low_open=True, note="; ridge on Sigma_I, relative to its trace / D"
+    )
 
 
-def validate(features, labels, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """Checks data and config before any work; returns float32 features and labels."""
-    x, y = validation.check_training_data(features, labels, method="XQDA")
-    check_config(cfg, d=x.shape[1])
-    return x, y
+def validate(features, labels, cfg) -> _checks.TrainingData:
+    """Checks data and config before any work (XQDA does not depend on the scale)."""
+    data = _checks.training_data(features, labels, method="XQDA")
+    check_config(cfg, d=data.x.shape[1])
+    return data
 
 
 def xqda_projection(
@@ -149,18 +149,19 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 
     Raises:
       ValueError: bad data or config, before any work.
-      FloatingPointError: a non-finite result.
+      training.TrainingDivergedError: a non-finite or degenerate result.
     """
     del seed, log_fn, progress
-    x, y = validate(features, labels, cfg)
+    x, y, scale = validate(features, labels, cfg)
     comps, xr = reduce_to_span(x)
     sigma_i, sigma_e = pair_covariances(xr, y)
     proj, _ = xqda_projection(sigma_i, sigma_e, dim=cfg.dim, reg=cfg.reg)
     if comps is not None:
         proj = proj @ comps  # the centring of the reduction cancels in differences
-    metric = Metric("linear", x.shape[1], projection=proj.astype(np.float32), name="xqda")
-    if not metric.is_finite():
-        raise FloatingPointError("XQDA produced a non-finite metric; raise reg")
+    metric = Metric(
+        "linear", x.shape[1], projection=proj.astype(np.float32), name="xqda", feature_scale=scale
+    )
+    training.check_model(metric, method="XQDA", features=features, hint="raise reg")
     return metric, []
 
 

@@ -1,0 +1,293 @@
+"""No silent failure in training: bad input is a clear error before any work, a run that
+degenerates is an error and never a model, and a model file is trusted only when whole.
+
+Small problems and few steps throughout (the whole file runs in well under a minute).
+"""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from warca_jax import methods, training, warca
+from warca_jax import metric as metric_lib
+from warca_jax.metric import Metric
+from warca_jax.synthetic import make_synthetic
+
+_SCALE_MSG = "cannot train on features of this scale"
+
+
+def _method(name, variant=None, **overrides):
+    from configs import common
+
+    module = importlib.import_module(f"configs.{name}")
+    cfg = module.get_config(variant) if variant else module.get_config()
+    return common.overridden(cfg.method, **overrides)
+
+
+def _warca(**overrides):
+    base = dict(dim=6, num_iters=60, batch_size=64, log_every=20)
+    return _method("warca", "linear", **{**base, **overrides})
+
+
+def _problem(hist=False):
+    """30 identities x 4 images, 16-d: identities 0-19 train, 20-29 test (gallery image 0)."""
+    x, y, _ = make_synthetic(
+        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, histogram=hist, seed=0
+    )
+    train = y < 20
+    test_x, test_y = x[~train], y[~train]
+    first = np.r_[True, test_y[1:] != test_y[:-1]]
+    return x[train], y[train], (test_x[~first], test_y[~first]), (test_x[first], test_y[first])
+
+
+_PROBLEM = _problem()
+_HIST_PROBLEM = _problem(hist=True)
+
+
+def _rank1(metric, probes, gallery, scale=1.0, dtype=np.float32):
+    """Rank-1 (%) of the metric's embeddings, ranked in float64 (no evaluation code)."""
+    (xq, yq), (xg, yg) = probes, gallery
+    eq = metric.transform((xq.astype(np.float64) * scale).astype(dtype)).astype(np.float64)
+    eg = metric.transform((xg.astype(np.float64) * scale).astype(dtype)).astype(np.float64)
+    d = ((eq[:, None, :] - eg[None, :, :]) ** 2).sum(-1)
+    return 100.0 * np.mean(yg[np.argmin(d, axis=1)] == yq)
+
+
+def _scaled(x, scale, dtype=np.float32):
+    return (x.astype(np.float64) * scale).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- scale
+@pytest.mark.parametrize(
+    "kernel, scale, dtype",
+    [
+        ("none", 1e-60, np.float64),  # below float32's range: was cast to zeros
+        ("none", 1e60, np.float64),  # above it: was cast to inf
+        ("linear", 1e-30, np.float32),  # K = X X^T underflowed to 0
+        ("chi2", 1e30, np.float32),  # chi2 kernel overflowed
+    ],
+)
+def test_warca_learns_the_same_metric_at_any_scale(kernel, scale, dtype):
+    x, y, probes, gallery = _HIST_PROBLEM if kernel == "chi2" else _PROBLEM
+    cfg = _warca(kernel=kernel)
+    base, _ = warca.fit(x, y, cfg)
+    metric, _ = warca.fit(_scaled(x, scale, dtype), y, cfg)
+    want = _rank1(base, probes, gallery)
+    assert want > 40
+    assert _rank1(metric, probes, gallery, scale, dtype) == pytest.approx(want, abs=1.0)
+    assert metric.feature_scale != 1.0 and np.isfinite(metric.projection).all()
+
+
+@pytest.mark.parametrize("name", ["kissme", "xqda", "lfda"])
+def test_scale_free_learners_give_the_same_ranking_at_1e_minus_30(name):
+    x, y, probes, gallery = _PROBLEM
+    cfg = _method(name, dim=4) if name == "lfda" else _method(name)
+    fit = methods.get(name).fit
+    want = _rank1(fit(x, y, cfg)[0], probes, gallery)
+    metric, _ = fit(_scaled(x, 1e-30), y, cfg)
+    assert _rank1(metric, probes, gallery, 1e-30) == pytest.approx(want, abs=1.0)
+
+
+@pytest.mark.parametrize("name, scale", [("lmnn", 1e-30), ("frml", 1e30)])
+def test_learners_with_a_fixed_margin_refuse_extreme_scales(name, scale):
+    x, y, _, _ = _PROBLEM
+    with pytest.raises(ValueError, match=f"{_SCALE_MSG}: their root mean squared norm is"):
+        methods.get(name).validate(_scaled(x, scale), y, _method(name))
+
+
+def test_warca_without_normalisation_refuses_extreme_scales():
+    x, y, _, _ = _PROBLEM
+    with pytest.raises(ValueError, match=f"{_SCALE_MSG}.*normalize='msd'"):
+        warca.fit(_scaled(x, 1e-30), y, _warca(normalize="none"))
+
+
+# ----------------------------------------------------------------------------- degenerate data
+def test_all_zero_features_under_the_chi2_kernel_are_refused_not_a_3e15_model():
+    _, y, _, _ = _HIST_PROBLEM
+    x = np.zeros((len(y), 16), np.float32)
+    with pytest.raises(ValueError, match=r"same feature vector \(all zeros\)"):
+        warca.fit(x, y, _warca(kernel="chi2", normalize="none"))
+
+
+def test_a_zero_chi2_kernel_matrix_is_refused_without_normalisation():
+    x = np.zeros((8, 3), np.float32)
+    with pytest.raises(ValueError, match="kernel matrix is all zeros"):
+        warca.normalized_gram(warca.kernels.gram_matrix(x, kernel="chi2")[0], normalize="none")
+
+
+def test_features_equal_up_to_float32_rounding_are_refused():
+    x, y, _, _ = _PROBLEM
+    row = np.float32(1.0) + np.arange(16, dtype=np.float32)
+    same = np.tile(row, (len(y), 1))
+    same[::2, 0] = np.nextafter(row[0], np.float32(2))  # one ulp apart
+    with pytest.raises(ValueError, match="same vector, up to float32 rounding"):
+        warca.fit(same, y, _warca())
+
+
+# ----------------------------------------------------------------------------- labels, features
+@pytest.mark.parametrize(
+    "labels, match",
+    [
+        (lambda y: np.where(np.arange(len(y)) < 3, np.nan, y.astype(float)), "NaN or inf"),
+        (lambda y: y + 0.5, "not whole numbers"),
+        (lambda y: np.array([f"id{v}" for v in y]), "integer identity ids, got dtype <U"),
+    ],
+)
+def test_bad_labels_are_refused_by_warca_fit(labels, match):
+    x, y, _, _ = _PROBLEM
+    with pytest.raises(ValueError, match=f"labels must be .*{match}"):
+        warca.fit(x, labels(y), _warca())
+
+
+@pytest.mark.parametrize(
+    "features, match",
+    [
+        (lambda x: x.astype(np.complex64), "real numbers.*complex64"),
+        (lambda x: x[:0], r"empty \(shape \(0, 16\)\)"),
+        (lambda x: x[:, :0], r"empty \(shape \(80, 0\)\)"),
+    ],
+)
+def test_bad_features_are_refused_by_every_learner(features, match):
+    x, y, _, _ = _PROBLEM
+    bad = features(x)
+    for name in ("warca", "kissme", "lmnn", "nn"):
+        with pytest.raises(ValueError, match=match):
+            methods.get(name).fit(bad, y[: len(bad)], _method(name))
+
+
+@pytest.mark.parametrize(
+    "name, field, value",
+    [
+        ("warca", "lam", float("nan")),
+        ("warca", "kernel_gamma", float("nan")),
+        ("warca", "margin", float("nan")),
+        ("lmnn", "mu", float("nan")),
+        ("frml", "lam", float("inf")),
+        ("rpcca", "kernel_gamma", float("nan")),
+        ("svmml", "lam", float("nan")),
+        ("triplet_sgd", "margin", float("nan")),
+        ("lfda", "reg", float("nan")),
+        ("mlapg", "tol", float("nan")),
+        ("pairwise_sgd", "momentum", float("nan")),
+        ("kernel_nn", "gamma", float("nan")),
+    ],
+)
+def test_non_finite_hyperparameters_are_refused_before_any_work(name, field, value):
+    x, y, _, _ = _PROBLEM
+    cfg = _method(name)
+    if "dim" in cfg:
+        cfg.dim = 4
+    cfg[field] = value
+    with pytest.raises(ValueError, match=rf"method\.{field} must be .*; got {value!r}"):
+        methods.get(name).validate(x, y, cfg)
+
+
+# ----------------------------------------------------------------------------- divergence
+def test_a_huge_learning_rate_is_a_divergence_error_not_a_model():
+    x, y, _, _ = _PROBLEM
+    with pytest.raises(training.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"):
+        methods.get("warca").fit(x, y, _warca(learning_rate=1e6))
+
+
+def test_run_in_chunks_refuses_a_loss_that_blows_up():
+    losses = iter([2.0, 30.0, 5e6])
+    with pytest.raises(training.TrainingDivergedError, match="step 30: loss 5e.06 is more than"):
+        training.run_in_chunks(
+            lambda done, n: {"loss": next(losses)}, num_iters=30, chunk=10, method="m"
+        )
+
+
+def test_run_in_chunks_measures_the_first_row_against_the_reference():
+    with pytest.raises(RuntimeError, match=r"m diverged by step 10.*lower learning_rate \(now 9\)"):
+        training.run_in_chunks(
+            lambda done, n: {"loss": 1e9},
+            num_iters=10,
+            chunk=10,
+            method="m",
+            reference_loss=1.0,
+            hint="lower learning_rate (now 9)",
+        )
+
+
+def _fake_fit(projection):
+    def fit(features, labels, cfg, **kwargs):
+        return Metric("linear", features.shape[1], projection=projection, name="fake"), []
+
+    return methods.checked_fit("fake", fit)
+
+
+@pytest.mark.parametrize(
+    "projection, match",
+    [
+        (np.zeros((2, 16), np.float32), "projection is all zeros"),
+        (
+            np.full((2, 16), np.nan, np.float32),
+            r"non-finite model \(NaN or inf in \['projection'\]",
+        ),
+        (np.full((2, 16), 3e38, np.float32), "not finite"),  # embeddings overflow
+        (np.eye(2, 16, 10, dtype=np.float32), "maps 64 different training samples to one"),
+    ],
+)
+def test_every_learners_result_is_checked_by_the_registry(projection, match):
+    x, y, _, _ = _PROBLEM
+    x = x.copy()
+    x[:, 10:] = 0  # the last 6 dimensions carry nothing
+    with pytest.raises(training.TrainingDivergedError, match=match):
+        _fake_fit(projection)(x, y, None)
+    assert methods.get("warca").fit.unchecked is warca.fit
+
+
+# ----------------------------------------------------------------------------- model files
+def _saved(tmp_path):
+    m = Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32), name="warca")
+    path = tmp_path / "m.npz"
+    m.save(path)
+    return path
+
+
+def test_a_model_file_with_nan_weights_is_refused(tmp_path):
+    path = tmp_path / "nan.npz"
+    Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32)).save(path)
+    with np.load(path) as f:
+        arrays = dict(f)
+    arrays["projection"] = np.full((2, 3), np.nan, np.float32)
+    np.savez(path, **arrays)
+    with pytest.raises(
+        metric_lib.DamagedModelError, match=r"nan.npz is damaged.*NaN or inf in \['projection'\]"
+    ):
+        Metric.load(path)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],  # truncated
+        lambda b: b[:40] + bytes(v ^ 0xFF for v in b[40:200]) + b[200:],  # corrupt archive
+        lambda b: b"projection = [[1, 0, 0], [0, 1, 0]]\n",  # a text file
+    ],
+)
+def test_a_damaged_model_file_is_a_damaged_model_error(tmp_path, damage):
+    path = _saved(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(
+        metric_lib.DamagedModelError, match="m.npz is damaged .truncated or corrupt. or not a"
+    ):
+        Metric.load(path)
+
+
+def test_an_npz_without_the_model_entries_is_a_damaged_model_error(tmp_path):
+    path = tmp_path / "other.npz"
+    np.savez(path, weights=np.ones((2, 3)))
+    with pytest.raises(metric_lib.DamagedModelError, match="no 'meta' entry"):
+        Metric.load(path)
+    assert issubclass(metric_lib.DamagedModelError, ValueError)
+
+
+def test_training_data_check_is_shared_and_rescales_only_extreme_features():
+    _checks = importlib.import_module("warca_jax.methods._checks")
+    x, y, _, _ = _PROBLEM
+    ok = _checks.training_data(x, y, method="m")
+    assert ok.scale == 1.0 and ok.x is x and ok.y.dtype == np.int64
+    tiny = _checks.training_data(_scaled(x, 1e-30), y, method="m")
+    assert np.frexp(tiny.scale)[0] == 0.5 and 0.5 < _checks.feature_size(tiny.x) < 2

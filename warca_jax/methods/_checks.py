@@ -1,0 +1,240 @@
+"""The checks every learner makes before any work: its training data and its hyperparameters.
+
+* ``training_data(features, labels, method=...)``: features a 2-D, non-empty array of
+  finite real numbers, not all the same vector, labels one finite integer identity per
+  row, enough identities with two or more images; returns float32 features, int64 labels
+  and the power of two the features were scaled by (see below). Every learner's
+  ``validate`` calls it, so that bad data is a ``ValueError`` naming the problem, the same
+  for every learner.
+* ``check_number(cfg, field, ...)``: a hyperparameter of the ``method`` config section
+  is a finite number (or an integer) in its range; the message names the field
+  (``method.lam must be >= 0 (a finite number); got nan``).
+
+The scale of the features. float32, which every learner computes in, holds squared
+distances only between about 1e-38 and 3e38, and products of four features (covariances
+of covariances, Gram matrices of Gram matrices) over a narrower range still: features of
+size 1e-30 (squared distances 1e-60) underflow to zero, features of size 1e30 overflow.
+``training_data`` measures the size of the features, the root mean squared row norm, in
+float64 on the host. Within ``SAFE_SIZE`` (2^-20 to 2^20) nothing is done. Outside it:
+
+* a learner whose result does not depend on the features' scale (``scale_free=True``:
+  WARCA with its ``normalize="msd"``, KISSME, XQDA, LFDA, MLAPG, rPCCA, SVMML, the
+  Mahalanobis distance and the no-learning baselines) gets the features times an exact
+  power of two that brings their size to about 1 (a multiplication that loses nothing),
+  and returns a ``Metric`` whose ``feature_scale`` applies the same factor, so that it
+  takes the user's features. The result is the one of features of ordinary size.
+* a learner with a margin or step fixed in the features' units (LMNN, FRML, the study's
+  SGD, WARCA with ``normalize="none"``) refuses the features with a message naming their
+  size: there its margin is below float32's resolution of the distances, or far above
+  all of them, and rescaling would change the problem it solves.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+# The root mean squared row norm of the features within which they are used as they are.
+SAFE_SIZE = (2.0**-20, 2.0**20)
+_BLOCK_ROWS = 65536  # rows read at once (a memory-mapped array is never copied whole)
+
+
+class TrainingData(NamedTuple):
+    """Checked training data.
+
+    Attributes:
+      x: [N, D] float32 features, times ``scale``.
+      y: [N] int64 identity labels.
+      scale: the exact power of two ``x`` was multiplied by (1.0 for features of ordinary
+        size); a learner folds it into its Metric's ``feature_scale``.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    scale: float
+
+
+def _labels(labels, n: int) -> np.ndarray:
+    y = np.asarray(labels)
+    if y.shape != (n,):
+        raise ValueError(f"labels must have shape [{n}] to match features, got {y.shape}")
+    if y.dtype.kind in "iu":
+        return y.astype(np.int64, copy=False)
+    if y.dtype.kind != "f":
+        raise ValueError(
+            f"labels must be integer identity ids, got dtype {y.dtype}"
+            + (f" (e.g. {y[0]!r})" if n else "")
+        )
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise ValueError(
+            f"labels must be finite integer identity ids; {int(bad.sum())} are NaN or inf "
+            f"(first at row {int(np.argmax(bad))})"
+        )
+    frac = y != np.round(y)
+    if frac.any():
+        i = int(np.argmax(frac))
+        raise ValueError(
+            f"labels must be integer identity ids; {int(frac.sum())} are not whole numbers "
+            f"(row {i}: {y[i]!r})"
+        )
+    if np.abs(y).max(initial=0.0) >= 2.0**63:
+        raise ValueError("labels must be integer identity ids within the int64 range")
+    return y.astype(np.int64)
+
+
+def feature_size(x) -> float:
+    """The root mean squared row norm sqrt(mean_i ||x_i||^2), in float64, block by block."""
+    total = 0.0
+    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
+        xb = np.asarray(x[b0 : b0 + _BLOCK_ROWS], np.float64)
+        total += float(np.sum(xb * xb))
+    return math.sqrt(total / max(x.shape[0], 1))
+
+
+def power_of_two_scale(size: float) -> float:
+    """2^-round(log2(size)): the exact factor that brings ``size`` (> 0) to [2^-0.5, 2^0.5]."""
+    return math.ldexp(1.0, -round(math.log2(size)))
+
+
+def training_data(
+    features,
+    labels,
+    *,
+    method: str,
+    min_identities: int = 2,
+    scale_free: bool = True,
+    scale_note: str = "",
+) -> TrainingData:
+    """Validates a learner's training features and labels before any work.
+
+    Args:
+      features: [N, D] training features: real numbers (integers or floats), finite.
+      labels: [N] identity labels: integers, or floats with whole values.
+      method: the learner's name, for the messages.
+      min_identities: identities with two or more images the learner needs.
+      scale_free: the learner's result does not depend on the features' scale, so that
+        features too small or too large for float32 are rescaled by a power of two
+        (module docstring); otherwise they are refused.
+      scale_note: why the learner depends on the scale, for the refusal's message.
+
+    Returns:
+      ``TrainingData`` (float32 features times ``scale``, int64 labels, ``scale``).
+
+    Raises:
+      ValueError: features not 2-D, empty, not real numbers or with NaN or inf; labels of
+        the wrong length, not integers or not finite; too few identities with two or more
+        images; every sample the same vector (a learner that needs identities); features
+        of a size float32 cannot train on for a learner that depends on the scale.
+    """
+    x = features if isinstance(features, np.ndarray) else np.asarray(features)
+    if x.ndim != 2:
+        raise ValueError(f"features must be 2-D [N, D], got shape {x.shape}")
+    if x.dtype.kind not in "iuf":
+        raise ValueError(
+            f"features must be real numbers (an integer or float array), got dtype {x.dtype}"
+        )
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(
+            f"features are empty (shape {x.shape}): {method} needs training samples with at "
+            "least one dimension"
+        )
+    y = _labels(labels, x.shape[0])
+    bad, distinct = 0, False
+    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
+        xb = np.asarray(x[b0 : b0 + _BLOCK_ROWS])
+        if x.dtype.kind == "f":
+            bad += int(np.sum(~np.isfinite(xb)))
+        distinct = distinct or bool(np.any(xb != x[:1]))
+    if bad:
+        raise ValueError(f"features contain {bad} NaN or inf values")
+    _, counts = np.unique(y, return_counts=True)
+    if np.sum(counts >= 2) < min_identities or len(counts) < 2:
+        raise ValueError(
+            f"{method} needs at least {min_identities} identities with two or more images; "
+            f"found {int(np.sum(counts >= 2))} identities with two or more of {len(counts)}"
+        )
+    if min_identities > 0 and not distinct and x.shape[0] > 1:
+        raise ValueError(
+            f"all {x.shape[0]} training samples are the same feature vector"
+            + (" (all zeros)" if not np.any(x[:1]) else "")
+            + f": {method} has nothing to learn from"
+        )
+    size = feature_size(x)
+    if size == 0.0 or SAFE_SIZE[0] <= size <= SAFE_SIZE[1]:
+        # no copy of float32 (or memory-mapped) data
+        return TrainingData(x.astype(np.float32, copy=False), y, 1.0)
+    if not scale_free:
+        raise ValueError(
+            f"{method} cannot train on features of this scale: their root mean squared norm "
+            f"is {size:.3g}, outside [{SAFE_SIZE[0]:.3g}, {SAFE_SIZE[1]:.3g}] where float32 "
+            f"training is reliable{scale_note}; rescale them (e.g. divide by {size:.3g})"
+        )
+    scale = power_of_two_scale(size)
+    out = np.empty(x.shape, np.float32)
+    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
+        out[b0 : b0 + _BLOCK_ROWS] = np.asarray(x[b0 : b0 + _BLOCK_ROWS], np.float64) * scale
+    return TrainingData(out, y, scale)
+
+
+def _bound(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _condition(low, high, low_open: bool, high_open: bool) -> str:
+    if low is not None and high is not None:
+        return (
+            f"in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}{')' if high_open else ']'}"
+        )
+    if low is not None:
+        if low == 0 and low_open:
+            return "positive"
+        return f"{'>' if low_open else '>='} {_bound(low)}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {_bound(high)}"
+    return ""
+
+
+def check_number(
+    cfg,
+    field: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    integer: bool = False,
+    note: str = "",
+    label: str = "",
+):
+    """Returns ``cfg.<field>`` when it is a finite number (an integer) in range.
+
+    Args:
+      cfg: a config's ``method`` section (a ConfigDict or any object with the field).
+      field: the hyperparameter's name.
+      low, high: bounds (None: none); ``low_open`` / ``high_open`` exclude them.
+      integer: the value must be a whole number (ints, or floats with whole values, are
+        accepted and returned as int).
+      note: a remark after the kind of number in the message, e.g. "; 0: no cap".
+      label: how the message names the field (default: ``field``).
+
+    Raises:
+      ValueError: ``method.<field> must be <range> (a finite number<note>); got <value>``.
+    """
+    value = getattr(cfg, field)
+    kind = "an integer" if integer else "a finite number"
+    cond = _condition(low, high, low_open, high_open)
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+    ok = ok and math.isfinite(value) and (not integer or float(value).is_integer())
+    if ok:
+        ok = (low is None or (value > low if low_open else value >= low)) and (
+            high is None or (value < high if high_open else value <= high)
+        )
+    if not ok:
+        what = f"{cond} ({kind}{note})" if cond else f"{kind}{note}"
+        raise ValueError(f"method.{label or field} must be {what}; got {value!r}")
+    return int(value) if integer else value
