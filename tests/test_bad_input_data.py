@@ -185,6 +185,20 @@ def test_splits_disagree_on_their_number(tmp_path, arrays):
                gallery_idx=te[None, 1::2])  # fmt: skip
 
 
+def test_feature_file_takes_the_test_identity_count():
+    """data.num_test_ids reaches the feature-file reader (it was silently dropped)."""
+    cfg = _data_cfg(name="features", num_test_ids=10, num_splits=1)
+    f, lab, c = make_synthetic(num_ids=40, images_per_id=4, num_cams=2, dim=16, seed=0)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg.path = os.path.join(tmp, "f.npz")
+        np.savez(cfg.path, features=f, labels=lab, cams=c)
+        ds = datasets.from_config(cfg)
+    (split,) = ds.splits
+    assert len(np.unique(ds.labels[split.query_idx])) == 10
+
+
 def test_no_query_with_a_cross_camera_match(tmp_path, arrays):
     f, lab, _ = arrays
     with pytest.raises(ValueError, match="no query has a match to find"):

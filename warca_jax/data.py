@@ -173,25 +173,40 @@ def validate_split(split: Split, labels, *, n: int, where: str = "split") -> Non
         )
 
 
-def check_matches(split: Split, labels, cams, *, where: str = "split") -> None:
-    """Checks that some query of a split has a true match the evaluation can rank.
+def check_matches(split: Split, labels, cams, *, where: str = "split", every: bool = False) -> None:
+    """Checks that the queries of a split have true matches the evaluation can rank.
 
     A query's gallery images of its own identity taken by its own camera are not ranked
-    (the cross-camera protocol), so a query counts only if the gallery holds its identity
-    from another camera. A split where no query does cannot be evaluated: say so before
-    any training rather than after split 0 has trained.
+    (the cross-camera protocol), so a query has a match only if the gallery holds its
+    identity from another camera. A split where no query does cannot be evaluated: it is
+    refused before any training rather than after split 0 has trained. With ``every``
+    (the single-shot protocols, whose probes are drawn to have one), every query must.
 
     Raises:
-      ValueError: naming the split and what was expected.
+      ValueError: naming the split, the first query without a match and what was expected.
     """
+    labels = np.asarray(labels, dtype=np.int64)
+    cams = np.asarray(cams, dtype=np.int64)
     q, g = np.asarray(split.query_idx), np.asarray(split.gallery_idx)
-    gallery_pairs = set(zip(labels[g].tolist(), cams[g].tolist(), strict=True))
-    gallery_ids = {}
-    for lab, cam in gallery_pairs:
-        gallery_ids.setdefault(lab, set()).add(cam)
-    for lab, cam in zip(labels[q].tolist(), cams[q].tolist(), strict=True):
-        if gallery_ids.get(lab, set()) - {cam}:
-            return
+    lo, c0 = labels.min(), cams.min()
+    width = cams.max() - c0 + 1
+
+    def count(keys, values):
+        keys = np.sort(keys)
+        return np.searchsorted(keys, values, "right") - np.searchsorted(keys, values, "left")
+
+    def pair(i):
+        return (labels[i] - lo) * width + (cams[i] - c0)
+
+    bad = np.flatnonzero(count(labels[g], labels[q]) == count(pair(g), pair(q)))
+    if bad.size == 0 or (not every and bad.size < len(q)):
+        return
+    i = int(q[bad[0]])
+    if every:
+        raise ValueError(
+            f"{where}: probe {i} (identity {int(labels[i])}, camera {int(cams[i])}) has no "
+            f"gallery image of its identity from another camera ({bad.size} such probes)"
+        )
     raise ValueError(
         f"{where}: no query has a match to find: none of its {len(q)} query images has a "
         "gallery image of its identity from another camera (same-camera matches are not "

@@ -175,34 +175,6 @@ def probe_gallery_splits(
             *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))
         )
         data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
-        check_matches(split, labels, cams, where=f"{name} split {s}")
+        data.check_matches(split, labels, cams, where=f"{name} split {s}", every=True)
         splits.append(split)
     return tuple(splits)
-
-
-def check_matches(split: data.Split, labels, cams, *, where: str) -> None:
-    """Checks that every probe has a gallery image of its identity from another camera.
-
-    Raises:
-      ValueError: naming the first probe that the evaluation would skip.
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    cams = np.asarray(cams, dtype=np.int64)
-    q, g = split.query_idx, split.gallery_idx
-    lo, c0 = labels.min(), cams.min()
-    width = cams.max() - c0 + 1
-
-    def count(keys, values):
-        keys = np.sort(keys)
-        return np.searchsorted(keys, values, "right") - np.searchsorted(keys, values, "left")
-
-    same_id = count(labels[g], labels[q])
-    pair = lambda i: (labels[i] - lo) * width + (cams[i] - c0)  # noqa: E731
-    same_cam = count(pair(g), pair(q))
-    bad = np.flatnonzero(same_id == same_cam)
-    if bad.size:
-        i = int(q[bad[0]])
-        raise ValueError(
-            f"{where}: probe {i} (identity {int(labels[i])}, camera {int(cams[i])}) has no "
-            f"gallery image of its identity from another camera ({bad.size} such probes)"
-        )
