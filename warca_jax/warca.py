@@ -31,6 +31,12 @@ authors' C++ release; numbers in benchmarks/RESULTS.md, "WARCA's accuracy"):
   feature-space distance for a kernel), so that it is 1: any positive multiple
   of the input then trains the same model, and the ``Metric`` carries the factor in
   its ``input_scale``, so ``transform`` takes the features as the user gives them.
+  Features too small or too large for float32 (e.g. x1e-30: squared distances of 1e-60
+  underflow, the linear or chi2 kernel matrix is 0; x1e30 overflows) are first multiplied
+  by an exact power of two computed in float64 (``methods._checks.training_data``), which
+  the ``Metric`` applies again as its ``feature_scale``: the same model at any finite
+  scale, float64 features beyond float32's range included. With ``normalize="none"``
+  such features are refused.
 * **A decaying step** (``cfg.schedule``, ``optim.make_optimizer``): with Adam's
   constant step the last iterate oscillates by an amount that grows with eta.
 * **A centred kernel matrix** (kernel form). An RBF-type kernel matrix has one

@@ -38,7 +38,9 @@ import numpy as np
 
 # The root mean squared row norm of the features within which they are used as they are.
 SAFE_SIZE = (2.0**-20, 2.0**20)
-_BLOCK_ROWS = 65536  # rows read at once (a memory-mapped array is never copied whole)
+# Rows read at once: a memory-mapped array is never copied whole, and a float64 block of
+# 2,048-d features stays near 128 MiB.
+_BLOCK_ROWS = 8192
 
 
 class TrainingData(NamedTuple):
@@ -85,13 +87,25 @@ def _labels(labels, n: int) -> np.ndarray:
     return y.astype(np.int64)
 
 
+def _scan(x) -> tuple[int, bool, float]:
+    """(NaN and inf count, whether two rows differ, sum of squares in float64) of x, one
+    pass block by block."""
+    bad, distinct, total = 0, False, 0.0
+    first = np.asarray(x[:1])
+    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
+        xb = np.asarray(x[b0 : b0 + _BLOCK_ROWS])
+        if xb.dtype.kind == "f":
+            bad += int(np.sum(~np.isfinite(xb)))
+        distinct = distinct or bool(np.any(xb != first))
+        if not bad:
+            xb = xb.astype(np.float64)
+            total += float(np.sum(xb * xb))
+    return bad, distinct, total
+
+
 def feature_size(x) -> float:
     """The root mean squared row norm sqrt(mean_i ||x_i||^2), in float64, block by block."""
-    total = 0.0
-    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
-        xb = np.asarray(x[b0 : b0 + _BLOCK_ROWS], np.float64)
-        total += float(np.sum(xb * xb))
-    return math.sqrt(total / max(x.shape[0], 1))
+    return math.sqrt(_scan(x)[2] / max(x.shape[0], 1))
 
 
 def power_of_two_scale(size: float) -> float:
@@ -142,12 +156,7 @@ def training_data(
             "least one dimension"
         )
     y = _labels(labels, x.shape[0])
-    bad, distinct = 0, False
-    for b0 in range(0, x.shape[0], _BLOCK_ROWS):
-        xb = np.asarray(x[b0 : b0 + _BLOCK_ROWS])
-        if x.dtype.kind == "f":
-            bad += int(np.sum(~np.isfinite(xb)))
-        distinct = distinct or bool(np.any(xb != x[:1]))
+    bad, distinct, total = _scan(x)
     if bad:
         raise ValueError(f"features contain {bad} NaN or inf values")
     _, counts = np.unique(y, return_counts=True)
@@ -162,7 +171,7 @@ def training_data(
             + (" (all zeros)" if not np.any(x[:1]) else "")
             + f": {method} has nothing to learn from"
         )
-    size = feature_size(x)
+    size = math.sqrt(total / x.shape[0])
     if size == 0.0 or SAFE_SIZE[0] <= size <= SAFE_SIZE[1]:
         # no copy of float32 (or memory-mapped) data
         return TrainingData(x.astype(np.float32, copy=False), y, 1.0)
