@@ -86,20 +86,6 @@ def psd_factor(m: np.ndarray, *, dim: int | None = None) -> np.ndarray:
     return (np.sqrt(w)[:, None] * v.T).astype(np.float32)
 
 
-def scatter_matrices(x: np.ndarray, labels: np.ndarray):
-    """Within-class and between-class scatter, [D, D] each (float64)."""
-    x = np.asarray(x, np.float64)
-    mu = x.mean(axis=0)
-    sw = np.zeros((x.shape[1],) * 2)
-    sb = np.zeros_like(sw)
-    for c in np.unique(labels):
-        xc = x[labels == c]
-        mc = xc.mean(axis=0)
-        sw += (xc - mc).T @ (xc - mc)
-        sb += len(xc) * np.outer(mc - mu, mc - mu)
-    return sw, sb
-
-
 def generalized_eigh(a: np.ndarray, b: np.ndarray, *, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Top ``dim`` solutions of a v = lambda b v (b symmetric positive definite).
 
