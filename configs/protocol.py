@@ -25,12 +25,27 @@ ones (rPCCA-L, SVMML, MLAPG, FRML) are not run, as in the paper's Table 2.
 
 Methods are config labels, ``<configs file>[:<variant>]`` (e.g. ``warca:chi2``,
 ``rpcca``, ``pairwise_sgd:study``); each run uses that config's ``method`` section.
-Override on the command line, e.g.
-  --config.methods=warca:linear,kissme,nn --config.cv.lams='(1e-4,1e-2)'
-  --config.data_root=~/data --config.data.cache_dir=~/.cache/warca
+Every field is plain data: lists are tuples, maps (dims, skip, paths, overrides,
+cv.grids) are ConfigDicts. Override on the command line (ml_collections' config flags):
+
+  a tuple   --config.methods="('warca:linear','kissme','nn')" --config.cv.lams='(1e-4,1e-2)'
+            or one flag per element, --config.datasets=viper --config.datasets=cuhk03
+            (a single --config.datasets=viper is the tuple ('viper',); a comma-separated
+            string is refused, naming the field)
+  a map     a Python dict literal that replaces the whole map:
+            --config.paths="{'viper': '~/data/VIPeR'}"
+            --config.overrides="{'warca:linear': {'num_iters': 500}}"
+            --config.skip="{'market1501': ('rpcca',), 'viper': ('lmnn',)}"
+            --config.cv.grids="{'warca:linear': {'lams': (1e-4,), 'etas': (0.01, 0.1)}}"
+            or one entry that the map already has: --config.dims.viper=50
+            (not an entry whose name starts with a digit, e.g. 3dpes: ml_collections
+            cannot parse that path; give the whole map then)
+  a value   --config.data_root=~/data --config.data.cache_dir=~/.cache/warca
+
+Literals are Python's (True/False/None, tuples or lists), not JSON's (true/false/null).
+No field is a string to parse: the config flags parse tuples and maps themselves.
 """
 
-import json
 import os
 
 import ml_collections
@@ -84,6 +99,43 @@ ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data"
 VARIANTS = ("synthetic", "small", "orl", "all", *PAPER_DATASETS)
 
 
+def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
+    """The cross-validation settings: the paper's grid, or the synthetic data's reduced one."""
+    cv = ml_collections.ConfigDict()
+    cv.methods = ("warca:chi2", "warca:linear")  # labels whose lam and learning_rate are chosen.
+    cv.lams = PAPER_LAMS  # lambda grid.
+    cv.etas = PAPER_ETAS  # step size (eta) grid.
+    cv.num_splits = 3  # the first splits whose training part is cross-validated.
+    cv.val_fraction = 0.3  # share of a split's training identities held out for validation.
+    cv.num_iters = 0  # training iterations of a grid point (0: the method's own, as in
+    #                   the final runs, so that the selected point is the one trained).
+    # validation measure maximised (mean over the CV splits); mAP, because rank-1 on the
+    # few validation identities of a split ties often.
+    cv.measure = "mAP"
+    # label -> {"lams": (...), "etas": (...)}: a grid of its own for a method (what is
+    # not given comes from cv.lams / cv.etas).
+    cv.grids = ml_collections.ConfigDict()
+    if synthetic:
+        # A reduced grid keeps the whole synthetic protocol to a few minutes; the paper's
+        # full grid is the default everywhere else.
+        cv.lams = (1e-4, 1e-2, 1.0)
+        cv.etas = (1e-3, 1e-2, 1e-1)
+        cv.num_splits = 2
+        # The step sizes of FRML and of the study's SGD optimisers are set for features
+        # whose pair differences are of size 1 (configs/frml.py, configs/pairwise_sgd.py);
+        # the histogram features' squared pair distances are about 1e-3, so their step
+        # sizes are cross-validated too, on grids that reach the larger steps this needs.
+        cv.methods = ("warca:chi2", "warca:linear", "frml", "pairwise_sgd", "triplet_sgd")
+        cv.grids = ml_collections.ConfigDict(
+            {
+                "frml": {"lams": (1e-2,), "etas": (3e-3, 1e-1, 1.0)},
+                "pairwise_sgd": {"lams": (1e-2,), "etas": (1e-3, 1e-1, 10.0)},
+                "triplet_sgd": {"lams": (1e-2,), "etas": (1e-3, 1e-1, 10.0)},
+            }
+        )
+    return cv
+
+
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the protocol config for variant ``arg``."""
     if arg not in VARIANTS:
@@ -93,67 +145,35 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     c.progress = True  # the progress bar over the whole grid.
     c.eval.baseline = False  # Euclidean distance is a method of the grid ('nn').
 
-    if arg == "all":
-        names = PAPER_DATASETS
-    elif synthetic:
-        names = ("synthetic",)
-    else:
-        names = (arg,)
-    c.datasets = ",".join(names)  # comma-separated dataset names (data.name values).
+    # Every list is a tuple and every map a ConfigDict: plain data, read as such (nothing
+    # here is parsed from a string). On the command line a tuple is a Python literal or
+    # a repeated flag, a map a Python dict literal that replaces the whole map, or one
+    # existing entry (see the module docstring).
+    # dataset names (data.name values).
+    c.datasets = PAPER_DATASETS if arg == "all" else ("synthetic",) if synthetic else (arg,)
     c.data_root = ""  # folder holding each real dataset as data_root/<name>.
-    c.paths = ""  # JSON object name -> folder, overriding data_root/<name>; '' for none.
-    c.methods = ",".join(PAPER_METHODS + STUDY_METHODS)  # comma-separated config labels.
-    # JSON object label -> {field: value}: method fields changed for that label, e.g.
-    # '{"warca:linear": {"num_iters": 500}}'. Cross-validated lam and eta override these.
-    c.overrides = ""
-    c.dims = ",".join(f"{k}:{v}" for k, v in DIMS.items())  # dataset:dim pairs; others 40.
-    c.default_dim = 40  # output dimension on the datasets not listed in dims.
+    # dataset name -> its folder, overriding data_root/<name>.
+    c.paths = ml_collections.ConfigDict()
+    c.methods = PAPER_METHODS + STUDY_METHODS  # config labels.
+    # method label -> {field: value}: method fields changed for that label, e.g.
+    # {"warca:linear": {"num_iters": 500}}. Cross-validated lam and eta override these.
+    c.overrides = ml_collections.ConfigDict()
+    c.dims = ml_collections.ConfigDict(DIMS)  # dataset name -> output dimension.
+    c.default_dim = 40  # output dimension on the datasets not in dims.
     # labels given the dataset's output dimension (the paper's methods); the others keep
     # their config's own (the study's optimisers learn a full D x D map).
-    c.dim_methods = ",".join(PAPER_METHODS)
-    # dataset:method pairs not run (a '-' in the tables), comma-separated. A method whose
+    c.dim_methods = PAPER_METHODS
+    # dataset name -> labels not run on it (a '-' in the tables). A method whose
     # learner refuses a dataset's training data (e.g. LMNN's k = 3 target neighbours on
     # VIPeR's two images per identity) need not be listed: it is found before any
     # training and shown as 'n/a' with the reason, while the rest of the grid runs.
-    c.skip = ",".join(f"market1501:{m}" for m in MARKET_SKIPS)
+    c.skip = ml_collections.ConfigDict({"market1501": MARKET_SKIPS})
+    c.cv = _cv_section(synthetic)
 
-    c.cv = ml_collections.ConfigDict()
-    c.cv.methods = "warca:chi2,warca:linear"  # labels whose lam and learning_rate are chosen.
-    c.cv.lams = PAPER_LAMS  # lambda grid.
-    c.cv.etas = PAPER_ETAS  # step size (eta) grid.
-    c.cv.num_splits = 3  # the first splits whose training part is cross-validated.
-    c.cv.val_fraction = 0.3  # share of a split's training identities held out for validation.
-    c.cv.num_iters = 0  # training iterations of a grid point (0: the method's own, as in
-    #                     the final runs, so that the selected point is the one trained).
-    # validation measure maximised (mean over the CV splits); mAP, because rank-1 on the
-    # few validation identities of a split ties often.
-    c.cv.measure = "mAP"
-    # JSON object label -> {"lams": [...], "etas": [...]}: a grid of its own for a method
-    # (what is not given comes from cv.lams / cv.etas); '' for none.
-    c.cv.grids = ""
-
-    if synthetic:
-        # A reduced grid keeps the whole synthetic protocol to a few minutes; the paper's
-        # full grid is the default everywhere else.
-        c.cv.lams = (1e-4, 1e-2, 1.0)
-        c.cv.etas = (1e-3, 1e-2, 1e-1)
-        c.cv.num_splits = 2
-        # The step sizes of FRML and of the study's SGD optimisers are set for features
-        # whose pair differences are of size 1 (configs/frml.py, configs/pairwise_sgd.py);
-        # the histogram features' squared pair distances are about 1e-3, so their step
-        # sizes are cross-validated too, on grids that reach the larger steps this needs.
-        c.cv.methods = "warca:chi2,warca:linear,frml,pairwise_sgd,triplet_sgd"
-        c.cv.grids = json.dumps(
-            {
-                "frml": {"lams": [1e-2], "etas": [3e-3, 1e-1, 1.0]},
-                "pairwise_sgd": {"lams": [1e-2], "etas": [1e-3, 1e-1, 10.0]},
-                "triplet_sgd": {"lams": [1e-2], "etas": [1e-3, 1e-1, 10.0]},
-            }
-        )
     if arg == "small":
-        c.methods = "warca:linear,nn,kissme,lfda:chi2"
-        c.cv.methods = "warca:linear"
-        c.cv.grids = ""
+        c.methods = ("warca:linear", "nn", "kissme", "lfda:chi2")
+        c.cv.methods = ("warca:linear",)
+        c.cv.grids = ml_collections.ConfigDict()
         c.cv.lams = (1e-4, 1e-1)
         c.cv.etas = (1e-2, 1e-1)
         c.cv.num_splits = 1
@@ -162,7 +182,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
         c.data.synthetic.num_ids = 60
         c.progress = False
     if arg == "orl":
-        c.paths = json.dumps({"orl": ORL_PATH})
+        c.paths = ml_collections.ConfigDict({"orl": ORL_PATH})
         c.cv.lams = (1e-4, 1e-2, 1.0)
         c.cv.etas = (1e-3, 1e-2, 1e-1)
         c.cv.num_splits = 2

@@ -5,7 +5,8 @@ config's copy, a truncated stored dataset, a truncated config.json) is redone, w
 line naming it, and the results equal those of the undamaged run; a method that cannot
 run on a dataset is 'n/a' in the tables with its reason while the rest of the grid runs; a
 run that fails mid-training is 'failed' with its reason, not a number; every malformed
-config string is a ValueError naming the field, the value and an example.
+config field (a wrong type, an unknown name, a NaN, an empty list, the old comma-separated
+string) is a ValueError naming the field, the value and an example.
 """
 
 import json
@@ -193,10 +194,10 @@ def test_a_truncated_job_config_is_written_again(copy, reference, caplog):
 def test_a_method_that_cannot_run_on_a_dataset_is_not_applicable(tmp_path, monkeypatch):
     """LMNN with k = 5 needs 6 images of an identity; the synthetic data has 4."""
     config = _tiny(
-        methods="nn,lmnn",
-        **{"cv.methods": ""},
-        skip="",
-        overrides=json.dumps({"lmnn": {"k": 5}}),
+        methods=("nn", "lmnn"),
+        **{"cv.methods": ()},
+        skip={},
+        overrides={"lmnn": {"k": 5}},
     )
     results = protocol.run_protocol(config, str(tmp_path / "w"))
     entry = results["synthetic"]["lmnn"]
@@ -277,34 +278,51 @@ def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path,
 @pytest.mark.parametrize(
     "changes, match",
     [
+        ({"paths": None}, r"config\.paths must be a map, got None.*e\.g\. --config\.paths="),
         (
-            {"paths": '{"viper": "/data/viper"'},
-            r"config\.paths is not valid JSON.*e\.g\. --config\.paths=",
+            {"datasets": ("viper",), "paths": {"viper": 5}},
+            r"config\.paths\['viper'\] must be a folder.*got 5",
         ),
-        ({"paths": '["/data/viper"]'}, r"config\.paths must be a JSON object, got a JSON array"),
+        ({"paths": {"vipr": "/data/viper"}}, r"config\.paths names 'vipr': unknown dataset"),
+        ({"overrides": {"nn": 3}}, r"config\.overrides\['nn'\] must be a map.*got 3.*e\.g\."),
         (
-            {"datasets": "viper", "paths": '{"viper": 5}'},
-            r"config\.paths\['viper'\] must be a folder",
-        ),
-        ({"overrides": "{warca:linear: {}}"}, r"config\.overrides is not valid JSON.*e\.g\."),
-        ({"overrides": '{"nn": 3}'}, r"config\.overrides\['nn'\] must be a JSON object"),
-        (
-            {"overrides": '{"warca:linear": {"num_iters": "many"}}'},
+            {"overrides": {"warca:linear": {"num_iters": "many"}}},
             r"config\.overrides\['warca:linear'\]\['num_iters'\] must be an integer.*'many'",
         ),
-        ({"overrides": '{"warca:linear": {"lam": NaN}}'}, r"config\.overrides holds NaN"),
-        ({"cv.grids": "warca:linear"}, r"config\.cv\.grids is not valid JSON.*e\.g\."),
         (
-            {"cv.grids": '{"warca:linear": {"etas": 0.1}}'},
-            r"config\.cv\.grids\['warca:linear'\]\['etas'\] must be a list of finite numbers",
+            {"overrides": {"warca:linear": {"lam": float("nan")}}},
+            r"config\.overrides\['warca:linear'\]\['lam'\] must be a finite number.*nan",
         ),
-        ({"cv.lams": (float("nan"),)}, r"config\.cv\.lams must be a list of finite numbers"),
-        ({"dims": "viper:100x"}, r"config\.dims entries are dataset:dim.*'viper:100x'.*e\.g\."),
-        ({"methods": "nn,warca:linear,nn"}, r"config\.methods names \['nn'\] more than once"),
-        ({"skip": "synthetic"}, r"config\.skip entries are dataset:method.*e\.g\."),
+        ({"cv.grids": None}, r"config\.cv\.grids must be a map, got None.*e\.g\."),
+        (
+            {"cv.grids": {"warca:linear": {"etas": 0.1}}},
+            r"config\.cv\.grids\['warca:linear'\]\['etas'\] must be a tuple of finite numbers",
+        ),
+        ({"cv.lams": (float("nan"),)}, r"config\.cv\.lams must be a tuple of finite numbers"),
+        (
+            {"dims": {"viper": "100x"}},
+            r"config\.dims\['viper'\] must be an integer >= 1, got '100x'.*e\.g\.",
+        ),
+        ({"dims": {"vipr": 100}}, r"config\.dims names 'vipr': unknown dataset"),
+        (
+            {"methods": ("nn", "warca:linear", "nn")},
+            r"config\.methods names \['nn'\] more than once",
+        ),
+        ({"methods": None}, r"config\.methods must be a tuple, got None.*e\.g\."),
+        ({"datasets": ()}, r"config\.datasets is empty.*e\.g\. --config\.datasets="),
+        (
+            {"datasets": ("synthetic,viper",)},
+            r"config\.datasets holds 'synthetic,viper': one name per element.*e\.g\.",
+        ),
+        (
+            {"skip": {"synthetic": "nn"}},
+            r"config\.skip\['synthetic'\] must be a tuple of method labels.*e\.g\.",
+        ),
+        ({"skip": {"synthetic": ("nope",)}}, r"config\.skip: unknown method label 'nope'"),
+        ({"dim_methods": ("warca:lin",)}, r"config\.dim_methods: unknown variant"),
     ],
 )
-def test_malformed_config_strings_name_the_field_value_and_an_example(changes, match, tmp_path):
+def test_malformed_config_fields_name_the_field_value_and_an_example(changes, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         protocol.run_protocol(_tiny(**changes), str(tmp_path / "w"))
     assert not os.path.exists(tmp_path / "w")
@@ -343,3 +361,46 @@ def test_an_unknown_config_field_on_the_command_line_is_named():
     assert proc.returncode == 1
     assert "unknown config field 'num_split' in config.cv" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def _command_line(tmp_path, *overrides):
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.protocol",
+            "--config=configs/protocol.py:small",
+            f"--workdir={tmp_path / 'w'}",
+            *overrides,
+        ],
+        cwd=ROOT,
+        env=cpu_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_tuple_and_map_fields_are_overridden_on_the_command_line(tmp_path):
+    proc = _command_line(
+        tmp_path,
+        "--config.methods=('nn','nn:cosine')",
+        "--config.cv.methods=()",
+        "--config.overrides={'nn': {'distance': 'manhattan'}}",
+        "--config.skip={'synthetic': ('nn:cosine',)}",
+        "--config.dims.viper=50",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1])["runs_done"] == 2
+    runs = tmp_path / "w" / "runs" / "synthetic"
+    assert sorted(os.listdir(runs)) == ["nn"]  # nn:cosine skipped
+    used = _load(runs / "nn" / "split_0" / "config.json")["method"]
+    assert used["distance"] == "manhattan"
+
+
+def test_a_comma_separated_list_on_the_command_line_is_named(tmp_path):
+    proc = _command_line(tmp_path, "--config.datasets=synthetic,viper")
+    assert proc.returncode != 0
+    assert "config.datasets holds 'synthetic,viper': one name per element" in proc.stderr
+    assert "--config.datasets=\"('viper','cuhk03')\"" in proc.stderr, proc.stderr[-2000:]
+    assert not os.path.exists(tmp_path / "w")

@@ -18,14 +18,14 @@ def _tiny(**changes):
     """Two methods (one cross-validated over a 1 x 2 grid), 2 splits of 40 identities."""
     c = get_config("small")
     c.unlock()
-    c.methods = "warca:linear,nn,nn:chi2"
-    c.cv.methods = "warca:linear"
+    c.methods = ("warca:linear", "nn", "nn:chi2")
+    c.cv.methods = ("warca:linear",)
     c.cv.lams = (1e-2,)
     c.cv.etas = (1e-2, 1e-1)
     c.cv.num_iters = 30
-    c.overrides = json.dumps({"warca:linear": {"num_iters": 60, "log_every": 30}})
+    c.overrides = {"warca:linear": {"num_iters": 60, "log_every": 30}}
     c.data.synthetic.num_ids = 40
-    c.skip = "synthetic:nn:chi2"
+    c.skip = {"synthetic": ("nn:chi2",)}
     for key, value in changes.items():
         section, _, field = key.rpartition(".")
         (c[section] if section else c)[field] = value
@@ -173,7 +173,7 @@ def test_a_changed_method_config_is_refused(tiny_run, tmp_path):
 
     copy = str(tmp_path / "w")
     shutil.copytree(workdir, copy)
-    changed = _tiny(overrides=json.dumps({"warca:linear": {"num_iters": 61, "log_every": 30}}))
+    changed = _tiny(overrides={"warca:linear": {"num_iters": 61, "log_every": 30}})
     with pytest.raises(ValueError, match="different config"):
         protocol.run_protocol(changed, copy)
 
@@ -196,20 +196,20 @@ def test_shards_and_workers_give_the_single_process_results(tiny_run, tmp_path):
 @pytest.mark.parametrize(
     "changes, match",
     [
-        ({"methods": "warca:linear,nope"}, "unknown method label 'nope'"),
-        ({"methods": "warca:linear,nn:spicy"}, "unknown variant"),
-        ({"cv.methods": "kissme"}, "not in config.methods"),
-        ({"methods": "nn,kissme", "cv.methods": "kissme"}, "no lam and learning_rate"),
+        ({"methods": ("warca:linear", "nope")}, "unknown method label 'nope'"),
+        ({"methods": ("warca:linear", "nn:spicy")}, "unknown variant"),
+        ({"cv.methods": ("kissme",)}, "not in config.methods"),
+        ({"methods": ("nn", "kissme"), "cv.methods": ("kissme",)}, "no lam and learning_rate"),
         ({"cv.etas": ()}, "at least one value"),
         ({"cv.etas": (0.0,)}, "etas > 0"),
-        ({"cv.grids": '{"warca:linear": {"etas": []}}'}, "at least one value"),
-        ({"cv.grids": '{"nn": {"etas": [1.0]}}'}, "not in cv.methods"),
-        ({"cv.grids": '{"warca:linear": {"eta": [1.0]}}'}, "cv.grids must be"),
-        ({"datasets": "synthetic,mnist"}, "unknown dataset"),
-        ({"datasets": "viper"}, "needs a folder"),
-        ({"overrides": '{"warca:linear": {"num_iter": 5}}'}, "no such field"),
-        ({"overrides": '{"kissme": {"pca_dim": 5}}'}, "not in config.methods"),
-        ({"dims": "viper:0"}, "dims entries"),
+        ({"cv.grids": {"warca:linear": {"etas": ()}}}, "at least one value"),
+        ({"cv.grids": {"nn": {"etas": (1.0,)}}}, "not in cv.methods"),
+        ({"cv.grids": {"warca:linear": {"eta": (1.0,)}}}, "cv.grids must map"),
+        ({"datasets": ("synthetic", "mnist")}, "unknown dataset"),
+        ({"datasets": ("viper",)}, "needs a folder"),
+        ({"overrides": {"warca:linear": {"num_iter": 5}}}, "no such field"),
+        ({"overrides": {"kissme": {"pca_dim": 5}}}, "not in config.methods"),
+        ({"dims": {"viper": 0}}, r"config\.dims\['viper'\] must be an integer >= 1"),
     ],
 )
 def test_bad_configs_are_refused_before_any_work(changes, match, tmp_path):
@@ -228,8 +228,7 @@ def test_bad_flags_are_refused(tmp_path):
 def test_every_variant_loads_and_plans():
     for arg in ("synthetic", "small", "orl", "all", "viper"):
         c = get_config(arg)
-        labels = protocol._split_list(c.methods)
-        for label in labels:
+        for label in c.methods:
             protocol.method_config(label)
         if arg in ("all", "viper"):
             c = common.overridden(c, data_root="/data")
