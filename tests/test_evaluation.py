@@ -198,7 +198,8 @@ CAMS = dict(query_cams=[1, 1, 1], gallery_cams=[2, 2, 2, 2, 2])
     ],
 )
 def test_evaluate_bad_input(kwargs, match, monkeypatch):
-    monkeypatch.setattr(evaluation, "_evaluate_blocks", None)  # must fail before any work
+    # must fail before any work
+    monkeypatch.setattr(evaluation.multi_shot, "_evaluate_blocks", None)
     args = dict(query_features=X, gallery_features=G, **IDS, **CAMS) | kwargs
     with pytest.raises(ValueError, match=match):
         evaluate(**args)

@@ -46,7 +46,7 @@ def sweeping_blocks(ql, gl, b):
 def count_sweeps(monkeypatch):
     """Patches the sweep factory to count the sweeps run; returns the counter."""
     calls = {"n": 0}
-    make = evaluation._sweep_fn
+    make = evaluation.sweep._sweep_fn
 
     def counting(*args):
         sweep = make(*args)
@@ -57,7 +57,7 @@ def count_sweeps(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(evaluation, "_sweep_fn", counting)
+    monkeypatch.setattr(evaluation.sweep, "_sweep_fn", counting)
     return calls
 
 
@@ -84,12 +84,12 @@ def test_thresholds_off_by_one_ulp_are_swept_again(monkeypatch):
     plain = calls["n"]
     assert plain == 2 * sweeping_blocks(ql, gl, 8)  # thresholds, sweep: no second sweep
 
-    thresholds = evaluation._GallerySweep.thresholds
+    thresholds = evaluation.sweep._GallerySweep.thresholds
 
     def one_ulp_up(self, *args):
         return jnp.nextafter(thresholds(self, *args), jnp.inf)
 
-    monkeypatch.setattr(evaluation._GallerySweep, "thresholds", one_ulp_up)
+    monkeypatch.setattr(evaluation.sweep._GallerySweep, "thresholds", one_ulp_up)
     calls["n"] = 0
     got = evaluate(xq, xg, ql, gl, qc, gc, **kw)
     assert calls["n"] == 3 * plain // 2  # every block swept again with its own distances
@@ -97,7 +97,7 @@ def test_thresholds_off_by_one_ulp_are_swept_again(monkeypatch):
 
 
 def test_nondeterministic_sweep_raises(monkeypatch):
-    make = evaluation._sweep_fn
+    make = evaluation.sweep._sweep_fn
 
     calls = {"n": 0}
 
@@ -113,7 +113,7 @@ def test_nondeterministic_sweep_raises(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(evaluation, "_sweep_fn", drifting)
+    monkeypatch.setattr(evaluation.sweep, "_sweep_fn", drifting)
     xq, xg, ql, gl, qc, gc = identity_problem(np.random.default_rng(7))
     with pytest.raises(RuntimeError, match="different distances"):
         evaluate(xq, xg, ql, gl, qc, gc)
@@ -205,7 +205,7 @@ def one_device_mesh(axis):
     ],
 )
 def test_bad_mesh_or_gallery_chunk(kwargs, match, monkeypatch):
-    monkeypatch.setattr(evaluation, "_GallerySweep", None)  # must fail before any work
+    monkeypatch.setattr(evaluation.multi_shot, "_GallerySweep", None)  # must fail before any work
     rng = np.random.default_rng(10)
     with pytest.raises(ValueError, match=match):
         evaluate(*identity_problem(rng), **kwargs)

@@ -1,0 +1,88 @@
+"""Re-identification evaluation: CMC, rank-k, mAP, mINP and AUC.
+
+Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
+``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot),
+``GALLERY_CHUNK``; ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
+from ``warca_jax.distances``.
+
+Design (one concern per module; names with a leading underscore are private to the package):
+
+- ``checks``: input validation. Every bad input is a ValueError naming what and where,
+  raised before any work is dispatched.
+- ``sweep``: the count sweep, the ranking engine of ``evaluate``: the gallery of features
+  sharded by rows over a device mesh, the ranks counted tile by tile.
+- ``sort``: the host sort, the ranking engine of ``evaluate_distances``: 64-bit keys of a
+  given distance matrix, sorted by NumPy.
+- ``blocks``: the protocol block by block, shared by both engines: same-identity entries
+  (true matches and junk), query blocks, and the pipeline that dispatches one block while
+  the host reduces the previous one.
+- ``metrics``: reduction of ranks to per-query first match, AP and INP, then to the results.
+- ``multi_shot``: ``evaluate`` and ``evaluate_distances``. ``single_shot``: the
+  single-shot pair.
+
+Why two engines: both give the rank above, but of different input, and neither can
+stand in for the other. The sweep computes the distances of features itself, tile by tile
+on the devices, never holds a ``b x ng`` block and scales to a gallery sharded over many
+devices; it cannot rank a matrix it is given. The sort ranks a given matrix: the distances
+of learners whose distance is not a feature distance (``warca_jax.train``), and the column
+subsets of single-shot. Ranking features by sorting ``pairwise_distances`` instead of the
+sweep would hold ``b x ng`` keys per block, and its distances, computed in other block
+shapes, may differ from the sweep's in the last bit and so break ties differently.
+
+Protocol (Market-1501 / CUHK03): for every query, gallery entries of the same identity
+*and* the same camera are junk and removed, and gallery entries labelled ``-1`` are always
+removed. Label ``0`` (distractors) is an ordinary negative. The ranking is a stable sort on
+distance: equal distances keep gallery order. A query with no true match left in the
+gallery is skipped and counted in ``num_skipped``. Every metric needs, per query, only the
+0-based rank of each same-identity gallery entry j in that stable order:
+``rank_j = #{m : d_m < d_j or (d_m == d_j and m < j)}`` over the gallery without label -1.
+
+Results: a dict of plain Python numbers and one numpy array. All rates are percentages in
+[0, 100]; G is the number of gallery entries not labelled -1.
+
+- ``cmc``: [max_rank] numpy array, CMC(r) = % of valid queries whose first true match is
+  at position <= r (max_rank defaults to G; beyond G it repeats).
+- ``rank1``, ``rank5``, ``rank10``, ``rank20``: CMC at r (CMC(G) when G < r).
+- ``mAP``: mean over valid queries of AP = mean over true matches of precision at their
+  position.
+- ``mINP``: mean of (number of true matches) / (position of the last true match).
+- ``AUC``: normalised area under the CMC curve, mean of CMC(r) for r = 1..G (paper,
+  Table 2c); 100 iff every first match is at rank 1.
+- ``num_queries``, ``num_valid``, ``num_skipped``: ints.
+
+Scale: rankings do not change under a common positive rescaling of query and gallery, so
+``evaluate`` and ``single_shot_evaluate`` rank features divided by a common power of two
+when their largest magnitude is outside ``distances.SAFE_MAGNITUDE`` (exact; nothing
+changes at ordinary scales), and the ranking functions of distance matrices do the same
+for distances outside ``[2**-100, 2**100]``. Any finite input is ranked correctly; NaN or
+inf, labels that are not integers, mismatched lengths, empty sets and a protocol with no
+true match at all are refused with a ValueError saying what and where.
+"""
+
+# Besides the API, the names that the single-module evaluation exposed (it imported them
+# for its own use) stay importable from here, as explicit re-exports: no caller breaks.
+from warca_jax.distances import DISTANCES, pairwise_distances, row_block
+from warca_jax.distances import block_distances as block_distances
+from warca_jax.distances import blocked_distances as blocked_distances
+from warca_jax.distances import pad_rows as pad_rows
+from warca_jax.distances import scale_shift as scale_shift
+from warca_jax.distances import scaled_features as scaled_features
+from warca_jax.distances import sq_norms as sq_norms
+from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
+from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
+from warca_jax.evaluation.sweep import GALLERY_CHUNK
+from warca_jax.sharding import DATA as DATA
+from warca_jax.sharding import make_mesh as make_mesh
+from warca_jax.sharding import replicated as replicated
+from warca_jax.sharding import rows as rows
+
+__all__ = [
+    "DISTANCES",
+    "GALLERY_CHUNK",
+    "evaluate",
+    "evaluate_distances",
+    "pairwise_distances",
+    "row_block",
+    "single_shot_evaluate",
+    "single_shot_evaluate_distances",
+]

@@ -1,0 +1,75 @@
+"""Reduction of ranks to the metrics: per query (first match, AP, INP), then CMC, mAP, mINP, AUC.
+
+Both ranking engines (``sweep``, ``sort``) hand ``_query_stats`` the same thing: for each
+query of a block, the 0-based rank of each of its same-identity gallery entries among the
+gallery without label -1, in stable distance order. Junk removal happens here, on the
+ranks: an entry's position after removal is its rank + 1 minus the junk ranked before it.
+The definitions are those of the package docstring (Results).
+"""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_RANKS = (1, 5, 10, 20)  # the rank-k rates reported
+
+
+@jax.jit
+def _query_stats(rank, good, junk):
+    """Per-query metrics from the ranks of the same-identity entries.
+
+    Args:
+      rank: [b, k] int32 0-based rank of each same-identity gallery entry among all
+        gallery entries (label -1 already removed), in stable distance order.
+      good: [b, k] bool, true match (same identity, other camera).
+      junk: [b, k] bool, same identity and same camera (removed from the ranking).
+
+    Returns:
+      first: [b] 1-based position of the first true match after junk removal.
+      ap: [b] average precision. inp: [b] inverse negative penalty. num_good: [b].
+    """
+    # The seam between the two engines and this reduction (checked when traced: no cost).
+    chex.assert_rank(rank, 2)
+    chex.assert_equal_shape((rank, good, junk))
+    chex.assert_type((rank, good, junk), (jnp.int32, bool, bool))
+    before = rank[:, None, :] < rank[:, :, None]  # [b, j, k]: entry k ranks before j
+    pos = rank + 1 - jnp.sum(before & junk[:, None, :], axis=-1)
+    hits = 1 + jnp.sum(before & good[:, None, :], axis=-1)
+    num_good = jnp.sum(good, axis=1)
+    first = jnp.min(jnp.where(good, pos, jnp.iinfo(jnp.int32).max), axis=1)
+    ap = jnp.sum(jnp.where(good, hits / pos, 0.0), axis=1) / jnp.maximum(num_good, 1)
+    inp = num_good / jnp.maximum(jnp.max(jnp.where(good, pos, 0), axis=1), 1)
+    return first, ap, inp, num_good
+
+
+def _summary(first, ap, inp, num_good, *, g: int, max_rank: int | None) -> dict:
+    """The results dict (package docstring: Results) from the per-query metrics.
+
+    Args:
+      first, ap, inp, num_good: [nq] per-query outputs of ``_query_stats``, in query order.
+      g: gallery entries not labelled -1. max_rank: CMC length (None: g).
+    """
+    valid = num_good > 0
+    num_valid = int(valid.sum())
+    if num_valid == 0:  # every query was checked to have a true match before ranking
+        raise RuntimeError("no query with a true match was ranked")
+    hist = np.bincount(first[valid] - 1, minlength=g)[:g]
+    cmc_full = 100.0 * np.cumsum(hist) / num_valid
+    max_rank = g if max_rank is None else int(max_rank)
+    cmc = cmc_full[np.minimum(np.arange(max_rank), g - 1)]
+    result = {"cmc": cmc}
+    for r in _RANKS:
+        result[f"rank{r}"] = float(cmc_full[min(r, g) - 1])
+    nq = len(num_good)
+    result.update(
+        mAP=float(100.0 * ap[valid].mean()),
+        mINP=float(100.0 * inp[valid].mean()),
+        AUC=float(cmc_full.mean()),
+        num_queries=int(nq),
+        num_valid=num_valid,
+        num_skipped=int(nq - num_valid),
+    )
+    return result
