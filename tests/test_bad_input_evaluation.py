@@ -12,7 +12,7 @@ import pytest
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
 from configs import common
-from warca_jax import data, kernels, train
+from warca_jax import datasets, kernels, train
 from warca_jax.distances import DEGREE
 from warca_jax.evaluation import (
     evaluate,
@@ -85,7 +85,7 @@ def test_nn_baseline_ranks_the_same_at_any_scale(single_shot):
     cfg = common.base_config(small=True)
     cfg.eval.single_shot = single_shot
     cfg.eval.repeats = 2
-    dataset = data.load_dataset(cfg.data)
+    dataset = datasets.from_config(cfg.data)
     split = dataset.splits[0]
     metric = Metric("identity", dataset.features.shape[1], name="euclidean")
     want = train.evaluate_metric(metric, dataset, split, cfg.eval)

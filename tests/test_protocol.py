@@ -11,7 +11,7 @@ from PIL import Image
 from configs import common
 from configs.protocol import get_config
 from experiments import protocol
-from warca_jax import data as data_lib
+from warca_jax import datasets
 
 
 def _tiny(**changes):
@@ -106,7 +106,7 @@ def test_tables_hold_the_mean_and_std_of_the_split_results(tiny_run):
 
 def test_euclidean_run_equals_plain_evaluation(tiny_run):
     workdir, _ = tiny_run
-    ds = data_lib.load_dataset(_tiny().data)
+    ds = datasets.from_config(_tiny().data)
     split = ds.splits[1]
     from warca_jax import evaluation
 
@@ -136,7 +136,7 @@ def test_cross_validation_selects_the_best_grid_point(tiny_run):
 
 
 def test_validation_split_lies_inside_the_training_part():
-    ds = data_lib.load_dataset(_tiny().data)
+    ds = datasets.from_config(_tiny().data)
     for s in range(2):
         v = protocol.validation_split(ds, s, fraction=0.3, seed=0)
         train = set(ds.splits[s].train_idx)

@@ -252,7 +252,7 @@ def test_bad_configs_are_refused_before_loading_data(fields, message, monkeypatc
     def no_data(*args, **kwargs):
         raise AssertionError("data was loaded for a bad config")
 
-    monkeypatch.setattr(data, "load_dataset", no_data)
+    monkeypatch.setattr(datasets, "from_config", no_data)
     with pytest.raises(ValueError, match=message):
         study_figures.run(_small(**fields), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()

@@ -515,10 +515,3 @@ def validation_split(
     split = Split(np.sort(train_idx[~is_val]), query, gallery)
     validate_split(split, labels, n=len(labels), where=f"{field}={fraction}: validation split")
     return split
-
-
-def load_dataset(cfg, *, progress: bool = False) -> Dataset:
-    """Temporary forwarder to `warca_jax.datasets.from_config` (to be removed)."""
-    from warca_jax import datasets  # noqa: PLC0415
-
-    return datasets.from_config(cfg, progress=progress)

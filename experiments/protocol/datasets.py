@@ -16,6 +16,7 @@ from absl import logging
 
 from experiments.protocol.plan import data_config
 from warca_jax import data as data_lib
+from warca_jax import datasets
 from warca_jax import workdir as workdir_lib
 
 
@@ -112,7 +113,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
             if old_key == key:
                 return DataInfo(path, fingerprint, len(ds.splits))
             logging.info("%s was made from another data config; rebuilding it", path)
-    ds = data_lib.load_dataset(cfg, progress=bool(config.progress))
+    ds = datasets.from_config(cfg, progress=bool(config.progress))
     arrays = {"features": ds.features, "labels": ds.labels, "cams": ds.cams}
     for s, sp in enumerate(ds.splits):
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
