@@ -135,7 +135,7 @@ def test_divergence_is_an_error_not_a_model(reid):
         ("triplet_sgd", {"init": "zeros"}, None, "unknown init"),
         ("triplet_sgd", {"penalty": "l1"}, None, "unknown penalty"),
         ("triplet_sgd", {"batch_size": 1}, None, "batch_size must be >= 2"),
-        ("triplet_sgd", {"margin": 0.0}, None, "margin > 0"),
+        ("triplet_sgd", {"margin": 0.0}, None, "margin must be positive"),
         ("pairwise_sgd", {"lr_decay": 2.0}, None, "lr_decay"),
         ("pairwise_sgd", {}, lambda x, y: (np.where(x > 3, np.inf, x), y), "NaN or inf"),
         ("triplet_sgd", {}, lambda x, y: (x, y[:-1]), "labels must have shape"),
@@ -146,6 +146,6 @@ def test_bad_input_is_refused_before_training(reid, name, overrides, mutate, mat
     if mutate is not None:
         x, y = mutate(x, y)
     with pytest.raises(ValueError, match=match):
-        study_sgd.validate_inputs(x, y, _method(name, **overrides))
+        study_sgd.validate(x, y, _method(name, **overrides))
     with pytest.raises(ValueError, match=match):
         study_sgd.fit(x, y, _method(name, **overrides))

@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from warca_jax import data
-from warca_jax.methods import xqda
+from warca_jax.methods import _covariance, xqda
 
 
 def _cfg(**fields):
@@ -38,10 +38,10 @@ def test_pair_covariances_equal_explicit_enumeration():
     x = x + 50.0  # an offset far from the origin must not cost precision
     slow_i, slow_e = _explicit_pair_covariances(x, y)
     with jax.enable_x64(True):
-        fast_i, fast_e = xqda.pair_covariances(x.astype(np.float64), y)
+        fast_i, fast_e = _covariance.pair_covariances(x.astype(np.float64), y)
     np.testing.assert_allclose(fast_i, slow_i, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(fast_e, slow_e, rtol=1e-10, atol=1e-10)
-    f32_i, f32_e = xqda.pair_covariances(x, y)  # the float32 path fit uses
+    f32_i, f32_e = _covariance.pair_covariances(x, y)  # the float32 path fit uses
     np.testing.assert_allclose(f32_i, slow_i, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(f32_e, slow_e, rtol=1e-4, atol=1e-4)
 

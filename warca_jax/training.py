@@ -1,25 +1,38 @@
-"""The Python side of every iterative learner: run jitted chunks of steps, log, check.
+"""The shared skeleton of every iterative learner: steps, chunks, the loop, the checks.
 
-Learners put a whole chunk of steps under one ``jax.jit`` (a ``lax.scan``); this loop
-calls it, turns its metrics into a history row (``step``, ``seconds`` and the chunk's
-metrics as floats), refuses a diverged row (``check_row``: a non-finite value, or a loss
-grown ``MAX_LOSS_GROWTH`` times past its reference), lets an ``on_chunk`` hook (whose time
-is not counted as training) add entries to it, e.g. validation scores, hands the row to
-``log_fn`` and shows progress.
+An iterative learner is written in three pieces, the same for all of them:
+
+* a step, ``step(state, batch) -> (state, metrics)`` (``metrics`` a dict of scalars);
+* a chunk of steps under one ``jax.jit``: ``scan_steps`` runs the step in a ``lax.scan``
+  and reduces its metrics over the chunk; the jitted chunk is built once per setting by
+  ``compiled(build, *key)``, the one cache of compiled programs (a fit with the same
+  hyperparameters reuses the compiled chunk);
+* the loop, ``run_in_chunks(advance, ...)``, which calls the chunk, ``log_every`` steps
+  at a time, and does everything else: it turns the chunk's metrics into a history row
+  (``step``, ``seconds`` and the metrics as floats), refuses a diverged row
+  (``check_row``: a non-finite value, or a loss grown ``MAX_LOSS_GROWTH`` times past its
+  reference), lets an ``on_chunk`` hook (whose time is not counted as training) add
+  entries to it, e.g. validation scores, hands the row to ``log_fn`` and shows progress.
+
+A learner's ``advance(done, length)`` is the glue: it calls the compiled chunk on its
+state and returns the chunk's metrics. Every iterative learner (WARCA, FRML, LMNN, MLAPG,
+rPCCA, SVMML and the study's SGD) trains through ``run_in_chunks``.
 
 Every learner's result goes through ``check_model`` (once in the learner, once more in
 the method registry's dispatch, ``warca_jax.methods``): a model with NaN or inf, or one
 that maps every training sample to the same point (an all-zero projection), is a
-``TrainingDivergedError``, never a model. The learners that run their own loop (MLAPG,
-the study's SGD) call ``check_row`` on their rows.
+``TrainingDivergedError``, never a model.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -43,6 +56,71 @@ class TrainingDivergedError(FloatingPointError, RuntimeError):
     """
 
 
+@functools.lru_cache(maxsize=64)
+def compiled(build: Callable[..., Any], *key) -> Any:
+    """``build(*key)``, built once per ``(build, key)``: every learner's program cache.
+
+    ``build`` makes a learner's jitted chunk (and whatever goes with it, e.g. its optax
+    transformation) from hashable hyperparameters; keeping the result means that ``jax.jit``
+    sees the same function again and reuses its compiled program, so that a second fit
+    with the same setting (a cross-validation grid, another split) compiles nothing.
+    """
+    return build(*key)
+
+
+def _mean(v: jax.Array) -> jax.Array:
+    return jnp.mean(v)
+
+
+def _last(v: jax.Array) -> jax.Array:
+    return v[-1]
+
+
+REDUCTIONS = {"mean": _mean, "last": _last, "none": None}
+
+
+def scan_steps(
+    step: Callable[[Any, Any], tuple[Any, dict]],
+    state: Any,
+    xs: Any = None,
+    *,
+    length: int | None = None,
+    reduce: str = "mean",
+) -> tuple[Any, dict]:
+    """A chunk of steps in one ``lax.scan``: the step skeleton of every iterative learner.
+
+    Args:
+      step: ``step(state, x) -> (state, metrics)``, one training step on the scanned
+        ``x`` (a minibatch's indices or random bits, a step number, or None).
+      state: the learner's state (any pytree).
+      xs: the scanned inputs, one per step (None: ``length`` steps without one).
+      length: the number of steps when ``xs`` is None.
+      reduce: how the chunk's metrics are reduced over its steps: ``mean``, ``last``
+        (the state's final loss) or ``none`` (stacked, for a learner that reduces them
+        itself).
+
+    Returns:
+      (state after the chunk, metrics reduced over the chunk).
+    """
+    state, metrics = jax.lax.scan(step, state, xs, length=length)
+    fn = REDUCTIONS[reduce]
+    return state, metrics if fn is None else jax.tree.map(fn, metrics)
+
+
+class Chunk(NamedTuple):
+    """What ``advance`` returns when it ran fewer steps than asked, or training is over.
+
+    Attributes:
+      metrics: the chunk's scalar metrics, as a plain ``advance`` returns them.
+      steps: the steps it ran (at most the ``length`` asked for).
+      stop: training is over (e.g. converged): no more chunks.
+    """
+
+    metrics: dict
+    steps: int
+    stop: bool = False
+
+
 def run_in_chunks(
     advance: Callable[[int, int], dict],
     *,
@@ -60,7 +138,10 @@ def run_in_chunks(
 
     Args:
       advance: runs ``length`` steps starting after step ``done`` (updating the
-        learner's state) and returns a dict of scalar metrics for the chunk.
+        learner's state) and returns a dict of scalar metrics for the chunk (floats, or
+        Python ints, which stay ints; a ``step`` entry replaces the loop's count in the
+        row, for a learner that counts its steps otherwise), or a ``Chunk`` when it ran
+        fewer steps or training is over (a learner that stops on convergence).
       num_iters: total steps.
       chunk: steps per call (the logging interval).
       method: the learner's name, for the divergence message.
@@ -94,12 +175,15 @@ def run_in_chunks(
     done = 0
     while done < num_iters:
         length = min(chunk, num_iters - done)
-        metrics = advance(done, length)
-        done += length
-        row = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        row.update(step=done, seconds=time.perf_counter() - t0)
+        out = advance(done, length)
+        if not isinstance(out, Chunk):
+            out = Chunk(out, length)
+        done += out.steps
+        row = {k: _scalar(v) for k, v in jax.device_get(out.metrics).items()}
+        row.setdefault("step", done)
+        row["seconds"] = time.perf_counter() - t0
         # before the hook: no evaluation of a diverged model
-        check_row(row, method=method, step=done, reference_loss=reference_loss, hint=hint)
+        check_row(row, method=method, step=row["step"], reference_loss=reference_loss, hint=hint)
         if not history and "loss" in row:  # later losses are measured against the first too
             reference_loss = max(abs(row["loss"]), abs(reference_loss or 0.0))
         if on_chunk is not None:
@@ -107,9 +191,15 @@ def run_in_chunks(
         history.append(row)
         if log_fn is not None:
             log_fn(row)
-        bar.update(length)
+        bar.update(out.steps)
+        if out.stop:
+            break
     bar.close()
     return history
+
+
+def _scalar(v) -> int | float:
+    return v if isinstance(v, int) and not isinstance(v, bool) else float(v)
 
 
 def call_hook(hook: Callable[[dict], dict | None], row: dict, *, method: str, step: int) -> float:

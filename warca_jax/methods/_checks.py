@@ -6,9 +6,12 @@
   and the power of two the features were scaled by (see below). Every learner's
   ``validate`` calls it, so that bad data is a ``ValueError`` naming the problem, the same
   for every learner.
+* ``validator(method, check_config, ...)``: a learner's ``validate``, declared in a line:
+  the data through ``training_data``, then ``check_config(cfg, data)``.
 * ``check_number(cfg, field, ...)``: a hyperparameter of the ``method`` config section
   is a finite number (or an integer) in its range; the message names the field
-  (``method.lam must be >= 0 (a finite number); got nan``).
+  (``method.lam must be >= 0 (a finite number); got nan``); ``check_numbers`` for several
+  fields with the same range, ``check_choice`` for a name among choices.
 
 The scale of the features. float32, which every learner computes in, holds squared
 distances only between about 1e-38 and 3e38, and products of four features (covariances
@@ -32,7 +35,8 @@ float64 on the host. Within ``SAFE_SIZE`` (2^-20 to 2^20) nothing is done. Outsi
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -247,3 +251,68 @@ def check_number(
         what = f"{cond} ({kind}{note})" if cond else f"{kind}{note}"
         raise ValueError(f"method.{label or field} must be {what}; got {value!r}")
     return int(value) if integer else value
+
+
+def check_numbers(cfg, fields: tuple[str, ...], **bounds) -> None:
+    """``check_number`` of each of ``fields`` with the same ``bounds``."""
+    for field in fields:
+        check_number(cfg, field, **bounds)
+
+
+def check_choice(cfg, field: str, choices: tuple[str, ...], *, also: tuple[str, ...] = ()):
+    """Returns ``cfg.<field>`` when it is one of ``choices`` (or of ``also``, e.g. 'none').
+
+    Raises:
+      ValueError: ``unknown <field> <value>; expected [<also> or ]one of <choices>``.
+    """
+    value = getattr(cfg, field)
+    if value in also or value in choices:
+        return value
+    extra = "".join(f"{a!r} or " for a in also)
+    raise ValueError(f"unknown {field} {value!r}; expected {extra}one of {choices}")
+
+
+def check_range(value: int, low: int, high: int, *, what: str, note: str = "") -> None:
+    """Raises ``<what> must be in [low, high] (<note>), got <value>`` outside the range."""
+    if not low <= value <= high:
+        raise ValueError(
+            f"{what} must be in [{low}, {high}]{f' ({note})' if note else ''}, got {value}"
+        )
+
+
+def validator(
+    method: str | None,
+    check_config: Callable[[Any, TrainingData], None],
+    *,
+    scale_free: bool = True,
+    scale_note: str = "",
+    min_identities: int | Callable[[Any], int] = 2,
+) -> Callable:
+    """A learner's ``validate(features, labels, cfg) -> TrainingData``, before any work.
+
+    The data through ``training_data`` (``method``, None for the config's ``name``;
+    ``scale_free``; ``scale_note``, in which ``{name}`` is the method's name; and
+    ``min_identities``, or a function of the config that gives it), then the
+    hyperparameters through ``check_config(cfg, data)``, which raises ``ValueError``
+    naming the field (``check_number``, ``check_choice``, ``check_range``).
+    """
+
+    def validate(features, labels, cfg) -> TrainingData:
+        name = cfg.name if method is None else method
+        need = min_identities(cfg) if callable(min_identities) else min_identities
+        data = training_data(
+            features,
+            labels,
+            method=name,
+            min_identities=need,
+            scale_free=scale_free,
+            scale_note=scale_note.format(name=name),
+        )
+        check_config(cfg, data)
+        return data
+
+    validate.__doc__ = (
+        f"Checks {method or 'the method'}'s training data and config before any work "
+        "(ValueError naming the problem); returns the checked ``TrainingData``."
+    )
+    return validate

@@ -10,7 +10,7 @@
 * ``mahalanobis``: d(x, y)^2 = (x - y)^T inv(C) (x - y) (the study's eq. 3) with C the
   covariance of the training features (``covariance='features'``), or of the
   differences of same-identity pairs (``'within_class'``: the intra-personal covariance
-  of ``xqda.pair_covariances``), ridge-regularised so it always exists: a ``linear``
+  of ``_covariance.pair_covariances``), ridge-regularised so it always exists: a ``linear``
   Metric W with W^T W = inv(C).
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from warca_jax import kernels, linalg, training
 from warca_jax.methods import Method, _checks
-from warca_jax.methods.xqda import pair_covariances
+from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 
 NN_DISTANCES = ("euclidean", "manhattan", "cosine", "chi2")
@@ -37,16 +37,15 @@ def _check_non_negative(x: np.ndarray, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- nn
-def validate_nn(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and the distance name; chi2 needs non-negative features."""
-    if cfg.distance not in NN_DISTANCES:
-        raise ValueError(f"unknown distance {cfg.distance!r}; expected one of {NN_DISTANCES}")
-    # Nothing is learned, so one identity with two images is not needed. Every distance of
-    # NN_DISTANCES ranks features times a positive factor as it ranks the features.
-    data = _checks.training_data(features, labels, method="nn", min_identities=0)
-    if cfg.distance == "chi2":
+def _check_nn(cfg, data: _checks.TrainingData) -> None:
+    """The distance name; chi2 needs non-negative features."""
+    if _checks.check_choice(cfg, "distance", NN_DISTANCES) == "chi2":
         _check_non_negative(data.x, "the chi2 distance")
-    return data
+
+
+# Nothing is learned, so one identity with two images is not needed. Every distance of
+# NN_DISTANCES ranks features times a positive factor as it ranks the features.
+validate_nn = _checks.validator("nn", _check_nn, min_identities=0)
 
 
 def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -64,19 +63,19 @@ def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 
 
 # ----------------------------------------------------------------------------- kernel_nn
-def validate_kernel_nn(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data, the kernel name and, for the chi2 family, non-negative features."""
-    if cfg.kernel not in kernels.KERNELS:
-        raise ValueError(f"unknown kernel {cfg.kernel!r}; expected one of {kernels.KERNELS}")
+def _check_kernel_nn(cfg, data: _checks.TrainingData) -> None:
+    """The kernel name, its bandwidth and, for the chi2 family, non-negative features."""
+    kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS)
     _checks.check_number(cfg, "gamma", low=0, note="; 0: from the data")
-    data = _checks.training_data(features, labels, method="kernel_nn", min_identities=0)
-    kernels.check_kernel_input(data.x, cfg.kernel)
-    if cfg.gamma <= 0 and kernels.needs_gamma(cfg.kernel) and data.x.shape[0] < 2:
+    kernels.check_kernel_input(data.x, kernel)
+    if cfg.gamma <= 0 and kernels.needs_gamma(kernel) and data.x.shape[0] < 2:
         raise ValueError(
-            f"choosing the {cfg.kernel} bandwidth needs two training rows; got "
+            f"choosing the {kernel} bandwidth needs two training rows; got "
             f"{data.x.shape[0]}, give gamma explicitly"
         )
-    return data
+
+
+validate_kernel_nn = _checks.validator("kernel_nn", _check_kernel_nn, min_identities=0)
 
 
 def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -105,17 +104,20 @@ def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
 
 
 # ----------------------------------------------------------------------------- mahalanobis
-def validate_mahalanobis(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and the covariance option."""
-    if cfg.covariance not in COVARIANCES:
-        raise ValueError(f"unknown covariance {cfg.covariance!r}; expected one of {COVARIANCES}")
+def _check_mahalanobis(cfg, data: _checks.TrainingData) -> None:
+    """The covariance option and its ridge; a covariance needs two rows."""
+    _checks.check_choice(cfg, "covariance", COVARIANCES)
     _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
-    # The features covariance needs no labels, but within-class differences need pairs.
-    need = 2 if cfg.covariance == "within_class" else 0
-    data = _checks.training_data(features, labels, method="mahalanobis", min_identities=need)
     if data.x.shape[0] < 2:
         raise ValueError(f"a covariance needs at least two training rows; got {data.x.shape[0]}")
-    return data
+
+
+# The features covariance needs no labels, but within-class differences need pairs.
+validate_mahalanobis = _checks.validator(
+    "mahalanobis",
+    _check_mahalanobis,
+    min_identities=lambda cfg: 2 if cfg.covariance == "within_class" else 0,
+)
 
 
 def covariance(x: np.ndarray, labels: np.ndarray, *, kind: str) -> np.ndarray:

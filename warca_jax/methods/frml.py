@@ -32,7 +32,6 @@ points out). The learned metric is returned as W = diag(sqrt(s)) U^T: [r, D].
 
 from __future__ import annotations
 
-import functools
 import time
 import types
 from collections.abc import Callable
@@ -57,50 +56,25 @@ class FrmlState(NamedTuple):
     step: jax.Array
 
 
-def check_config(cfg, *, n: int, d: int) -> None:
-    """Raises ValueError for an FRML config that cannot run on N x D data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an FRML config that cannot run on this data."""
+    d = data.x.shape[1]
     _checks.check_number(cfg, "dim", integer=True)
-    if not 1 <= cfg.dim <= d:
-        raise ValueError(f"rank dim must be in [1, {d}] (input dimensions), got {cfg.dim}")
-    for name in ("batch_size", "num_iters", "log_every"):
-        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_range(cfg.dim, 1, d, what="rank dim", note="input dimensions")
+    _checks.check_numbers(cfg, ("batch_size", "num_iters", "log_every"), low=1, integer=True)
     _checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
-    _checks.check_number(cfg, "margin", low=0, low_open=True)
-    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
     _checks.check_number(cfg, "lam", low=0)
-    if cfg.regularizer not in REGULARIZERS:
-        raise ValueError(f"unknown regularizer {cfg.regularizer!r}; expected one of {REGULARIZERS}")
-    if cfg.sampler not in sampling.SAMPLERS:
-        raise ValueError(f"unknown sampler {cfg.sampler!r}; expected one of {sampling.SAMPLERS}")
-    if cfg.weighting not in losses.WEIGHTINGS:
-        raise ValueError(
-            f"unknown weighting {cfg.weighting!r}; expected one of {losses.WEIGHTINGS}"
-        )
+    _checks.check_choice(cfg, "regularizer", REGULARIZERS)
+    _checks.check_choice(cfg, "sampler", sampling.SAMPLERS)
+    _checks.check_choice(cfg, "weighting", losses.WEIGHTINGS)
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work.
-
-    FRML's margin is in the units of the (squared) distances, so features too small or
-    too large for float32 training are refused (``_checks.training_data``), not rescaled.
-    """
-    data = _checks.training_data(
-        features,
-        labels,
-        method="FRML",
-        scale_free=False,
-        scale_note=" (FRML's margin is in the features' units)",
-    )
-    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
-    return data
-
-
-def frml_loss(m: jax.Array, u: jax.Array, v: jax.Array, weights, *, margin, lam) -> jax.Array:
-    """f(M) for a minibatch, M dense: [D, D]; u, v: [B, D] differences; weights: [B]."""
-    du = jnp.einsum("bd,de,be->b", u, m, u)
-    dv = jnp.einsum("bd,de,be->b", v, m, v)
-    hinge = jnp.maximum(margin + du - dv, 0.0)
-    return jnp.mean(weights * hinge) + 0.5 * lam * jnp.sum(m * m)
+# FRML's margin is in the units of the (squared) distances, so features too small or too
+# large for float32 training are refused, not rescaled.
+validate = _checks.validator(
+    "FRML", check_config, scale_free=False, scale_note=" (FRML's margin is in the features' units)"
+)
 
 
 def euclidean_grad_times_u(state: FrmlState, u, v, coef, *, lam) -> jax.Array:
@@ -174,9 +148,11 @@ def _step_fn(cfg) -> Callable:
     return step
 
 
-@functools.lru_cache(maxsize=16)
 def make_train_chunk(frozen_cfg: tuple) -> Callable:
-    """Jitted ``chunk(state, x, table, key, length)``: ``length`` steps in one ``lax.scan``."""
+    """Jitted ``chunk(state, x, table, key, length)``: ``length`` steps in one ``lax.scan``.
+
+    Built once per config through ``training.compiled``.
+    """
     cfg = types.SimpleNamespace(**dict(frozen_cfg))
     step = _step_fn(cfg)
 
@@ -184,8 +160,7 @@ def make_train_chunk(frozen_cfg: tuple) -> Callable:
         size = _num_bits(cfg, x.shape[0])
         steps = state.step + jnp.arange(length, dtype=state.step.dtype)
         bits = jax.vmap(lambda t: sampling.step_bits(key, t, size))(steps)
-        state, metrics = jax.lax.scan(lambda st, bt: step(st, x, table, bt), state, bits)
-        return state, jax.tree.map(jnp.mean, metrics)
+        return training.scan_steps(lambda st, bt: step(st, x, table, bt), state, bits)
 
     return jax.jit(chunk, static_argnums=4)
 
@@ -229,7 +204,7 @@ def fit(
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     q, _ = jnp.linalg.qr(jax.random.normal(key_init, (x.shape[1], cfg.dim), jnp.float32))
     state = FrmlState(q, jnp.ones((cfg.dim,), jnp.float32), jnp.zeros((), jnp.int32))
-    chunk = make_train_chunk(tuple(sorted(cfg.items())))
+    chunk = training.compiled(make_train_chunk, tuple(sorted(cfg.items())))
     xj = jnp.asarray(x)
 
     def advance(done, length):

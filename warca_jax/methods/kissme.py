@@ -14,7 +14,7 @@ centring cancels in differences).
 
 C_same uses every same-identity pair. C_diff uses every different-identity pair in
 closed form (``cfg.num_negative_pairs == 0``, no enumeration, see
-``xqda.pair_covariances``) or, as the paper does, a random sample of that many pairs,
+``_covariance.pair_covariances``) or, as the paper does, a random sample of that many pairs,
 drawn from the seed: i uniform, then j uniform among the images of other identities.
 """
 
@@ -28,7 +28,7 @@ import numpy as np
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
-from warca_jax.methods.xqda import pair_covariances
+from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 
 
@@ -62,19 +62,17 @@ def sampled_negative_covariance(
     return jnp.dot(diff.T, diff, precision=jax.lax.Precision.HIGHEST) / num_pairs
 
 
-def check_config(cfg, *, d: int) -> None:
-    """Raises ValueError for a KISSME config that cannot run on D-dimensional data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for a KISSME config that cannot run on this data."""
+    d = data.x.shape[1]
     _checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
     _checks.check_number(cfg, "pca_dim", low=0, high=d, integer=True, note="; 0: no cap")
     _checks.check_number(cfg, "num_negative_pairs", low=0, integer=True, note="; 0: all pairs")
     _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work (KISSME does not depend on the scale)."""
-    data = _checks.training_data(features, labels, method="KISSME")
-    check_config(cfg, d=data.x.shape[1])
-    return data
+# KISSME does not depend on the features' scale.
+validate = _checks.validator("KISSME", check_config)
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):

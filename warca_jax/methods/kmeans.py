@@ -194,14 +194,17 @@ class KMeansMetric(Metric):
         return float(sizes[q_assign].sum()) / (len(q_assign) * len(g_assign))
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config (the gallery size is checked when the gallery is searched)."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """The cluster count, iterations and init (the gallery size is checked when the
+    gallery is searched)."""
+    del data
     _checks.check_number(cfg, "num_clusters", low=1, integer=True)
     _checks.check_number(cfg, "iterations", low=0, integer=True)
-    if cfg.init not in INITS:
-        raise ValueError(f"unknown init {cfg.init!r}; expected one of {INITS}")
-    # k-means clusters features times a positive factor as it clusters the features
-    return _checks.training_data(features, labels, method="kmeans_nn", min_identities=0)
+    _checks.check_choice(cfg, "init", INITS)
+
+
+# k-means clusters features times a positive factor as it clusters the features.
+validate = _checks.validator("kmeans_nn", check_config, min_identities=0)
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):

@@ -41,44 +41,28 @@ from warca_jax.metric import Metric
 EMBEDDINGS = ("weighted", "orthonormalized", "plain")
 
 
-def check_config(cfg, *, n: int, d: int) -> None:
-    """Raises ValueError for an LFDA config that cannot run on N x D training data."""
-    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
-        raise ValueError(
-            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
-        )
-    limit = n if cfg.kernel != "none" else d
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an LFDA config that cannot run on this training data."""
+    n, d = data.x.shape
+    kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS, also=("none",))
     _checks.check_number(cfg, "dim", integer=True)
-    if not 1 <= cfg.dim <= limit:
-        what = "training samples" if cfg.kernel != "none" else "input dimensions"
-        raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
+    what = "training samples" if kernel != "none" else "input dimensions"
+    _checks.check_range(cfg.dim, 1, n if kernel != "none" else d, what="output dim", note=what)
     try:
         _checks.check_number(cfg, "knn", low=1, integer=True)
     except ValueError:
         raise ValueError(f"knn must be an integer >= 1 (Sugiyama: 7), got {cfg.knn!r}") from None
     _checks.check_number(cfg, "reg", low=0, note="; ridge on the within-class scatter")
     _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
-    if cfg.embedding not in EMBEDDINGS:
-        raise ValueError(f"unknown embedding {cfg.embedding!r}; expected one of {EMBEDDINGS}")
+    _checks.check_choice(cfg, "embedding", EMBEDDINGS)
+    if kernel != "none":
+        kernels.check_kernel_input(data.x, kernel)
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks training data and config before any work.
-
-    Classes smaller than ``knn + 1`` are accepted: their local scale uses the farthest
-    member of the class (see the module docstring). LFDA does not depend on the features'
-    scale (its affinity is locally scaled): features too small or too large for float32
-    are rescaled by a power of two (``_checks.training_data``).
-
-    Raises:
-      ValueError: NaN/inf, shape mismatches, fewer than two identities with two images,
-        a dim the data cannot give, knn < 1, or negative features for a chi2 kernel.
-    """
-    data = _checks.training_data(features, labels, method="LFDA")
-    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
-    if cfg.kernel != "none":
-        kernels.check_kernel_input(data.x, cfg.kernel)
-    return data
+# Classes smaller than knn + 1 are accepted: their local scale uses the farthest member of
+# the class (module docstring). LFDA does not depend on the features' scale (its affinity
+# is locally scaled): features too small or too large for float32 are rescaled.
+validate = _checks.validator("LFDA", check_config)
 
 
 @functools.partial(jax.jit, static_argnames="knn")

@@ -42,8 +42,9 @@ from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
-def check_config(cfg, *, n: int, d: int, max_class: int) -> None:
-    """Raises ValueError for an LMNN config that cannot run on N x D data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an LMNN config that cannot run on this data."""
+    (n, d), max_class = data.x.shape, int(np.unique(data.y, return_counts=True)[1].max())
     _checks.check_number(cfg, "k", low=1, integer=True, label="k (target neighbours)")
     if cfg.k > max_class - 1:
         raise ValueError(
@@ -51,37 +52,25 @@ def check_config(cfg, *, n: int, d: int, max_class: int) -> None:
             f"the largest class has {max_class}"
         )
     _checks.check_number(cfg, "dim", integer=True)
-    if not 0 <= cfg.dim <= d:
-        raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
+    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
     _checks.check_number(cfg, "num_impostors", integer=True)
-    if not 1 <= cfg.num_impostors <= n - max_class:
-        raise ValueError(
-            f"num_impostors must be in [1, {n - max_class}] (points outside the largest class), "
-            f"got {cfg.num_impostors}"
-        )
-    for name in ("num_iters", "refresh_every", "block_size"):
-        _checks.check_number(cfg, name, low=1, integer=True)
-    _checks.check_number(cfg, "mu", low=0)
-    _checks.check_number(cfg, "margin", low=0, low_open=True)
-    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-
-
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work.
-
-    LMNN's margin is in the units of the features, so features too small or too large for
-    float32 training are refused (``_checks.training_data``), not rescaled.
-    """
-    data = _checks.training_data(
-        features,
-        labels,
-        method="LMNN",
-        scale_free=False,
-        scale_note=" (LMNN's margin is in the features' units)",
+    _checks.check_range(
+        cfg.num_impostors,
+        1,
+        n - max_class,
+        what="num_impostors",
+        note="points outside the largest class",
     )
-    _, counts = np.unique(data.y, return_counts=True)
-    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1], max_class=int(counts.max()))
-    return data
+    _checks.check_numbers(cfg, ("num_iters", "refresh_every", "block_size"), low=1, integer=True)
+    _checks.check_number(cfg, "mu", low=0)
+    _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
+
+
+# LMNN's margin is in the units of the features, so features too small or too large for
+# float32 training are refused, not rescaled.
+validate = _checks.validator(
+    "LMNN", check_config, scale_free=False, scale_note=" (LMNN's margin is in the features' units)"
+)
 
 
 @functools.partial(jax.jit, static_argnames=("k", "same", "block_size"))
@@ -195,9 +184,9 @@ def lmnn_grad(lmap, x, targets, target_valid, impostors, impostor_valid, *, mu, 
     return dz.T @ x, loss
 
 
-@functools.lru_cache(maxsize=16)
-def _make_round(mu, margin, m, rounds_steps, block_size, learning_rate):
-    """A jitted refresh round: impostor search in the current metric, then Adam steps."""
+def make_round(mu, margin, m, rounds_steps, block_size, learning_rate):
+    """``tx`` and a jitted refresh round: impostor search in the current metric, then Adam
+    steps (built once per setting through ``training.compiled``)."""
     tx = optax.adam(learning_rate)
 
     def round_fn(lmap, opt_state, x, labels, targets, target_valid):
@@ -214,14 +203,16 @@ def _make_round(mu, margin, m, rounds_steps, block_size, learning_rate):
                 lmap, x, targets, target_valid, imp, imp_valid, mu=mu, margin=margin
             )
             updates, opt_state = tx.update(g, opt_state, lmap)
-            return (optax.apply_updates(lmap, updates), opt_state), loss
+            return (optax.apply_updates(lmap, updates), opt_state), {"loss": loss}
 
-        (lmap, opt_state), losses = jax.lax.scan(step, (lmap, opt_state), None, length=rounds_steps)
+        (lmap, opt_state), last = training.scan_steps(
+            step, (lmap, opt_state), length=rounds_steps, reduce="last"
+        )
         _, pull, push, active, _ = lmnn_terms(
             lmap, x, targets, target_valid, imp, imp_valid, mu=mu, margin=margin
         )
         metrics = {
-            "loss": losses[-1],
+            "loss": last["loss"],
             "pull": pull,
             "push": push,
             "active_triplets": jnp.sum(active),
@@ -290,8 +281,8 @@ def fit(
 
     def advance(done, length):
         nonlocal lmap, opt_state
-        tx, round_fn = _make_round(
-            float(cfg.mu), float(cfg.margin), m, length, bs, float(cfg.learning_rate)
+        tx, round_fn = training.compiled(
+            make_round, float(cfg.mu), float(cfg.margin), m, length, bs, float(cfg.learning_rate)
         )
         if done == 0:
             opt_state = tx.init(lmap)

@@ -24,7 +24,6 @@ independent of the data's units; both are folded back into the returned W.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -48,8 +47,9 @@ class APGState(NamedTuple):
     loss: jax.Array
 
 
-def check_config(cfg, *, d: int) -> None:
-    """Raises ValueError for an MLAPG config that cannot run on D-dimensional data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an MLAPG config that cannot run on this data."""
+    d = data.x.shape[1]
     _checks.check_number(cfg, "pca_dim", low=0, integer=True, note="; 0: no PCA")
     _checks.check_number(cfg, "dim", low=0, integer=True, note="; 0: the full rank of M")
     reduced = min(d, cfg.pca_dim) if cfg.pca_dim else d
@@ -57,18 +57,14 @@ def check_config(cfg, *, d: int) -> None:
         raise ValueError(
             f"output dim must be at most {reduced} (input dims after PCA), got {cfg.dim}"
         )
-    for name in ("max_iters", "log_every", "max_backtracks"):
-        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_numbers(cfg, ("max_iters", "log_every", "max_backtracks"), low=1, integer=True)
     _checks.check_number(cfg, "init_step", low=0, low_open=True, note="; 1 / initial L")
     _checks.check_number(cfg, "backtrack_factor", low=1, low_open=True)
     _checks.check_number(cfg, "tol", low=0)
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks training data and config before any work (MLAPG rescales the features itself)."""
-    data = _checks.training_data(features, labels, method="MLAPG")
-    check_config(cfg, d=data.x.shape[1])
-    return data
+# MLAPG rescales the features itself: its result does not depend on their scale.
+validate = _checks.validator("MLAPG", check_config)
 
 
 def pair_weights(labels: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -109,11 +105,16 @@ def psd_project(m: jax.Array) -> tuple[jax.Array, jax.Array]:
     return (v * w) @ v.T, jnp.sum(w > 0)
 
 
-@functools.lru_cache(maxsize=8)
-def _make_step(mu: float, factor: float, max_backtracks: int):
-    """Jitted ``step(state, x, sign, weight) -> (state, rank, backtracks)``."""
+def make_step(mu: float, factor: float, max_backtracks: int):
+    """Jitted ``step(state, (x, sign, weight)) -> (state, metrics)``: one APG iteration.
 
-    def step(state: APGState, x, sign, weight):
+    The step skeleton of every learner (``training.scan_steps``); MLAPG runs it one call
+    at a time (``fit``) since it stops on a tolerance. Built once per setting through
+    ``training.compiled``.
+    """
+
+    def step(state: APGState, batch):
+        x, sign, weight = batch
         alpha = (1.0 + jnp.sqrt(1.0 + 4.0 * state.alpha**2)) / 2.0
         v = state.m + (state.alpha - 1.0) / alpha * (state.m - state.m_prev)
         f_v, grad = mlapg_loss_and_grad(v, x, sign, weight, mu=mu)
@@ -134,8 +135,9 @@ def _make_step(mu: float, factor: float, max_backtracks: int):
             return ~carry[4] & (carry[5] < max_backtracks)
 
         init = (state.lipschitz, *attempt(state.lipschitz), jnp.zeros((), jnp.int32))
-        lip, m_new, rank, f_new, _, tries = jax.lax.while_loop(cond, body, init)
-        return APGState(m_new, state.m, alpha, lip, f_new), rank, tries
+        lip, m_new, rank, f_new, _, _ = jax.lax.while_loop(cond, body, init)
+        metrics = {"loss": f_new, "rank": rank, "step_size": 1.0 / lip}
+        return APGState(m_new, state.m, alpha, lip, f_new), metrics
 
     return jax.jit(step)
 
@@ -158,11 +160,11 @@ def fit(
       cfg: the ``method`` section of a config (see configs/mlapg.py).
       log_fn: called with {"step", "loss", "rank", "step_size", "seconds"} every
         ``cfg.log_every`` iterations and at the last one.
-      progress: unused.
+      progress: show a progress bar.
       callback: called as ``callback(row, metric)`` at every logged iteration with the
         metric learned so far (to evaluate it during training); its time is not counted
         in the rows' ``seconds``, and a dict it returns is merged into the row before
-        ``log_fn`` sees it (``training.call_hook``, as in ``training.run_in_chunks``).
+        ``log_fn`` sees it (``training.run_in_chunks``).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
@@ -172,7 +174,7 @@ def fit(
       training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
         metric.
     """
-    del seed, progress
+    del seed
     x, y, feature_scale = validate(features, labels, cfg)
     mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
     if cfg.pca_dim and x.shape[1] > cfg.pca_dim:
@@ -189,11 +191,29 @@ def fit(
     eye = jnp.eye(d, dtype=jnp.float32)
     # At M = I the mean pair distance is 1 by the rescaling, the authors' mu.
     mu = 1.0
-    step = _make_step(mu, float(cfg.backtrack_factor), int(cfg.max_backtracks))
+    step = training.compiled(make_step, mu, float(cfg.backtrack_factor), int(cfg.max_backtracks))
     f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
     state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
-    history, t0, prev = [], time.perf_counter(), float(f0)
+    t0, prev = time.perf_counter(), float(f0)
     hint = f"lower init_step (now {cfg.init_step:g}) or check the training data"
+
+    def advance(done, length):
+        # One jitted iteration per call: a chunk ends early when F converged (the relative
+        # change below tol: training is over) or is not finite (``run_in_chunks`` refuses
+        # it at the step it happened).
+        nonlocal state, prev
+        for it in range(1, length + 1):
+            state, metrics = step(state, (feats, sign, weight))
+            loss = float(metrics["loss"])
+            converged = abs(loss - prev) <= cfg.tol * abs(prev)
+            prev = loss
+            if converged or not np.isfinite(loss) or it == length:
+                row = {
+                    "loss": loss,
+                    "rank": int(metrics["rank"]),
+                    "step_size": metrics["step_size"],
+                }
+                return training.Chunk(row, it, stop=converged)
 
     def make_metric(m) -> Metric:
         w = linalg.psd_factor(np.asarray(m), dim=cfg.dim or None)
@@ -207,32 +227,19 @@ def fit(
             feature_scale=feature_scale,
         )
 
-    for it in range(1, cfg.max_iters + 1):
-        state, rank, _ = step(state, feats, sign, weight)
-        loss = float(state.loss)
-        # a non-finite loss, or one far above F(I), is a divergence
-        training.check_row(
-            {"loss": loss}, method="MLAPG", step=it, reference_loss=float(f0), hint=hint
-        )
-        done = abs(loss - prev) <= cfg.tol * abs(prev)
-        prev = loss
-        if it % cfg.log_every == 0 or done or it == cfg.max_iters:
-            row = {
-                "step": it,
-                "loss": loss,
-                "rank": int(rank),
-                "step_size": float(1.0 / state.lipschitz),
-                "seconds": time.perf_counter() - t0,
-            }
-            if callback is not None:
-                t0 += training.call_hook(
-                    lambda r, m=state.m: callback(r, make_metric(m)), row, method="MLAPG", step=it
-                )
-            history.append(row)
-            if log_fn is not None:
-                log_fn(row)
-        if done:
-            break
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.max_iters,
+        chunk=cfg.log_every,
+        method="MLAPG",
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.m)),
+        # a loss far above F(I) is a divergence
+        reference_loss=float(f0),
+        hint=hint,
+    )
     metric = make_metric(state.m)
     return training.check_model(metric, method="MLAPG", features=features, hint=hint), history
 

@@ -25,7 +25,6 @@ Training is (minibatch or full-batch) gradient descent, ``log_every`` steps per 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import jax
@@ -37,33 +36,26 @@ from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
 
-def check_config(cfg, *, n: int, d: int) -> None:
-    """Raises ValueError for an rPCCA config that cannot run on N x D training data."""
-    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
-        raise ValueError(
-            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
-        )
-    limit = n if cfg.kernel != "none" else d
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an rPCCA config that cannot run on this training data."""
+    n, d = data.x.shape
+    kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS, also=("none",))
     _checks.check_number(cfg, "dim", integer=True)
-    if not 1 <= cfg.dim <= limit:
-        what = "training samples" if cfg.kernel != "none" else "input dimensions"
-        raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
-    for name in ("beta", "learning_rate", "negatives_per_positive"):
-        _checks.check_number(cfg, name, low=0, low_open=True)
+    what = "training samples" if kernel != "none" else "input dimensions"
+    _checks.check_range(cfg.dim, 1, n if kernel != "none" else d, what="output dim", note=what)
+    _checks.check_numbers(
+        cfg, ("beta", "learning_rate", "negatives_per_positive"), low=0, low_open=True
+    )
     _checks.check_number(cfg, "lam", low=0)
     _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
-    for name in ("num_iters", "log_every"):
-        _checks.check_number(cfg, name, low=1, integer=True)
+    _checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
     _checks.check_number(cfg, "batch_size", low=0, integer=True, note="; 0: full batch")
+    if kernel != "none":
+        kernels.check_kernel_input(data.x, kernel)
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks training data and config before any work (rPCCA rescales the features itself)."""
-    data = _checks.training_data(features, labels, method="rPCCA")
-    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
-    if cfg.kernel != "none":
-        kernels.check_kernel_input(data.x, cfg.kernel)
-    return data
+# rPCCA rescales the features itself: its result does not depend on their scale.
+validate = _checks.validator("rPCCA", check_config)
 
 
 def pair_set(labels, *, negatives_per_positive: float, key: jax.Array):
@@ -112,11 +104,6 @@ def _pair_terms(emb, i, j, y, *, beta):
     return u, jnp.mean(generalized_logistic(z, beta=beta)), coef
 
 
-def linear_loss(proj, x, i, j, y, *, beta: float, lam: float) -> jax.Array:
-    """rPCCA loss of L: [dim, D] on x: [N, D] and pairs i, j: [P] with y: [P] in {+1, -1}."""
-    return _pair_terms(x @ proj.T, i, j, y, beta=beta)[1] + lam * jnp.sum(proj * proj)
-
-
 def _scatter_pairs(uc, i, j, n):
     """S: [N, dim] with S = sum_p uc_p (e_i - e_j) rows: the pair terms per sample."""
     return jnp.zeros((n, uc.shape[1]), uc.dtype).at[i].add(uc).at[j].add(-uc)
@@ -127,12 +114,6 @@ def linear_loss_and_grad(proj, x, i, j, y, *, beta: float, lam: float):
     u, data_loss, coef = _pair_terms(x @ proj.T, i, j, y, beta=beta)
     s = _scatter_pairs(u * coef[:, None], i, j, x.shape[0])
     return data_loss + lam * jnp.sum(proj * proj), 2.0 * s.T @ x + 2.0 * lam * proj
-
-
-def kernel_loss(a, k, i, j, y, *, beta: float, lam: float) -> jax.Array:
-    """Kernel rPCCA loss of A: [dim, N] with the training kernel K: [N, N]."""
-    emb = k @ a.T
-    return _pair_terms(emb, i, j, y, beta=beta)[1] + lam * jnp.sum(a * emb.T)
 
 
 def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition: bool = True):
@@ -150,9 +131,11 @@ def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition
     return loss, 2.0 * (s.T @ k) + 2.0 * lam * emb.T
 
 
-@functools.lru_cache(maxsize=16)
-def _make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
-    """Jitted ``chunk(params, feats, i, j, y, key, step0, length) -> (params, mean loss)``."""
+def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
+    """Jitted ``chunk(params, feats, i, j, y, key, step0, length) -> (params, metrics)``.
+
+    Built once per setting through ``training.compiled``.
+    """
     loss_and_grad = kernel_loss_and_grad if kernel_form else linear_loss_and_grad
 
     def step(params, t, feats, i, j, y, key):
@@ -160,11 +143,11 @@ def _make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: in
             pick = jax.random.randint(jax.random.fold_in(key, t), (batch,), 0, i.shape[0])
             i, j, y = i[pick], j[pick], y[pick]
         loss, grad = loss_and_grad(params, feats, i, j, y, beta=beta, lam=lam)
-        return params - lr * grad, loss
+        return params - lr * grad, {"loss": loss}
 
     def chunk(params, feats, i, j, y, key, step0, length):
         ts = step0 + jnp.arange(length)
-        return jax.lax.scan(lambda p, t: step(p, t, feats, i, j, y, key), params, ts)
+        return training.scan_steps(lambda p, t: step(p, t, feats, i, j, y, key), params, ts)
 
     return jax.jit(chunk, static_argnums=7)
 
@@ -223,15 +206,15 @@ def fit(
     emb = feats @ params.T
     params = params / jnp.sqrt(jnp.mean(jnp.sum((emb[i] - emb[j]) ** 2, axis=1)))
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
-    chunk = _make_chunk(
-        kernel_form, float(cfg.beta), float(cfg.lam), float(cfg.learning_rate), batch
+    chunk = training.compiled(
+        make_chunk, kernel_form, float(cfg.beta), float(cfg.lam), float(cfg.learning_rate), batch
     )
     pairs = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(sign, jnp.float32))
 
     def advance(done, length):
         nonlocal params
-        params, losses = chunk(params, feats, *pairs, key_batch, done, length)
-        return {"loss": jnp.mean(losses)}
+        params, metrics = chunk(params, feats, *pairs, key_batch, done, length)
+        return metrics
 
     def make_metric(params) -> Metric:
         proj = np.asarray(params, np.float64)

@@ -35,7 +35,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tqdm.auto import tqdm
 
 from warca_jax import losses, sampling, training, warca
 from warca_jax.methods import Method, _checks
@@ -176,23 +175,28 @@ def make_train_epochs(
         def step(st, idx):
             loss, grad = jax.value_and_grad(batch_loss)(st.params, data, idx)
             updates, opt_state = tx.update(grad, st.opt_state, st.params)
-            return TrainState(optax.apply_updates(st.params, updates), opt_state, st.step + 1), loss
+            new = TrainState(optax.apply_updates(st.params, updates), opt_state, st.step + 1)
+            return new, {"loss": loss}
 
         def epoch(st, e):
             perm = jax.random.permutation(jax.random.fold_in(key, e), m)
-            return jax.lax.scan(step, st, perm[: (m // b) * b].reshape(-1, b))
+            batches = perm[: (m // b) * b].reshape(-1, b)
+            return training.scan_steps(step, st, batches, reduce="none")
 
-        state, batch_losses = jax.lax.scan(epoch, state, epoch0 + jnp.arange(num_epochs))
-        return state, jnp.mean(batch_losses)
+        epochs = epoch0 + jnp.arange(num_epochs)
+        state, metrics = training.scan_steps(epoch, state, epochs, reduce="none")
+        return state, jnp.mean(metrics["loss"])
 
     return jax.jit(run, static_argnums=4)
 
 
-@functools.lru_cache(maxsize=16)
-def _programs(name: str, lam: float, penalty: str, margin: float, batch_size: int, momentum: float):
-    """``tx``, the jitted epochs and the jitted full-set cost, compiled once per setting.
+def build_programs(
+    name: str, lam: float, penalty: str, margin: float, batch_size: int, momentum: float
+):
+    """``tx``, the jitted epochs and the jitted full-set cost of a setting.
 
-    The learning rate is not a key: it lives in the optimiser state (``inject_hyperparams``).
+    Built once per setting through ``training.compiled``. The learning rate is not a key:
+    it lives in the optimiser state (``inject_hyperparams``).
     """
     batch_loss = _batch_loss_fn(name, lam=lam, penalty=penalty, margin=margin)
     tx = optax.inject_hyperparams(optax.sgd)(learning_rate=1.0, momentum=momentum or None)
@@ -201,62 +205,44 @@ def _programs(name: str, lam: float, penalty: str, margin: float, batch_size: in
     return tx, run, cost
 
 
-def validate_inputs(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work.
-
-    The study's losses have a margin (eq. 7) or a penalty (eq. 6) in the features' units,
-    so features too small or too large for float32 training are refused, not rescaled.
-
-    Raises:
-      ValueError: bad data (``_checks.training_data``), too few identities to hold
-        ``num_val_ids`` out and still train, or a config out of range.
-    """
-    name = cfg.name
-    data = _checks.training_data(
-        features,
-        labels,
-        method=name,
-        scale_free=False,
-        scale_note=f" ({name}'s margin and penalty are in the features' units)",
-    )
-    x, y = data.x, data.y
-    d = x.shape[1]
-    for field in ("dim", "batch_size", "num_epochs", "val_every", "num_val_ids"):
-        _checks.check_number(cfg, field, integer=True)
-    for field in ("lam", "learning_rate", "lr_decay", "momentum"):
-        _checks.check_number(cfg, field)
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for a config of the study's SGD that cannot run on this data."""
+    name, d = cfg.name, data.x.shape[1]
+    _checks.check_number(cfg, "dim", integer=True)
+    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    _checks.check_number(cfg, "batch_size", low=2, integer=True)
+    _checks.check_numbers(cfg, ("num_epochs", "val_every"), low=1, integer=True)
+    _checks.check_number(cfg, "num_val_ids", low=2, integer=True)
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    _checks.check_number(cfg, "lr_decay", low=0, high=1, low_open=True)
+    _checks.check_numbers(cfg, ("lam", "momentum"), low=0)
     if name == "triplet_sgd":
-        _checks.check_number(cfg, "margin")
-        _checks.check_number(cfg, "num_random", integer=True)
-    if not 0 <= cfg.dim <= d:
-        raise ValueError(f"output dim must be in [0, {d}] (0: D = {d}), got {cfg.dim}")
-    if cfg.init not in INITS:
-        raise ValueError(f"unknown init {cfg.init!r}; expected one of {INITS}")
-    if cfg.penalty not in losses.PENALTIES:
-        raise ValueError(f"unknown penalty {cfg.penalty!r}; expected one of {losses.PENALTIES}")
-    if cfg.lam < 0 or (name == "pairwise_sgd" and (cfg.lam == 0 or cfg.penalty == "none")):
+        _checks.check_number(cfg, "margin", low=0, low_open=True)
+        _checks.check_number(cfg, "num_random", low=0, integer=True)
+    _checks.check_choice(cfg, "init", INITS)
+    _checks.check_choice(cfg, "penalty", losses.PENALTIES)
+    if name == "pairwise_sgd" and (cfg.lam == 0 or cfg.penalty == "none"):
         raise ValueError(
-            f"lam must be >= 0, and > 0 with a penalty for pairwise_sgd (eq. 6 is unbounded "
-            f"below); got lam={cfg.lam}, penalty={cfg.penalty!r}"
+            f"lam must be > 0 with a penalty for pairwise_sgd (eq. 6 is unbounded below); "
+            f"got lam={cfg.lam}, penalty={cfg.penalty!r}"
         )
-    for field in ("batch_size", "num_epochs", "val_every"):
-        if getattr(cfg, field) < (2 if field == "batch_size" else 1):
-            raise ValueError(f"{field} must be >= {2 if field == 'batch_size' else 1}")
-    if cfg.learning_rate <= 0 or not 0 < cfg.lr_decay <= 1 or cfg.momentum < 0:
-        raise ValueError(
-            "need learning_rate > 0, 0 < lr_decay <= 1 and momentum >= 0; got "
-            f"{cfg.learning_rate}, {cfg.lr_decay}, {cfg.momentum}"
-        )
-    if name == "triplet_sgd" and (cfg.margin <= 0 or cfg.num_random < 0):
-        raise ValueError(f"need margin > 0 and num_random >= 0, got {cfg.margin}, {cfg.num_random}")
-    _, counts = np.unique(y, return_counts=True)
+    _, counts = np.unique(data.y, return_counts=True)
     usable = int(np.sum(counts >= 2))
-    if cfg.num_val_ids < 2 or usable < cfg.num_val_ids + 2:
+    if usable < cfg.num_val_ids + 2:
         raise ValueError(
-            f"num_val_ids must be >= 2 and leave 2 identities with two or more images for "
-            f"training: {name} holds {cfg.num_val_ids} out of {usable} such identities"
+            f"num_val_ids must leave 2 identities with two or more images for training: "
+            f"{name} holds {cfg.num_val_ids} out of {usable} such identities"
         )
-    return data
+
+
+# The study's losses have a margin (eq. 7) or a penalty (eq. 6) in the features' units, so
+# features too small or too large for float32 training are refused, not rescaled.
+validate = _checks.validator(
+    None,
+    check_config,
+    scale_free=False,
+    scale_note=" ({name}'s margin and penalty are in the features' units)",
+)
 
 
 def _split_validation(key, y: np.ndarray, num_val_ids: int) -> np.ndarray:
@@ -277,6 +263,10 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
       log_fn: called with each history row.
       progress: show a progress bar over epochs.
 
+    The loop is ``training.run_in_chunks``, ``val_every`` epochs a chunk: each chunk
+    mines the triplets again (eq. 7), runs its epochs, computes the validation cost,
+    keeps the best parameters and halves the rate when the cost rose.
+
     Returns:
       (Metric of kind "linear" with W = L [D', D], history): one row per validation
       check: epoch, step, loss (mean minibatch loss since the last check), val_cost,
@@ -287,69 +277,76 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
       training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
         model (lower learning_rate).
     """
-    x, y, _ = validate_inputs(features, labels, cfg)
+    x, y, _ = validate(features, labels, cfg)
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     k_split, k_init, k_train, k_mine, k_val = jax.random.split(jax.random.PRNGKey(seed), 5)
     is_val = _split_validation(k_split, y, cfg.num_val_ids)
-    d = x.shape[1]
-    dim = cfg.dim or d
-    if cfg.init == "identity":
-        params = jnp.eye(dim, d, dtype=jnp.float32)
-    else:
-        params = warca.init_params(k_init, dim=dim, d=d)
     margin = float(cfg.margin) if "margin" in cfg else 0.0
-    tx, run, cost_fn = _programs(
-        cfg.name, float(cfg.lam), cfg.penalty, margin, cfg.batch_size, float(cfg.momentum)
+    tx, run, cost_fn = training.compiled(
+        build_programs,
+        cfg.name,
+        float(cfg.lam),
+        cfg.penalty,
+        margin,
+        cfg.batch_size,
+        float(cfg.momentum),
     )
-    opt_state = tx.init(params)
-    state = TrainState(params, opt_state, jnp.zeros((), jnp.int32))
+    state = _initial_state(k_init, cfg, x.shape[1], tx)
     x_tr, x_val = jnp.asarray(x[~is_val]), jnp.asarray(x[is_val])
     table_tr, table_val = sampling.make_pair_table(y[~is_val]), sampling.make_pair_table(y[is_val])
-    triplets = cfg.name == "triplet_sgd"
 
     def dataset(x_part, table, key, proj):
-        if not triplets:
+        if cfg.name != "triplet_sgd":
             return x_part, table.labels
         mined = mine_triplets(key, x_part @ proj.T, table, num_random=cfg.num_random)
         return (x_part, *mined)
 
-    val_data = dataset(x_val, table_val, k_val, params)
-    val_cost = functools.partial(cost_fn, data=val_data)
-    best_cost, best_params, best_epoch = float(val_cost(params)), params, 0
-    prev_cost, lr, history, epoch, t0 = (
-        best_cost,
-        float(cfg.learning_rate),
-        [],
-        0,
-        time.perf_counter(),
-    )
-    bar = tqdm(total=cfg.num_epochs, desc=cfg.name, disable=not progress, leave=False)
-    while epoch < cfg.num_epochs:
-        length = min(cfg.val_every, cfg.num_epochs - epoch)
+    val_cost = functools.partial(cost_fn, data=dataset(x_val, table_val, k_val, state.params))
+    best = {"cost": float(val_cost(state.params)), "params": state.params, "epoch": 0}
+    schedule = {"prev_cost": best["cost"], "lr": float(cfg.learning_rate)}
+
+    def advance(epoch, length):
+        nonlocal state
         train_data = dataset(x_tr, table_tr, jax.random.fold_in(k_mine, epoch), state.params)
-        hyper = dict(state.opt_state.hyperparams, learning_rate=jnp.float32(lr))
+        hyper = dict(state.opt_state.hyperparams, learning_rate=jnp.float32(schedule["lr"]))
         state = state._replace(opt_state=state.opt_state._replace(hyperparams=hyper))
         state, loss = run(state, train_data, k_train, epoch, length)
-        epoch += length
-        cost = float(val_cost(state.params))
+        epoch, cost = epoch + length, float(val_cost(state.params))
+        if cost < best["cost"]:
+            best.update(cost=cost, params=state.params, epoch=epoch)
         row = dict(epoch=epoch, step=int(state.step), loss=float(loss), val_cost=cost)
-        training.check_row(row, method=cfg.name, step=int(state.step), hint=hint)
-        if cost < best_cost:
-            best_cost, best_params, best_epoch = cost, state.params, epoch
-        row.update(learning_rate=lr, best_epoch=best_epoch, seconds=time.perf_counter() - t0)
-        history.append(row)
-        if log_fn is not None:
-            log_fn(row)
-        bar.update(length)
-        if cost > prev_cost:  # the study's schedule: halve the rate when the cost rises
-            lr *= cfg.lr_decay
-        prev_cost = cost
-    bar.close()
-    metric = Metric("linear", input_dim=d, projection=np.asarray(best_params), name=cfg.name)
+        row.update(learning_rate=schedule["lr"], best_epoch=best["epoch"])
+        if cost > schedule["prev_cost"]:  # the study's schedule: halve the rate when it rises
+            schedule["lr"] *= cfg.lr_decay
+        schedule["prev_cost"] = cost
+        return row
+
+    history = training.run_in_chunks(
+        advance,
+        num_iters=cfg.num_epochs,
+        chunk=cfg.val_every,
+        method=cfg.name,
+        log_fn=log_fn,
+        progress=progress,
+        t0=time.perf_counter(),
+        hint=hint,
+    )
+    proj = np.asarray(best["params"])
+    metric = Metric("linear", input_dim=x.shape[1], projection=proj, name=cfg.name)
     return training.check_model(metric, method=cfg.name, features=features, hint=hint), history
 
 
+def _initial_state(key, cfg, d: int, tx: optax.GradientTransformation) -> TrainState:
+    """The study's start: L = I (``identity``) or a random orthonormal map, and tx's state."""
+    dim = cfg.dim or d
+    if cfg.init == "identity":
+        params = jnp.eye(dim, d, dtype=jnp.float32)
+    else:
+        params = warca.init_params(key, dim=dim, d=d)
+    return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
+
+
 METHODS = {
-    "pairwise_sgd": Method(fit=fit, validate=validate_inputs),
-    "triplet_sgd": Method(fit=fit, validate=validate_inputs),
+    "pairwise_sgd": Method(fit=fit, validate=validate),
+    "triplet_sgd": Method(fit=fit, validate=validate),
 }

@@ -148,29 +148,21 @@ def _psd(m):
     return (v * jnp.maximum(w, 0.0)) @ v.T
 
 
-def check_config(cfg, *, n: int, d: int) -> None:
-    """Raises ValueError for an SVMML config that cannot run on N x D data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an SVMML config that cannot run on this data."""
+    top = min(data.x.shape)
     _checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
     _checks.check_number(cfg, "pca_dim", integer=True)
-    if not 0 <= cfg.pca_dim <= min(n, d):
-        raise ValueError(
-            f"pca_dim must be in [0, {min(n, d)}] (0: by pca_variance; at most min(N, D)), "
-            f"got {cfg.pca_dim}"
-        )
-    _checks.check_number(cfg, "neg_ratio", low=0, low_open=True)
+    note = "0: by pca_variance; at most min(N, D)"
+    _checks.check_range(cfg.pca_dim, 0, top, what="pca_dim", note=note)
+    _checks.check_numbers(cfg, ("neg_ratio", "learning_rate"), low=0, low_open=True)
     _checks.check_number(cfg, "lam", low=0)
-    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-    for name in ("num_iters", "log_every"):
-        _checks.check_number(cfg, name, low=1, integer=True)
-    if cfg.loss not in LOSSES:
-        raise ValueError(f"unknown loss {cfg.loss!r}; expected one of {LOSSES}")
+    _checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
+    _checks.check_choice(cfg, "loss", LOSSES)
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work (SVMML rescales the features itself)."""
-    data = _checks.training_data(features, labels, method="SVMML")
-    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
-    return data
+# SVMML rescales the features itself: its result does not depend on their scale.
+validate = _checks.validator("SVMML", check_config)
 
 
 def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
@@ -195,9 +187,11 @@ def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
     return i, j, dis
 
 
-@functools.lru_cache(maxsize=16)
-def _make_chunk(lam: float, loss: str, learning_rate: float):
-    """``tx`` and the jitted ``chunk(params, opt_state, x, i, j, dis, length)``."""
+def make_chunk(lam: float, loss: str, learning_rate: float):
+    """``tx`` and the jitted ``chunk(params, opt_state, x, i, j, dis, length)``.
+
+    Built once per setting through ``training.compiled``.
+    """
     tx = optax.adam(learning_rate)
     grad_fn = jax.value_and_grad(functools.partial(svmml_loss, lam=lam, loss=loss))
 
@@ -207,10 +201,10 @@ def _make_chunk(lam: float, loss: str, learning_rate: float):
             value, g = grad_fn(params, x, i, j, dis)
             updates, opt_state = tx.update(g, opt_state, params)
             a, b, c, bias = optax.apply_updates(params, updates)
-            return ((_psd(a), _psd(b), c, bias), opt_state), value
+            return ((_psd(a), _psd(b), c, bias), opt_state), {"loss": value}
 
-        (params, opt_state), values = jax.lax.scan(step, (params, opt_state), None, length=length)
-        return params, opt_state, jnp.mean(values)
+        (params, opt_state), metrics = training.scan_steps(step, (params, opt_state), length=length)
+        return params, opt_state, metrics
 
     return tx, jax.jit(chunk, static_argnums=6)
 
@@ -256,14 +250,14 @@ def fit(
     i, j, dis = make_pairs(y, neg_ratio=float(cfg.neg_ratio), seed=seed)
     p = comps.shape[0]
     params = (jnp.zeros((p, p)), jnp.zeros((p, p)), jnp.zeros((p,)), jnp.zeros(()))
-    tx, chunk = _make_chunk(float(cfg.lam), cfg.loss, float(cfg.learning_rate))
+    tx, chunk = training.compiled(make_chunk, float(cfg.lam), cfg.loss, float(cfg.learning_rate))
     opt_state = tx.init(params)
     ij = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(dis))
 
     def advance(done, length):
         nonlocal params, opt_state
-        params, opt_state, value = chunk(params, opt_state, xr, *ij, length)
-        return {"loss": value}
+        params, opt_state, metrics = chunk(params, opt_state, xr, *ij, length)
+        return metrics
 
     def make_metric(params) -> SvmmlMetric:
         a, b, c, bias = (np.asarray(v) for v in params)

@@ -15,7 +15,7 @@ top generalised eigenvectors of (Sigma_E, Sigma_I), those with eigenvalue > 1
 paper's lambda = 0.001.
 
 Both covariances are computed without enumerating the O(N^2) pairs (the paper's
-eq. 19-20): ``pair_covariances`` needs only X^T X, per-class sums and counts.
+eq. 19-20): ``_covariance.pair_covariances`` needs only X^T X, per-class sums and counts.
 ``fit`` receives no camera ids, so the "two views" are the training set against
 itself: every ordered pair (i, j) with i != j counts, a same-camera pair as well.
 When D >= N the data are first reduced, losslessly, to the span of the centred
@@ -24,60 +24,12 @@ training features (the paper's QR step).
 
 from __future__ import annotations
 
-import functools
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
+from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
-
-
-@functools.partial(jax.jit, static_argnames="num_classes")
-def _pair_sums(x: jax.Array, classes: jax.Array, *, num_classes: int):
-    """Sums of (x_i - x_j)(x_i - x_j)^T over same-class and over all ordered pairs."""
-    hi = jax.lax.Precision.HIGHEST
-    x = x - jnp.mean(x, axis=0)  # differences are shift-invariant; centring avoids cancellation
-    n = x.shape[0]
-    class_sums = jax.ops.segment_sum(x, classes, num_segments=num_classes)  # [C, D]
-    counts = jax.ops.segment_sum(jnp.ones((n,), x.dtype), classes, num_segments=num_classes)
-    # sum_{i,j in c} (x_i - x_j)(x_i - x_j)^T = 2 sum_{i in c} n_c x_i x_i^T - 2 S_c S_c^T
-    weighted = x * counts[classes][:, None]
-    intra = 2.0 * (
-        jnp.dot(weighted.T, x, precision=hi) - jnp.dot(class_sums.T, class_sums, precision=hi)
-    )
-    total_sum = jnp.sum(x, axis=0)
-    every = 2.0 * (n * jnp.dot(x.T, x, precision=hi) - jnp.outer(total_sum, total_sum))
-    return intra, every, jnp.sum(counts * counts)
-
-
-def pair_covariances(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intra- and extra-personal covariances of pair differences, without enumerating pairs.
-
-    Sigma_I = mean over ordered pairs i != j with y_i == y_j of (x_i - x_j)(x_i - x_j)^T,
-    Sigma_E = the same mean over pairs with y_i != y_j (XQDA eq. 19-20, single view).
-
-    Args:
-      x: [N, D] features (float32 or, under ``jax.enable_x64``, float64).
-      labels: [N] identity labels; at least one identity with two images and two identities.
-
-    Returns:
-      (Sigma_I [D, D], Sigma_E [D, D]) as float64 NumPy arrays.
-    """
-    _, classes = np.unique(np.asarray(labels), return_inverse=True)
-    num_classes = int(classes.max()) + 1
-    n = x.shape[0]
-    intra, every, sq_counts = _pair_sums(
-        jnp.asarray(x), jnp.asarray(classes.astype(np.int32)), num_classes=num_classes
-    )
-    intra, every = np.asarray(intra, np.float64), np.asarray(every, np.float64)
-    sq_counts = float(sq_counts)
-    n_intra, n_extra = sq_counts - n, n * n - sq_counts
-    if n_intra <= 0 or n_extra <= 0:
-        raise ValueError("need an identity with two images and two identities for pair covariances")
-    return intra / n_intra, (every - intra) / n_extra
 
 
 def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -92,24 +44,19 @@ def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     return comps, (x - mean) @ comps.T
 
 
-def check_config(cfg, *, d: int) -> None:
-    """Raises ValueError for an XQDA config that cannot run on D-dimensional data."""
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an XQDA config that cannot run on this data."""
+    d = data.x.shape[1]
     _checks.check_number(cfg, "dim", integer=True)
-    if not 0 <= cfg.dim <= d:
-        raise ValueError(
-            f"dim must be in [0, {d}] (0: every eigenvalue > 1; at most the input dimension), "
-            f"got {cfg.dim}"
-        )
+    note = "0: every eigenvalue > 1; at most the input dimension"
+    _checks.check_range(cfg.dim, 0, d, what="dim", note=note)
     _checks.check_number(
         cfg, "reg", low=0, low_open=True, note="; ridge on Sigma_I, relative to its trace / D"
     )
 
 
-def validate(features, labels, cfg) -> _checks.TrainingData:
-    """Checks data and config before any work (XQDA does not depend on the scale)."""
-    data = _checks.training_data(features, labels, method="XQDA")
-    check_config(cfg, d=data.x.shape[1])
-    return data
+# XQDA does not depend on the features' scale.
+validate = _checks.validator("XQDA", check_config)
 
 
 def xqda_projection(
