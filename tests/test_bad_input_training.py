@@ -9,7 +9,7 @@ import importlib
 import numpy as np
 import pytest
 
-from warca_jax import methods, training, warca
+from warca_jax import kernels, methods, training, warca
 from warca_jax import metric as metric_lib
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
@@ -113,7 +113,7 @@ def test_all_zero_features_under_the_chi2_kernel_are_refused_not_a_3e15_model():
 def test_a_zero_chi2_kernel_matrix_is_refused_without_normalisation():
     x = np.zeros((8, 3), np.float32)
     with pytest.raises(ValueError, match="kernel matrix is all zeros"):
-        warca.normalized_gram(warca.kernels.gram_matrix(x, kernel="chi2")[0], normalize="none")
+        warca.normalized_gram(kernels.gram_matrix(x, kernel="chi2")[0], normalize="none")
 
 
 def test_features_equal_up_to_float32_rounding_are_refused():

@@ -1,12 +1,15 @@
-"""Closed-form gradients of warca_jax.losses against jax.grad, in float64."""
+"""The training path's equations (warca_jax.losses) against jax.grad and against the
+paper's dense forms (tests/reference_forms.py), in float64."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
+import reference_forms as ref
 from jax.test_util import check_grads
 
-from warca_jax import losses
+from warca_jax import losses, optim
 
 
 @pytest.fixture(autouse=True)
@@ -15,12 +18,12 @@ def x64():
         yield
 
 
-def _triplets(seed, *, b=12, d=7, dp=4, n=None):
+def _triplets(seed, *, b=12, d=7, dp=4):
     """Random W and triplet differences with every hinge away from its kink."""
     rng = np.random.default_rng(seed)
-    w = rng.normal(size=(dp, d if n is None else n))
-    u = rng.normal(size=(b, w.shape[1]))
-    v = rng.normal(size=(b, w.shape[1]))
+    w = rng.normal(size=(dp, d))
+    u = rng.normal(size=(b, d))
+    v = rng.normal(size=(b, d))
     hinge, _, _ = losses.triplet_hinge(u @ w.T, v @ w.T, margin=1.0)
     # Keep |gamma + d_ij - d_ik| > 0.05 so finite differences do not cross a kink.
     pre = 1.0 + np.linalg.norm(u @ w.T, axis=1) - np.linalg.norm(v @ w.T, axis=1)
@@ -29,20 +32,26 @@ def _triplets(seed, *, b=12, d=7, dp=4, n=None):
     return jnp.asarray(w), jnp.asarray(u), jnp.asarray(v), jnp.asarray(weights), hinge
 
 
+def _hinge_grad(w, u, v, weights, margin=1.0):
+    """``losses.hinge_grad`` as the training step calls it, from projected differences."""
+    return losses.hinge_grad(u @ w.T, v @ w.T, u, v, weights, margin=margin)
+
+
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_primal_hinge_grad_matches_autodiff(seed, jit):
     w, u, v, weights, hinge = _triplets(seed)
     assert 0 < int(jnp.sum(hinge > 0)) < len(hinge) or seed != 0  # both regimes exercised
-    grad_fn = losses.warca_hinge_grad
+    grad_fn = _hinge_grad
     auto_fn = jax.grad(losses.warca_hinge_loss)
     if jit:
         grad_fn = jax.jit(grad_fn, static_argnames="margin")
         auto_fn = jax.jit(auto_fn, static_argnames="margin")
-    closed = grad_fn(w, u, v, weights, margin=1.0)
+    closed, hinge_out = grad_fn(w, u, v, weights, margin=1.0)
     auto = auto_fn(w, u, v, weights, margin=1.0)
     assert closed.dtype == jnp.float64
     np.testing.assert_allclose(closed, auto, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hinge_out, hinge, rtol=1e-12)
     assert float(jnp.abs(closed).max()) > 0
 
 
@@ -57,22 +66,34 @@ def test_primal_hinge_numerical_gradient():
     )
 
 
-def test_hinge_grad_is_w_times_g_sum():
-    """The assembled gradient equals sum_b c_b W G_ijk with G of eq. 21 formed densely."""
-    w, u, v, weights, _ = _triplets(4)
-    pu, pv = u @ w.T, v @ w.T
-    hinge, dij, dik = losses.triplet_hinge(pu, pv, margin=1.0)
-    expected = sum(
-        weights[b]
-        * (hinge[b] > 0)
-        / len(u)
-        * w
-        @ losses.outer_product_g(u[b], v[b], dij[b], dik[b])
-        for b in range(len(u))
-    )
+def test_hinge_loss_is_the_dense_eq_12_term():
+    w, u, v, weights, _ = _triplets(5)
     np.testing.assert_allclose(
-        losses.warca_hinge_grad(w, u, v, weights, margin=1.0), expected, rtol=1e-10, atol=1e-12
+        losses.warca_hinge_loss(w, u, v, weights, margin=1.0),
+        ref.hinge_loss(w, u, v, weights, 1.0),
+        rtol=1e-12,
     )
+
+
+def test_hinge_grad_is_w_times_g_sum():
+    """The outer-product form equals sum_b c_b W G_ijk with G of eq. 21 formed densely."""
+    w, u, v, weights, _ = _triplets(4)
+    np.testing.assert_allclose(
+        _hinge_grad(w, u, v, weights)[0],
+        ref.hinge_grad(w, u, v, weights, 1.0),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_objective_is_lambda_penalty_plus_hinge_term():
+    """Eq. 12: lambda R(W) + the sampled hinge term, as the step logs it."""
+    w, u, v, weights, hinge = _triplets(6)
+    pen = losses.aon_penalty(w)
+    loss, hinge_term = losses.objective(hinge, weights, pen, lam=0.3)
+    expected_hinge = ref.hinge_loss(w, u, v, weights, 1.0)
+    np.testing.assert_allclose(hinge_term, expected_hinge, rtol=1e-12)
+    np.testing.assert_allclose(loss, expected_hinge + 0.3 * pen, rtol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["aon", "frobenius", "none"])
@@ -106,53 +127,91 @@ def _kernel_problem(seed, *, n=9, dp=3, b=6):
     return gram, a, i, j, k, weights
 
 
+def _kernel_hinge_grad(gram, a, i, j, k, weights):
+    """The kernel form's plain hinge gradient as the training step computes it."""
+    emb = gram @ a.T
+    u, v = gram[i] - gram[j], gram[i] - gram[k]
+    return losses.hinge_grad(emb[i] - emb[j], emb[i] - emb[k], u, v, weights, margin=1.0)[0]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_kernel_hinge_grad_matches_autodiff(seed):
+def test_kernel_hinge_grad_matches_autodiff_and_the_dense_form(seed):
+    """Eq. 18's hinge term in A: the step's gradient (eq. 20-22) against jax.grad and
+    against A G_ijk with G formed from kernel columns."""
     gram, a, i, j, k, weights = _kernel_problem(seed)
-    args = (gram[i], gram[j], gram[k], weights)
-    closed = losses.kernel_warca_hinge_grad(a, *args, margin=1.0)
-    auto = jax.grad(losses.kernel_warca_hinge_loss)(a, *args, margin=1.0)
+    u, v = gram[i] - gram[j], gram[i] - gram[k]
+    closed = _kernel_hinge_grad(gram, a, i, j, k, weights)
+    auto = jax.grad(ref.hinge_loss)(a, u, v, weights, 1.0)
     np.testing.assert_allclose(closed, auto, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(closed, ref.hinge_grad(a, u, v, weights, 1.0), rtol=1e-10)
     assert float(jnp.abs(closed).max()) > 0
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_preconditioned_hinge_grad_is_grad_times_k_inverse(seed):
-    """Eq. 23: the sparse A K E_ijk update equals the plain gradient times K^-1."""
+    """Eq. 23-24: the sparse A K E_ijk update equals the plain gradient times K^-1, and
+    the dense sum of A K E_ijk."""
     gram, a, i, j, k, weights = _kernel_problem(seed)
-    plain = losses.kernel_warca_hinge_grad(a, gram[i], gram[j], gram[k], weights, margin=1.0)
+    plain = _kernel_hinge_grad(gram, a, i, j, k, weights)
     emb = gram @ a.T
     pre, _ = losses.kernel_hinge_precond_grad(
         emb, jnp.asarray(i), jnp.asarray(j), jnp.asarray(k), weights, margin=1.0, n=gram.shape[0]
     )
     np.testing.assert_allclose(pre @ gram, plain, rtol=1e-8, atol=1e-10)
+    dense = ref.kernel_hinge_precond_grad(a, gram, i, j, k, weights, 1.0)
+    np.testing.assert_allclose(pre, dense, rtol=1e-10, atol=1e-12)
     # At most three non-zero columns per triplet.
     assert int(jnp.sum(jnp.any(pre != 0, axis=0))) <= 3 * len(i)
 
 
 def test_sparse_e_is_k_inverse_g_k_inverse():
-    """Eq. 24: E_ijk = K^-1 G_ijk K^-1 with G built from kernel columns."""
+    """Eq. 24 (the reference forms themselves): E_ijk = K^-1 G_ijk K^-1."""
     gram, a, *_ = _kernel_problem(2)
     i, j, k = 1, 4, 7
     dij, dik = 0.7, 1.3
-    g = losses.outer_product_g(gram[i] - gram[j], gram[i] - gram[k], dij, dik)
+    g = ref.outer_product_g(gram[i] - gram[j], gram[i] - gram[k], dij, dik)
     kinv = jnp.linalg.inv(gram)
     np.testing.assert_allclose(
-        kinv @ g @ kinv, losses.sparse_e(i, j, k, dij, dik, gram.shape[0]), atol=1e-6
+        kinv @ g @ kinv, ref.sparse_e(i, j, k, dij, dik, gram.shape[0]), atol=1e-6
     )
     # The paper counts nine non-zeros; two of them share the (i, i) entry, so seven are distinct.
-    assert int(jnp.sum(losses.sparse_e(i, j, k, dij, dik, 9) != 0)) == 7
+    assert int(jnp.sum(ref.sparse_e(i, j, k, dij, dik, 9) != 0)) == 7
 
 
-def test_kernel_aon_penalty_grads():
+@pytest.mark.parametrize("kind", ["aon", "frobenius", "none"])
+def test_kernel_penalty_and_its_grads(kind):
+    """Eq. 18's penalty from the embeddings K A^T, its gradient (eq. 20) against jax.grad
+    and the dense form, and the preconditioned one (eq. 23) times K against it."""
     gram, a, *_ = _kernel_problem(3)
-    np.testing.assert_allclose(
-        losses.kernel_aon_penalty_grad(a, gram),
-        jax.grad(losses.kernel_aon_penalty)(a, gram),
-        rtol=1e-10,
+
+    def value(a):
+        return losses.kernel_penalty(a, gram @ a.T, kind=kind)
+
+    emb = gram @ a.T
+    plain = losses.kernel_penalty_grad(a, emb, kind=kind, preconditioned=False)
+    pre = losses.kernel_penalty_grad(a, emb, kind=kind, preconditioned=True)
+    np.testing.assert_allclose(plain, jax.grad(value)(a), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pre @ gram, plain, rtol=1e-8, atol=1e-10)
+    if kind == "aon":
+        np.testing.assert_allclose(value(a), ref.kernel_aon_penalty(a, gram), rtol=1e-12)
+        np.testing.assert_allclose(plain, ref.kernel_aon_penalty_grad(a, gram), rtol=1e-10)
+
+
+def test_penalty_transform_adds_lambda_times_the_penalty_gradient():
+    """Eq. 25: the plain SGD step along hinge part + lambda R' (eq. 23) is the dense update."""
+    gram, a, i, j, k, weights = _kernel_problem(4)
+    lam, eta = 0.3, 0.05
+    emb = gram @ a.T
+    hinge, _ = losses.kernel_hinge_precond_grad(
+        emb, jnp.asarray(i), jnp.asarray(j), jnp.asarray(k), weights, margin=1.0, n=gram.shape[0]
     )
-    pre = losses.kernel_aon_penalty_precond_grad(a, gram @ a.T)
-    np.testing.assert_allclose(pre @ gram, losses.kernel_aon_penalty_grad(a, gram), rtol=1e-8)
+    pen = losses.kernel_penalty_grad(a, emb, kind="aon", preconditioned=True)
+    tx = optax.chain(optim.add_penalty_grad(lam), optax.scale(-eta))
+    updates, _ = tx.update(hinge, tx.init(a), a, penalty_grad=pen)
+    expected = ref.preconditioned_sgd_step(a, gram, i, j, k, weights, margin=1.0, lam=lam, eta=eta)
+    np.testing.assert_allclose(a + updates, expected, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="penalty_grad"):
+        tx.update(hinge, tx.init(a), a)
 
 
 def test_zero_distance_pair_gives_finite_gradient():
@@ -160,17 +219,16 @@ def test_zero_distance_pair_gives_finite_gradient():
     u = jnp.zeros((2, 5))  # x_i == x_j: d_ij = 0
     v = jnp.asarray(np.random.default_rng(8).normal(size=(2, 5))) * 0.01
     weights = jnp.ones(2)
-    for g in (
-        losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
-        jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0),
-    ):
-        assert bool(jnp.all(jnp.isfinite(g)))
-    np.testing.assert_allclose(
-        losses.warca_hinge_grad(w, u, v, weights, margin=1.0),
-        jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0),
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    closed = _hinge_grad(w, u, v, weights)[0]
+    auto = jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=1.0)
+    assert bool(jnp.all(jnp.isfinite(closed))) and bool(jnp.all(jnp.isfinite(auto)))
+    np.testing.assert_allclose(closed, auto, rtol=1e-10, atol=1e-12)
+
+
+def test_distance_has_a_zero_gradient_at_zero():
+    assert float(losses.distance(jnp.zeros(3))) == 0.0
+    np.testing.assert_array_equal(jax.grad(losses.distance)(jnp.zeros(3)), np.zeros(3))
+    np.testing.assert_allclose(losses.distance(jnp.asarray([3.0, 4.0])), 5.0)
 
 
 def test_rank_weight():

@@ -61,19 +61,19 @@ for name, over in cases.items():
 # The compiled step on 8 devices keeps the [B, N] violator search split by candidate: no
 # collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
 import re
-import jax.numpy as jnp
-from warca_jax import optim, sampling, sharding
+from warca_jax import sampling, sharding
+from warca_jax.warca import prepare
 cfg = warca_config.get_config("small").method
 mesh = sharding.make_mesh(8)
-tx = warca.make_optimizer(cfg, kernel_form=False)
-chunk = warca.make_train_chunk(cfg, tx, kernel_form=False, mesh=mesh)
+chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
 w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])
-feats, w = warca._place(mesh, x, w)
+feats, w = prepare.place(mesh, x, w)
 rep = sharding.replicated(mesh)
-state = jax.device_put(optim.TrainState(w, tx.init(w), jnp.zeros((), jnp.int32)), rep)
+hyper = jax.device_put(warca.hyperparams(cfg), rep)
+state = jax.device_put(warca.init_state(cfg, hyper, w), rep)
 table = jax.device_put(sampling.make_pair_table(y), rep)
 key = jax.device_put(jax.random.PRNGKey(1), rep)
-hlo = chunk.lower(state, feats, table, key, 2).compile().as_text()
+hlo = chunk.lower(state, hyper, feats, table, key, 2).compile().as_text()
 gathered = re.findall(r"= \w+\[([\d,]*)\]\S* all-gather\(", hlo)
 out["rows"] = int(feats.shape[0])
 out["feats_shards"] = len(feats.addressable_shards)

@@ -6,7 +6,7 @@ import pytest
 
 from configs import common
 from configs.warca import get_config
-from warca_jax import data, datasets, evaluation, warca
+from warca_jax import data, datasets, evaluation, kernels, warca
 
 
 def _method(variant="linear", **overrides):
@@ -161,14 +161,14 @@ def test_bad_input_is_refused_before_training(mutate, overrides, match):
 def test_train_step_is_one_jitted_step():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32)
-    from warca_jax import optim, sampling
+    from warca_jax import sampling
 
-    tx = warca.make_optimizer(cfg, kernel_form=False)
+    hyper = warca.hyperparams(cfg)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
-    state = optim.TrainState(params, tx.init(params), jax.numpy.zeros((), jax.numpy.int32))
-    step = warca.make_train_step(cfg, tx, kernel_form=False)
+    state = warca.init_state(cfg, hyper, params)
+    step = warca.make_train_step(cfg, kernel_form=False)
     state, metrics = step(
-        state, jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(1)
+        state, hyper, jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(1)
     )
     assert int(state.step) == 1
     assert set(metrics) >= {
@@ -181,11 +181,13 @@ def test_train_step_is_one_jitted_step():
         "mean_gap",
     }
     np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init
-    # a tx without lambda in its state is refused, not run with lambda = 0
-    plain = optim.make_optimizer(learning_rate=1e-2, lam=1e-2)
-    with pytest.raises(TypeError, match="tunable"):
-        warca.make_train_step(cfg, plain, kernel_form=False)(
-            optim.TrainState(params, plain.init(params), jax.numpy.zeros((), jax.numpy.int32)),
+    # lambda and eta are a required argument of the program, never a default in it
+    with pytest.raises(TypeError):
+        step(state, jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(1))
+    with pytest.raises(AssertionError):  # chex: scalars
+        step(
+            state,
+            warca.Hyperparams(jax.numpy.ones(2), jax.numpy.ones(())),
             jax.numpy.asarray(x),
             sampling.make_pair_table(y),
             jax.random.PRNGKey(1),
@@ -195,48 +197,60 @@ def test_train_step_is_one_jitted_step():
 def test_chunk_equals_repeated_single_steps():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32, candidate_pool=50)
-    from warca_jax import optim, sampling
+    from warca_jax import sampling
 
-    tx = warca.make_optimizer(cfg, kernel_form=False)
+    hyper = warca.hyperparams(cfg)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
     feats, table, key = jax.numpy.asarray(x), sampling.make_pair_table(y), jax.random.PRNGKey(5)
 
     def fresh():  # the step donates its state, so each run gets its own copy
-        p = jax.numpy.array(params)
-        return optim.TrainState(p, tx.init(p), jax.numpy.zeros((), jax.numpy.int32))
+        return warca.init_state(cfg, hyper, jax.numpy.array(params))
 
-    step = warca.make_train_step(cfg, tx, kernel_form=False)
+    step = warca.make_train_step(cfg, kernel_form=False)
     state = fresh()
     for _ in range(7):
-        state, _ = step(state, feats, table, key)
-    chunked, _ = warca.make_train_chunk(cfg, tx, kernel_form=False)(fresh(), feats, table, key, 7)
+        state, _ = step(state, hyper, feats, table, key)
+    chunked, _ = warca.make_train_chunk(cfg, kernel_form=False)(
+        fresh(), hyper, feats, table, key, 7
+    )
     np.testing.assert_allclose(chunked.params, state.params, rtol=1e-5, atol=1e-6)
     assert int(chunked.step) == 7
 
 
-def test_tunable_optimizer_equals_fixed_and_grid_points_share_one_program():
+def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
     x, y = _small_problem()
-    from warca_jax import optim
-
-    params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
-    grad = jax.random.normal(jax.random.PRNGKey(1), params.shape)
-    for mode in ("coupled", "decoupled"):
-        kw = dict(learning_rate=3e-2, lam=0.5, penalty_mode=mode)
-        fixed, tunable = optim.make_optimizer(**kw), optim.make_optimizer(**kw, tunable=True)
-        u_fixed, _ = fixed.update(grad, fixed.init(params), params)
-        u_tunable, _ = tunable.update(grad, tunable.init(params), params)
-        np.testing.assert_allclose(u_tunable, u_fixed, rtol=1e-6)
-
     cfg = _method(dim=6, num_iters=20, batch_size=32, log_every=20)
     warca.fit(x, y, cfg, seed=0)
-    misses = warca._compiled_chunk.cache_info().misses
+    # the cached program was traced from a config without lambda and eta (reading either
+    # would have raised AttributeError): they reach it only as its Hyperparams argument
+    misses = warca.compiled_chunk.cache_info().misses
     other, hist = warca.fit(x, y, common.overridden(cfg, lam=1e-4, learning_rate=1e-3), seed=0)
-    assert warca._compiled_chunk.cache_info().misses == misses  # no new program
+    assert warca.compiled_chunk.cache_info().misses == misses  # no new program
     base, _ = warca.fit(x, y, cfg, seed=0)
     assert not np.allclose(other.projection, base.projection)  # the new values were used
     # the logged loss is hinge + lambda * penalty with the run's own lambda
     row = hist[-1]
     assert row["loss"] == pytest.approx(row["hinge"] + 1e-4 * row["penalty"], rel=1e-5)
+
+
+def test_optimizer_takes_traced_hyperparams_and_equals_the_fixed_one():
+    from warca_jax import optim
+
+    params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
+    grad = jax.random.normal(jax.random.PRNGKey(1), params.shape)
+    pen = jax.random.normal(jax.random.PRNGKey(2), params.shape)
+    for mode in ("coupled", "decoupled"):
+        fixed = optim.make_optimizer(learning_rate=3e-2, lam=0.5, penalty_mode=mode)
+        u_fixed, _ = fixed.update(grad, fixed.init(params), params, penalty_grad=pen)
+
+        @jax.jit
+        def traced(lr, lam, mode=mode):
+            tx = optim.make_optimizer(learning_rate=lr, lam=lam, penalty_mode=mode)
+            return tx.update(grad, tx.init(params), params, penalty_grad=pen)[0]
+
+        np.testing.assert_allclose(traced(3e-2, 0.5), u_fixed, rtol=1e-6)
+    with pytest.raises(ValueError, match="lam"):
+        optim.make_optimizer(learning_rate=1e-2, lam=-1.0)
 
 
 def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
@@ -281,14 +295,14 @@ def test_nystroem_features_reproduce_the_kernel():
     x, _ = _small_problem(hist=True)
     cfg = _method("chi2", kernel="chi2_rbf", num_landmarks=len(x), dim=6)
     phi, landmarks, proj, gamma = warca.nystroem_features(x, cfg, seed=0)
-    k = np.asarray(warca.kernels.kernel_matrix(x, x, kernel="chi2_rbf", gamma=gamma))
+    k = np.asarray(kernels.kernel_matrix(x, x, kernel="chi2_rbf", gamma=gamma))
     # with every point a landmark the approximation is the kernel itself (up to the
     # eigenvalues dropped below 1e-6 of the largest)
     np.testing.assert_allclose(phi @ phi.T, k, atol=2e-3)
     small = _method("chi2", kernel="chi2_rbf", num_landmarks=20, dim=6)
     phi, landmarks, proj, gamma = warca.nystroem_features(x, small, seed=0)
     assert landmarks.shape == (20, x.shape[1]) and phi.shape[0] == x.shape[0]
-    kl = np.asarray(warca.kernels.kernel_matrix(x, landmarks, kernel="chi2_rbf", gamma=gamma))
+    kl = np.asarray(kernels.kernel_matrix(x, landmarks, kernel="chi2_rbf", gamma=gamma))
     rows = [int(np.flatnonzero(np.all(x == lm, axis=1))[0]) for lm in landmarks]
     # exact on the landmarks: phi(x) . phi(l) = k(x, l)
     np.testing.assert_allclose(phi @ phi[rows].T, kl, atol=2e-3)

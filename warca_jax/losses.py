@@ -1,13 +1,41 @@
-"""WARCA losses, penalties and their closed-form gradients (paper section 3).
+"""WARCA's equations (paper section 3): the objective, its penalties and closed-form gradients.
 
-Every function here is a pure function of arrays; options are keyword-only.
-Ranks, sampled violators and rank weights are inputs: they are computed by
-``warca_jax.sampling`` and are constants to the gradient.
+Each equation the training step evaluates is one function here, named after what it
+computes, its docstring citing the paper; ``warca_jax.warca.step`` calls them and
+nothing else re-derives them. The dense forms they are checked against (G_ijk of eq. 21
+formed as a matrix, E_ijk of eq. 24, the penalty through A K A^T with K itself, the
+eq. 25 step) live in tests/reference_forms.py; tests/test_losses.py compares these
+functions with them and with ``jax.grad``.
+
+=============================  ===========================================
+paper                          function
+=============================  ===========================================
+eq. 5, 17, 22 (d_ij, d_ik)     ``distance``
+eq. 8 (L(rank))                ``rank_weight``
+eq. 10 (AON penalty)           ``aon_penalty`` (its gradient ``aon_penalty_grad``)
+eq. 12 / 13 (hinge, xi_ijk)    ``triplet_hinge``; sampled term ``sampled_hinge``;
+                               as a function of W (for autodiff) ``warca_hinge_loss``
+eq. 12 / 18 (objective)        ``objective``
+eq. 18 (kernel penalty)        ``kernel_aon_penalty``
+eq. 20, first term             ``kernel_aon_penalty_grad`` (primal: ``aon_penalty_grad``)
+eq. 20-22, hinge term          ``hinge_grad`` (outer-product form, primal and kernel)
+eq. 23, first term             ``kernel_aon_penalty_precond_grad``
+eq. 23-24, hinge term          ``kernel_hinge_precond_grad`` (the nine entries of E_ijk)
+eq. 20 / 23, the sum           ``optim.add_penalty_grad`` (hinge part + lambda R')
+eq. 25 (the update)            Adam on that sum (``optim.make_optimizer``)
+=============================  ===========================================
+
+Every function is a pure function of arrays; options are keyword-only. Ranks, sampled
+violators and rank weights are inputs: ``warca_jax.sampling`` computes them, and they
+are constants to the gradient.
 
 Notation (paper Table 1): a sampled triplet is (i, j, k) with y_i = y_j and
-y_k != y_i; ``u = x_i - x_j``, ``v = x_i - x_k``; ``d_ij = ||W u||``,
-``d_ik = ||W v||``; the hinge is ``[gamma + d_ij - d_ik]_+`` and each triplet
-carries the weight ``L(rank_ij)`` (eq. 8).
+y_k != y_i; ``u = x_i - x_j``, ``v = x_i - x_k`` (kernel form: ``kappa_i - kappa_j``,
+``kappa_i - kappa_k``); ``pu = W u``, ``pv = W v`` (kernel form: ``A u``, rows of the
+embeddings K A^T); ``d_ij = ||pu||``, ``d_ik = ||pv||``; the hinge is
+``[gamma + d_ij - d_ik]_+`` and each triplet carries the weight ``L(rank_ij)`` (eq. 8).
+The kernel form passes the embeddings K A^T: [N, D'] of the training points where the
+paper writes K, so that A K A^T costs D'^2 N, not D' N^2.
 
 Note on eq. 20: the paper writes the hinge part of the kernel gradient as
 ``2 L(rank) A 1[.] G_ijk``. With F_A = ||A (kappa_i - kappa_j)|| (a norm, not
@@ -18,6 +46,7 @@ tests check it against ``jax.grad``.
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -45,9 +74,10 @@ def rank_weight(rank: jax.Array, *, weighting: str = "harmonic") -> jax.Array:
     raise ValueError(f"unknown rank weighting {weighting!r}; expected one of {WEIGHTINGS}")
 
 
-def safe_norm(x: jax.Array, axis: int = -1) -> jax.Array:
-    """Euclidean norm whose gradient at 0 is 0 instead of NaN."""
-    sq = jnp.sum(x * x, axis=axis)
+def distance(diff: jax.Array, axis: int = -1) -> jax.Array:
+    """d = ||W (x_i - x_j)|| (eq. 5), ||A (kappa_i - kappa_j)|| (eq. 17, 22) of projected
+    differences ``diff``; its gradient at 0 is 0 instead of NaN."""
+    sq = jnp.sum(diff * diff, axis=axis)
     pos = sq > 0
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
 
@@ -57,7 +87,7 @@ def _safe_inv(d: jax.Array) -> jax.Array:
 
 
 # ----------------------------------------------------------------------------
-# Penalties on W: [D', D] (or on A with a Gram matrix, below).
+# Penalties on W: [D', D] (primal form).
 
 
 def aon_penalty(w: jax.Array) -> jax.Array:
@@ -67,7 +97,7 @@ def aon_penalty(w: jax.Array) -> jax.Array:
 
 
 def aon_penalty_grad(w: jax.Array) -> jax.Array:
-    """Gradient of ``aon_penalty``: 2 (W W^T - I) W."""
+    """Gradient of ``aon_penalty``: 2 (W W^T - I) W (the primal form of eq. 20's first term)."""
     return 2.0 * (w @ w.T - jnp.eye(w.shape[0], dtype=w.dtype)) @ w
 
 
@@ -103,37 +133,57 @@ def penalty_grad(w: jax.Array, *, kind: str) -> jax.Array:
     raise ValueError(f"unknown penalty {kind!r}; expected one of {PENALTIES}")
 
 
-def kernel_aon_penalty(a: jax.Array, gram: jax.Array) -> jax.Array:
-    """1/2 ||A K A^T - I||_F^2 (eq. 18). a: [D', N], gram: [N, N]."""
-    r = a @ gram @ a.T - jnp.eye(a.shape[0], dtype=a.dtype)
+# ----------------------------------------------------------------------------
+# Penalties on A: [D', N] (kernel form), given the embeddings E = K A^T: [N, D'].
+
+
+def kernel_aon_penalty(a: jax.Array, emb: jax.Array) -> jax.Array:
+    """1/2 ||A K A^T - I||_F^2, the penalty of eq. 18, with A K A^T = A E."""
+    r = a @ emb - jnp.eye(a.shape[0], dtype=a.dtype)
     return 0.5 * jnp.sum(r * r)
 
 
-def kernel_aon_penalty_grad(a: jax.Array, gram: jax.Array) -> jax.Array:
-    """Gradient of ``kernel_aon_penalty``: 2 (A K A^T - I) A K (eq. 20, K symmetric)."""
-    ak = a @ gram
-    return 2.0 * (ak @ a.T - jnp.eye(a.shape[0], dtype=a.dtype)) @ ak
+def kernel_aon_penalty_grad(a: jax.Array, emb: jax.Array) -> jax.Array:
+    """Its gradient 2 (A K A^T - I) A K (eq. 20, first term; K symmetric, A K = E^T)."""
+    eye = jnp.eye(a.shape[0], dtype=a.dtype)
+    return 2.0 * (a @ emb - eye) @ emb.T
 
 
-def kernel_aon_penalty_precond_grad(a: jax.Array, ak_t: jax.Array) -> jax.Array:
-    """Preconditioned gradient 2 (A K A^T - I) A (eq. 23), i.e. the gradient times K^-1.
+def kernel_aon_penalty_precond_grad(a: jax.Array, emb: jax.Array) -> jax.Array:
+    """The gradient times K^-1: 2 (A K A^T - I) A (eq. 23, first term)."""
+    return 2.0 * (a @ emb - jnp.eye(a.shape[0], dtype=a.dtype)) @ a
 
-    Args:
-      a: [D', N].
-      ak_t: [N, D'] = K A^T, the embeddings of the training points, so that
-        A K A^T = a @ ak_t costs D'^2 N, not D' N^2.
-    """
-    return 2.0 * (a @ ak_t - jnp.eye(a.shape[0], dtype=a.dtype)) @ a
+
+def kernel_penalty(a: jax.Array, emb: jax.Array, *, kind: str) -> jax.Array:
+    """The penalty named ``kind`` of the kernel form (Frobenius: 1/2 tr(A K A^T))."""
+    if kind == "aon":
+        return kernel_aon_penalty(a, emb)
+    if kind == "frobenius":
+        return 0.5 * jnp.sum(a * emb.T)
+    return penalty(a, kind=kind)
+
+
+def kernel_penalty_grad(
+    a: jax.Array, emb: jax.Array, *, kind: str, preconditioned: bool
+) -> jax.Array:
+    """Gradient of ``kernel_penalty`` (eq. 20), or the gradient times K^-1 (eq. 23)."""
+    if kind == "aon":
+        if preconditioned:
+            return kernel_aon_penalty_precond_grad(a, emb)
+        return kernel_aon_penalty_grad(a, emb)
+    if kind == "frobenius":  # A K, or A K K^-1 = A
+        return a if preconditioned else emb.T
+    return penalty_grad(a, kind=kind)
 
 
 # ----------------------------------------------------------------------------
-# The WARP hinge of eq. 12, primal form.
+# The WARP hinge and the objective (eq. 12, kernel form eq. 18).
 
 
 def triplet_hinge(
     pu: jax.Array, pv: jax.Array, *, margin: float
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Hinge terms from projected differences.
+    """The hinge [gamma + xi_ijk]_+ of eq. 12, xi_ijk = d_ij - d_ik (eq. 13).
 
     Args:
       pu: [B, D'] projected positive differences W (x_i - x_j).
@@ -141,21 +191,47 @@ def triplet_hinge(
       margin: gamma.
 
     Returns:
-      (hinge [B], d_ij [B], d_ik [B]) with hinge = [gamma + d_ij - d_ik]_+.
+      (hinge [B], d_ij [B], d_ik [B]).
     """
-    dij = safe_norm(pu)
-    dik = safe_norm(pv)
+    dij = distance(pu)
+    dik = distance(pv)
     return jnp.maximum(margin + dij - dik, 0.0), dij, dik
+
+
+def sampled_hinge(hinge: jax.Array, weights: jax.Array) -> jax.Array:
+    """The sampled WARP term of eq. 12 / 18: mean_b L(rank_b) [gamma + xi_b]_+.
+
+    With k drawn uniformly among the rank_ij violators of (i, j), L(rank) [.]_+ is an
+    unbiased estimate of the pair's inner sum L(rank) sum_k [.]_+ / rank (section 3.3).
+    """
+    return jnp.mean(weights * hinge)
+
+
+def objective(
+    hinge: jax.Array, weights: jax.Array, penalty_value: jax.Array, *, lam: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The loss of eq. 12 (kernel form eq. 18) on a minibatch of sampled triplets.
+
+    lambda R + mean_b L(rank_b) [gamma + xi_b]_+, with R = 1/2 ||W W^T - I||^2
+    (``penalty_value``; eq. 12 writes lambda / 2 ||.||^2).
+
+    Returns:
+      (the objective, its hinge term).
+    """
+    hinge_loss = sampled_hinge(hinge, weights)
+    return hinge_loss + lam * penalty_value, hinge_loss
 
 
 def warca_hinge_loss(
     w: jax.Array, u: jax.Array, v: jax.Array, weights: jax.Array, *, margin: float
 ) -> jax.Array:
-    """Sampled WARP part of eq. 12: mean_b L(rank_b) [gamma + ||W u_b|| - ||W v_b||]_+.
+    """The sampled hinge term of eq. 12 as a function of W (eq. 18 with kernel columns).
+
+    The training step's ``gradient="autodiff"`` differentiates it with ``jax.grad``.
 
     Args:
-      w: [D', D] linear map.
-      u: [B, D] positive differences x_i - x_j.
+      w: [D', D] linear map (kernel form: A, [D', N]).
+      u: [B, D] positive differences x_i - x_j (kappa_i - kappa_j).
       v: [B, D] negative differences x_i - x_k (k a sampled violator).
       weights: [B] rank weights L(rank_ij); 0 for pairs without a violator.
       margin: gamma.
@@ -164,19 +240,17 @@ def warca_hinge_loss(
       Scalar loss.
     """
     hinge, _, _ = triplet_hinge(u @ w.T, v @ w.T, margin=margin)
-    return jnp.mean(weights * hinge)
+    return sampled_hinge(hinge, weights)
 
 
-def hinge_coefficients(
+# ----------------------------------------------------------------------------
+# Closed-form gradients of the hinge term.
+
+
+def _hinge_coefficients(
     pu: jax.Array, pv: jax.Array, weights: jax.Array, *, margin: float
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Per-triplet factors of the closed-form gradient.
-
-    Returns:
-      (cu [B, D'], cv [B, D'], hinge [B]) where cu = c W u / d_ij and
-      cv = c W v / d_ik with c = L(rank) 1[hinge > 0] / B, so that the gradient
-      of the hinge part is cu^T u - cv^T v in the primal form.
-    """
+    """(cu, cv, hinge): cu = c pu / d_ij, cv = c pv / d_ik, c = L(rank) 1[hinge > 0] / B."""
     hinge, dij, dik = triplet_hinge(pu, pv, margin=margin)
     c = weights * (hinge > 0) / pu.shape[0]
     cu = pu * (c * _safe_inv(dij))[:, None]
@@ -184,76 +258,37 @@ def hinge_coefficients(
     return cu, cv, hinge
 
 
-def warca_hinge_grad(
-    w: jax.Array, u: jax.Array, v: jax.Array, weights: jax.Array, *, margin: float
-) -> jax.Array:
-    """Closed-form gradient of ``warca_hinge_loss`` with respect to W.
-
-    For one active triplet d||W u||/dW = W u u^T / ||W u||, so the gradient is
-    W G_ijk with G_ijk = u u^T / d_ij - v v^T / d_ik (eq. 21 in input space).
-    It is assembled as two [D', B] x [B, D] products, never forming G.
-
-    Returns:
-      [D', D] gradient.
-    """
-    cu, cv, _ = hinge_coefficients(u @ w.T, v @ w.T, weights, margin=margin)
-    return cu.T @ u - cv.T @ v
-
-
-def outer_product_g(u: jax.Array, v: jax.Array, dij: jax.Array, dik: jax.Array) -> jax.Array:
-    """G_ijk = u u^T / d_ij - v v^T / d_ik for one triplet (eq. 21). u, v: [n] -> [n, n]."""
-    return jnp.outer(u, u) * _safe_inv(dij) - jnp.outer(v, v) * _safe_inv(dik)
-
-
-def sparse_e(i: int, j: int, k: int, dij: jax.Array, dik: jax.Array, n: int) -> jax.Array:
-    """E_ijk = (e_i - e_j)(e_i - e_j)^T / d_ij - (e_i - e_k)(e_i - e_k)^T / d_ik (eq. 24).
-
-    Dense [n, n] for tests and illustration; training uses its non-zeros (the
-    paper's nine, seven distinct as both terms touch (i, i)) through
-    ``kernel_hinge_precond_grad``.
-    """
-    eye = jnp.eye(n, dtype=jnp.result_type(dij))
-    return outer_product_g(eye[i] - eye[j], eye[i] - eye[k], dij, dik)
-
-
-# ----------------------------------------------------------------------------
-# Kernel form (eq. 15-25): W = A X^T, F_A(i, j) = ||A (kappa_i - kappa_j)||.
-
-
-def kernel_warca_hinge_loss(
-    a: jax.Array,
-    kappa_i: jax.Array,
-    kappa_j: jax.Array,
-    kappa_k: jax.Array,
+def hinge_grad(
+    pu: jax.Array,
+    pv: jax.Array,
+    u: jax.Array,
+    v: jax.Array,
     weights: jax.Array,
     *,
     margin: float,
-) -> jax.Array:
-    """Sampled WARP part of eq. 18.
+) -> tuple[jax.Array, jax.Array]:
+    """Gradient of ``sampled_hinge`` in W (or A): mean_b L_b 1[.] W G_ijk (eq. 20-22).
+
+    For one active triplet d||W u||/dW = W u u^T / ||W u||, so the gradient is W G_ijk
+    with G_ijk = u u^T / d_ij - v v^T / d_ik (eq. 21; d of eq. 22): the outer-product
+    form (W u) u^T / d_ij - (W v) v^T / d_ik, assembled as two [D', B] x [B, D] products
+    without forming G. The same function serves the kernel form with u, v kernel
+    columns and pu, pv rows of K A^T.
 
     Args:
-      a: [D', N] kernel coefficients.
-      kappa_i, kappa_j, kappa_k: [B, N] kernel columns of the triplet's points.
+      pu, pv: [B, D'] projected differences W u, W v.
+      u, v: [B, D] the differences themselves.
       weights: [B] rank weights.
       margin: gamma.
 
     Returns:
-      Scalar loss.
+      ([D', D] gradient, [B] hinge values).
     """
-    return warca_hinge_loss(a, kappa_i - kappa_j, kappa_i - kappa_k, weights, margin=margin)
-
-
-def kernel_warca_hinge_grad(
-    a: jax.Array,
-    kappa_i: jax.Array,
-    kappa_j: jax.Array,
-    kappa_k: jax.Array,
-    weights: jax.Array,
-    *,
-    margin: float,
-) -> jax.Array:
-    """Closed-form gradient of ``kernel_warca_hinge_loss``: mean_b L_b 1[.] A G_ijk (eq. 20-21)."""
-    return warca_hinge_grad(a, kappa_i - kappa_j, kappa_i - kappa_k, weights, margin=margin)
+    chex.assert_equal_shape([pu, pv])
+    chex.assert_equal_shape([u, v])
+    chex.assert_shape(weights, (pu.shape[0],))
+    cu, cv, hinge = _hinge_coefficients(pu, pv, weights, margin=margin)
+    return cu.T @ u - cv.T @ v, hinge
 
 
 def kernel_hinge_precond_grad(
@@ -268,13 +303,14 @@ def kernel_hinge_precond_grad(
 ) -> tuple[jax.Array, jax.Array]:
     """Preconditioned hinge gradient mean_b L_b 1[.] A K E_ijk (eq. 23-24).
 
-    A K E_ijk touches only columns i, j and k: with p_l = A kappa_l (row l of
-    ``emb``), A K E_ijk = (p_i - p_j)(e_i - e_j)^T / d_ij - (p_i - p_k)(e_i - e_k)^T / d_ik.
-    The gradient is therefore a scatter-add of 3 columns per triplet into a
-    [D', N] zero matrix, O(B D') work.
+    A K E_ijk touches only columns i, j and k (E_ijk has nine non-zeros, eq. 24): with
+    p_l = A kappa_l (row l of ``emb``),
+    A K E_ijk = (p_i - p_j)(e_i - e_j)^T / d_ij - (p_i - p_k)(e_i - e_k)^T / d_ik.
+    The gradient is therefore a scatter-add of 3 columns per triplet into a [D', N]
+    zero matrix, O(B D') work.
 
     Args:
-      emb: [N, D'] embeddings K A^T of the training points.
+      emb: [N, D'] embeddings K A^T of the training points (rows beyond n: padding).
       i, j, k: [B] int indices of the triplets.
       weights: [B] rank weights.
       margin: gamma.
@@ -283,9 +319,10 @@ def kernel_hinge_precond_grad(
     Returns:
       ([D', N] preconditioned gradient, [B] hinge values).
     """
+    chex.assert_equal_shape([i, j, k, weights])
     pu = emb[i] - emb[j]
     pv = emb[i] - emb[k]
-    cu, cv, hinge = hinge_coefficients(pu, pv, weights, margin=margin)
+    cu, cv, hinge = _hinge_coefficients(pu, pv, weights, margin=margin)
     idx = jnp.concatenate([i, j, k])
     vals = jnp.concatenate([cu - cv, -cu, cv])
     grad_t = jnp.zeros((n, emb.shape[1]), emb.dtype).at[idx].add(vals)

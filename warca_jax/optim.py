@@ -1,20 +1,22 @@
 """Optimisers for WARCA: Adam with the penalty as an optax transformation.
 
-The penalty lambda * grad R(params) is added to the incoming gradient by a
-``GradientTransformation`` of its own, chained with Adam:
+The training step computes the two parts of the gradient, each one equation of
+``warca_jax.losses``: the hinge part (eq. 20-22, or the preconditioned eq. 23-24) and
+the penalty's gradient R' (eq. 20's first term, or eq. 23's). ``add_penalty_grad``
+adds lambda R', passed to ``update`` as the extra argument ``penalty_grad``, to the
+incoming updates; chained with Adam:
 
 * ``coupled``: penalty -> scale_by_adam -> scale(-lr). The penalty gradient is
-  part of the gradient Adam rescales (the paper's loss, eq. 12, minimised by
-  Adam).
+  part of the gradient Adam rescales: Adam on the full gradient of eq. 12 (eq. 20),
+  or on the eq. 23 direction in the preconditioned kernel form, in place of the plain
+  step of eq. 25.
 * ``decoupled``: scale_by_adam -> penalty -> scale(-lr), as ``optax.adamw``
   does with weight decay: the penalty step is not rescaled by Adam.
 
-For kernel WARCA the parameters are A: [D', N] and the penalty needs A K; the
-training step passes the embeddings K A^T: [N, D'] as the extra argument
-``embeddings`` so that no N x N product is repeated. With ``preconditioned``
-the gradients are multiplied by K^-1 (eq. 23): 2 (A K A^T - I) A for AON and A
-for Frobenius; the hinge part is preconditioned by the training step
-(``losses.kernel_hinge_precond_grad``), so Adam receives the eq. 25 direction.
+Lambda and the step size are arguments of ``make_optimizer`` that may be traced
+arrays: the WARCA training step builds its ``tx`` inside the compiled program from its
+``Hyperparams`` argument, so that one program serves every point of a (lambda, eta)
+grid search, and no value of either is baked into it.
 
 Step-size schedule: with ``decay_steps`` the Adam step is multiplied by a cosine that
 falls from 1 to 0 over that many steps. Adam's steps have a fixed size in parameter
@@ -31,70 +33,31 @@ import math
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
-
-from warca_jax import losses
 
 PENALTY_MODES = ("coupled", "decoupled")
 
 
-def penalty_value(
-    params: jax.Array, *, kind: str, embeddings: jax.Array | None = None
-) -> jax.Array:
-    """R(params): the penalty of the primal form, or of the kernel form given K A^T."""
-    if embeddings is None:
-        return losses.penalty(params, kind=kind)
-    if kind == "aon":
-        r = params @ embeddings - jnp.eye(params.shape[0], dtype=params.dtype)
-        return 0.5 * jnp.sum(r * r)
-    if kind == "frobenius":  # 1/2 ||A X^T||^2 = 1/2 tr(A K A^T)
-        return 0.5 * jnp.sum(params * embeddings.T)
-    return losses.penalty(params, kind=kind)
-
-
-def _penalty_grad(params, *, kind, embeddings, preconditioned):
-    if embeddings is None:
-        return losses.penalty_grad(params, kind=kind)
-    if kind == "none":
-        return jnp.zeros_like(params)
-    if kind == "aon":
-        if preconditioned:
-            return losses.kernel_aon_penalty_precond_grad(params, embeddings)
-        eye = jnp.eye(params.shape[0], dtype=params.dtype)
-        return 2.0 * (params @ embeddings - eye) @ embeddings.T
-    if kind == "frobenius":
-        return params if preconditioned else embeddings.T
-    raise ValueError(f"unknown penalty {kind!r}; expected one of {losses.PENALTIES}")
-
-
-def add_penalty_grad(
-    lam: float, *, kind: str = "aon", preconditioned: bool = False
-) -> optax.GradientTransformationExtraArgs:
-    """Adds lam * grad R(params) to the updates.
+def add_penalty_grad(lam) -> optax.GradientTransformationExtraArgs:
+    """Adds lam * R' to the updates: hinge part + lambda R', the sum of eq. 20 (or eq. 23).
 
     Args:
-      lam: penalty weight lambda.
-      kind: ``aon`` (eq. 10), ``frobenius`` or ``none``.
-      preconditioned: kernel form only: use the K^-1 preconditioned gradient.
+      lam: penalty weight lambda (a number or a scalar array).
 
     Returns:
-      A transformation whose ``update`` takes ``embeddings=K A^T`` as an extra
-      argument in the kernel form (omit it, or pass None, in the primal form).
+      A transformation whose ``update`` takes the penalty's gradient R' at the current
+      params as the required extra argument ``penalty_grad`` (a pytree like the updates).
     """
-    if kind not in losses.PENALTIES:
-        raise ValueError(f"unknown penalty {kind!r}; expected one of {losses.PENALTIES}")
 
     def init_fn(params):
         del params
         return optax.EmptyState()
 
-    def update_fn(updates, state, params=None, *, embeddings=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise ValueError("add_penalty_grad needs the current params")
-        g = _penalty_grad(params, kind=kind, embeddings=embeddings, preconditioned=preconditioned)
-        return jax.tree.map(lambda u, p: u + lam * p, updates, g), state
+    def update_fn(updates, state, params=None, *, penalty_grad=None, **extra_args):
+        del params, extra_args
+        if penalty_grad is None:
+            raise ValueError("add_penalty_grad needs penalty_grad= (the penalty's gradient)")
+        return jax.tree.map(lambda u, p: u + lam * p, updates, penalty_grad), state
 
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
@@ -109,65 +72,35 @@ def check_hyperparams(*, learning_rate: float, lam: float, penalty_mode: str) ->
         raise ValueError(f"lam must be non-negative (a finite number), got {lam}")
 
 
-def _chain(
-    learning_rate,
-    lam,
-    *,
-    penalty: str,
-    penalty_mode: str,
-    preconditioned: bool,
-    b1: float,
-    b2: float,
-    eps: float,
-    decay_steps: int,
-) -> optax.GradientTransformationExtraArgs:
-    pen = add_penalty_grad(lam, kind=penalty, preconditioned=preconditioned)
-    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-    parts = [pen, adam] if penalty_mode == "coupled" else [adam, pen]
-    if decay_steps > 0:
-        parts.append(optax.scale_by_schedule(optax.cosine_decay_schedule(1.0, decay_steps)))
-    return optax.chain(*parts, optax.scale(-learning_rate))
-
-
 def make_optimizer(
     *,
-    learning_rate: float,
-    lam: float,
-    penalty: str = "aon",
+    learning_rate,
+    lam,
     penalty_mode: str = "coupled",
-    preconditioned: bool = False,
     b1: float = 0.9,
     b2: float = 0.999,
     eps: float = 1e-8,
     decay_steps: int = 0,
-    tunable: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
     """Adam chained with the penalty transformation; the one factory for ``tx``.
 
+    ``learning_rate`` and ``lam`` are numbers (checked here) or scalar arrays, traced
+    ones included (checked by the caller: ``check_hyperparams`` on the config's values).
     ``decay_steps`` > 0 multiplies the step by a cosine falling from 1 to 0 over that
-    many steps (0: a constant step size).
-
-    With ``tunable`` the step size and lambda live in the optimiser state
-    (``optax.inject_hyperparams``: ``state.hyperparams["learning_rate"]`` and
-    ``["lam"]``) instead of in the compiled program, so that one jitted training
-    step serves every point of a (lambda, eta) grid search.
+    many steps (0: a constant step size). ``tx.update`` needs ``penalty_grad=``.
     """
-    check_hyperparams(learning_rate=learning_rate, lam=lam, penalty_mode=penalty_mode)
+    if not isinstance(learning_rate, jax.Array) and not isinstance(lam, jax.Array):
+        check_hyperparams(learning_rate=learning_rate, lam=lam, penalty_mode=penalty_mode)
+    elif penalty_mode not in PENALTY_MODES:
+        raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
     if decay_steps < 0:
         raise ValueError(f"decay_steps must be >= 0 (0: constant step), got {decay_steps}")
-    static = dict(
-        penalty=penalty,
-        penalty_mode=penalty_mode,
-        preconditioned=preconditioned,
-        b1=b1,
-        b2=b2,
-        eps=eps,
-        decay_steps=int(decay_steps),
-    )
-    if tunable:
-        factory = optax.inject_hyperparams(_chain, static_args=tuple(static))
-        return factory(learning_rate, lam, **static)
-    return _chain(learning_rate, lam, **static)
+    pen = add_penalty_grad(lam)
+    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+    parts = [pen, adam] if penalty_mode == "coupled" else [adam, pen]
+    if decay_steps > 0:
+        parts.append(optax.scale_by_schedule(optax.cosine_decay_schedule(1.0, int(decay_steps))))
+    return optax.chain(*parts, optax.scale(-learning_rate))
 
 
 class TrainState(NamedTuple):
