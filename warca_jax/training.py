@@ -185,7 +185,8 @@ def run_in_chunks(
         # before the hook: no evaluation of a diverged model
         check_row(row, method=method, step=row["step"], reference_loss=reference_loss, hint=hint)
         if not history and "loss" in row:  # later losses are measured against the first too
-            reference_loss = max(abs(row["loss"]), abs(reference_loss or 0.0))
+            # (at least 1: a first loss near 0, as a hinge soon has, is no scale to grow from)
+            reference_loss = max(abs(row["loss"]), abs(reference_loss or 0.0), 1.0)
         if on_chunk is not None:
             t0 += call_hook(on_chunk, row, method=method, step=done)
         history.append(row)
