@@ -16,7 +16,7 @@ learned W: [D', D] (largest over smallest singular value). The workdir receives:
 * ``condition_number.png``, ``rank1_vs_lambda.png``, ``rank1_vs_eta.png``, ``cmc.png``.
 
 Only ``penalty``, ``lam`` and ``learning_rate`` differ between runs, so all runs of one
-penalty reuse one compiled training program (``warca._compiled_chunk``).
+penalty reuse one compiled training program (``warca.compiled_chunk``).
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     check_config(config)
     dataset = datasets.from_config(config.data, progress=bool(config.progress))
     for sp in dataset.splits:
-        warca.validate_inputs(
+        warca.validate(
             dataset.features[sp.train_idx], dataset.labels[sp.train_idx], config.method
         )
     os.makedirs(workdir, exist_ok=True)

@@ -6,7 +6,7 @@ import pytest
 
 from configs import common
 from configs.warca import get_config
-from warca_jax import data, datasets, evaluation, kernels, warca
+from warca_jax import data, datasets, evaluation, kernels, training, warca
 
 
 def _method(variant="linear", **overrides):
@@ -223,9 +223,9 @@ def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
     warca.fit(x, y, cfg, seed=0)
     # the cached program was traced from a config without lambda and eta (reading either
     # would have raised AttributeError): they reach it only as its Hyperparams argument
-    misses = warca.compiled_chunk.cache_info().misses
+    misses = training.compiled.cache_info().misses
     other, hist = warca.fit(x, y, common.overridden(cfg, lam=1e-4, learning_rate=1e-3), seed=0)
-    assert warca.compiled_chunk.cache_info().misses == misses  # no new program
+    assert training.compiled.cache_info().misses == misses  # no new program
     base, _ = warca.fit(x, y, cfg, seed=0)
     assert not np.allclose(other.projection, base.projection)  # the new values were used
     # the logged loss is hinge + lambda * penalty with the run's own lambda

@@ -3,4 +3,4 @@
 from warca_jax import warca
 from warca_jax.methods import Method
 
-METHODS = {"warca": Method(fit=warca.fit, validate=warca.validate_inputs, takes_callback=True)}
+METHODS = {"warca": Method(fit=warca.fit, validate=warca.validate, takes_callback=True)}

@@ -10,7 +10,7 @@ Design: one module per concern, the paper's equations in one place.
   gradients, eq. 23-24 preconditioned hinge direction), one function each; the dense
   forms that check them are in tests/reference_forms.py.
 * ``config``: config and input checks, all before any work (``check_config``,
-  ``validate_inputs``).
+  ``validate``).
 * ``prepare``: the program's inputs: scaled features or the centred kernel matrix,
   ``init_params``, placement on the mesh.
 * ``nystroem``: ``nystroem_features``.
@@ -69,7 +69,7 @@ from warca_jax.warca.config import (
     NORMALIZE,
     SCHEDULES,
     check_config,
-    validate_inputs,
+    validate,
 )
 from warca_jax.warca.fitting import fit
 from warca_jax.warca.nystroem import nystroem_features
@@ -102,5 +102,5 @@ __all__ = [
     "mean_sq_dist",
     "normalized_gram",
     "nystroem_features",
-    "validate_inputs",
+    "validate",
 ]

@@ -72,7 +72,7 @@ def check_config(cfg, *, n: int, d: int) -> None:
         )
 
 
-def validate_inputs(features, labels, cfg) -> _checks.TrainingData:
+def validate(features, labels, cfg) -> _checks.TrainingData:
     """Checks training data and config before any work.
 
     With ``normalize="msd"`` WARCA does not depend on the features' scale: features too

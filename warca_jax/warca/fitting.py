@@ -134,7 +134,7 @@ def fit(
       training.TrainingDivergedError: training diverged (a non-finite or exploding loss)
         or ended in a non-finite or degenerate model.
     """
-    data = config.validate_inputs(features, labels, cfg)
+    data = config.validate(features, labels, cfg)
     x = data.x
     mesh = sharding_lib.make_mesh(cfg.num_devices)
     nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"

@@ -28,7 +28,6 @@ optimiser state are replicated.
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Callable
 from typing import NamedTuple
@@ -38,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from warca_jax import losses, optim, sampling
+from warca_jax import losses, optim, sampling, training
 from warca_jax import sharding as sharding_lib
 
 
@@ -307,13 +306,18 @@ def make_train_chunk(cfg, *, kernel_form: bool, mesh=None) -> Callable:
     return jax.jit(chunk, static_argnums=5, donate_argnums=0)
 
 
-@functools.lru_cache(maxsize=32)
-def compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
+def build_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
     """The jitted chunk for a config without its ``TUNABLE`` fields (lambda, eta).
 
     ``frozen_cfg``: the sorted (field, value) items of the rest. Fits with the same
     method config (the splits of a protocol, and every point of a lambda x eta grid
     search) share one compiled program; lambda and eta are its ``Hyperparams`` argument.
+    Built through ``compiled_chunk`` (``training.compiled``, every learner's cache).
     """
     cfg = types.SimpleNamespace(**dict(frozen_cfg))
     return make_train_chunk(cfg, kernel_form=kernel_form, mesh=mesh)
+
+
+def compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
+    """``build_chunk``, built once per setting by ``training.compiled``."""
+    return training.compiled(build_chunk, frozen_cfg, kernel_form, mesh)
