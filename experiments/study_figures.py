@@ -201,13 +201,13 @@ def pick_queries(split: data_lib.Split, dataset: data_lib.Dataset, num: int, see
 
 def image_paths(data_cfg, dataset: data_lib.Dataset) -> tuple[str, ...] | None:
     """The image path of every sample when the dataset is read from images, else None."""
-    if data_cfg.name in data_lib.DATASET_NAMES:
+    if data_cfg.name == "synthetic":
         return None
     try:
         datasets.get_loader(data_cfg.name)
     except ValueError:
         return None
-    options = json.loads(data_cfg.loader_options or "{}")
+    options = datasets.loader_options(data_cfg.loader_options)
     found = datasets.load(data_cfg.name, os.path.expanduser(data_cfg.path), **options)
     if not isinstance(found, datasets.ImageSet):
         return None  # a feature file: no images

@@ -195,7 +195,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {list(NAMES)}") from None
     if not path:
         raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
-    options = _loader_options(cfg.get("loader_options", ""))
+    options = loader_options(cfg.get("loader_options", ""))
     takes = inspect.signature(loader).parameters
     key = _key(cfg.name)
     for name, value in split_args.items():
@@ -220,7 +220,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
     )
 
 
-def _loader_options(text: str) -> dict:
+def loader_options(text: str) -> dict:
     """``data.loader_options`` (a JSON object) as a dict, or a ValueError naming it."""
     try:
         options = json.loads(text or "{}")
