@@ -152,3 +152,18 @@ def _check_mesh_and_chunk(mesh: Mesh | None, gallery_chunk: int) -> Mesh:
             f"got axes {tuple(mesh.axis_names)}"
         )
     return mesh
+
+
+def _check_distance_input(dist, query_labels, gallery_labels, query_cams, gallery_cams, max_rank):
+    """The checks of a distance matrix and its protocol arrays, shared by both evaluations.
+
+    Returns:
+      (dist as a float array, query labels, gallery labels, query cams, gallery cams).
+    """
+    dist = _check_dist(dist)
+    ids = _check_protocol(
+        query_labels, gallery_labels, query_cams, gallery_cams, *dist.shape, max_rank,
+        rows=_DIST_ROWS,
+    )  # fmt: skip
+    _check_sizes(len(ids[0]), ids[1], "dist has")
+    return (dist, *ids)

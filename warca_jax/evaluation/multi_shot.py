@@ -13,8 +13,7 @@ from jax.sharding import Mesh
 from warca_jax.distances import pad_rows, row_block, scaled_features
 from warca_jax.evaluation.blocks import _evaluate_blocks
 from warca_jax.evaluation.checks import (
-    _DIST_ROWS,
-    _check_dist,
+    _check_distance_input,
     _check_mesh_and_chunk,
     _check_positive_int,
     _check_protocol,
@@ -128,17 +127,9 @@ def evaluate_distances(
       ``cmc``, ``rank1``, ``rank5``, ``rank10``, ``rank20``, ``mAP``, ``mINP``, ``AUC``
       (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
     """
-    dist = _check_dist(dist)
     _check_positive_int("block_size", block_size)
-    ql, gl, qc, gc = _check_protocol(
-        query_labels,
-        gallery_labels,
-        query_cams,
-        gallery_cams,
-        *dist.shape,
-        max_rank,
-        rows=_DIST_ROWS,
+    dist, ql, gl, qc, gc = _check_distance_input(
+        dist, query_labels, gallery_labels, query_cams, gallery_cams, max_rank
     )
-    _check_sizes(len(ql), gl, "dist has")
     block_ranks, b = _sort_ranks(dist, gl != -1, block_size)
     return _evaluate_blocks(block_ranks, ql, qc, gl, gc, block_size=b, max_rank=max_rank)

@@ -11,8 +11,7 @@ import numpy as np
 
 from warca_jax.distances import blocked_distances, scaled_features
 from warca_jax.evaluation.checks import (
-    _DIST_ROWS,
-    _check_dist,
+    _check_distance_input,
     _check_positive_int,
     _check_protocol,
     _check_sizes,
@@ -86,17 +85,9 @@ def single_shot_evaluate_distances(
 ) -> dict:
     """``single_shot_evaluate`` on a precomputed [nq, ng] distance matrix."""
     _check_positive_int("repeats", repeats)
-    dist = _check_dist(dist)
-    ql, gl, qc, gc = _check_protocol(
-        query_labels,
-        gallery_labels,
-        query_cams,
-        gallery_cams,
-        *dist.shape,
-        max_rank,
-        rows=_DIST_ROWS,
+    dist, ql, gl, qc, gc = _check_distance_input(
+        dist, query_labels, gallery_labels, query_cams, gallery_cams, max_rank
     )
-    _check_sizes(len(ql), gl, "dist has")
     rng = np.random.default_rng(seed)
     runs = []
     for _ in range(repeats):
