@@ -222,3 +222,47 @@ def test_plot_cmc_writes_png(tmp_path):
         title="CMC",
     )
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _map_at_r_reference(dist, ql, gl, qc, gc):
+    """MAP@R and R-precision (Musgrave et al. 2020) by the definition, one query at a time."""
+    maps, rps = [], []
+    for i in range(len(ql)):
+        keep = ~((gl == ql[i]) & (gc == qc[i])) & (gl != -1)
+        order = np.argsort(dist[i, keep], kind="stable")
+        rel = (gl[keep] == ql[i])[order]
+        r = int(rel.sum())
+        if r == 0:
+            continue
+        top = rel[:r]
+        precision = np.cumsum(top) / np.arange(1, r + 1)
+        maps.append(np.sum(precision * top) / r)
+        rps.append(top.sum() / r)
+    return 100 * np.mean(maps), 100 * np.mean(rps)
+
+
+def test_map_at_r_and_r_precision_by_hand():
+    # one query; gallery in distance order: match, other, match (R = 2)
+    dist = np.array([[0.1, 0.2, 0.3]])
+    res = evaluation.evaluate_distances(dist, np.array([0]), np.array([0, 1, 0]),
+                                        np.array([0]), np.array([1, 1, 1]))  # fmt: skip
+    assert res["MAP_at_R"] == pytest.approx(50.0)  # (1/R) * (precision 1 at position 1)
+    assert res["R_precision"] == pytest.approx(50.0)  # one of the first two is a match
+    assert res["mAP"] == pytest.approx(100 * (1 + 2 / 3) / 2)
+
+
+@pytest.mark.parametrize("engine", ["features", "distances"])
+def test_map_at_r_matches_an_independent_reference(engine):
+    rng = np.random.default_rng(3)
+    q, g = rng.normal(size=(40, 6)), rng.normal(size=(90, 6))
+    ql, gl = rng.integers(0, 8, 40), rng.integers(-1, 8, 90)
+    qc, gc = rng.integers(0, 2, 40), rng.integers(0, 3, 90)
+    dist = np.sqrt(((q[:, None] - g[None]) ** 2).sum(-1))
+    want_map, want_rp = _map_at_r_reference(dist, ql, gl, qc, gc)
+    if engine == "features":
+        res = evaluation.evaluate(q.astype(np.float32), g.astype(np.float32), ql, gl, qc, gc,
+                                  block_size=7, gallery_chunk=16)  # fmt: skip
+    else:
+        res = evaluation.evaluate_distances(dist, ql, gl, qc, gc, block_size=7)
+    assert res["MAP_at_R"] == pytest.approx(want_map, abs=1e-4)
+    assert res["R_precision"] == pytest.approx(want_rp, abs=1e-4)

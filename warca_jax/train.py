@@ -51,6 +51,8 @@ SUMMARY_KEYS = (
     "mAP",
     "mINP",
     "AUC",
+    "MAP_at_R",
+    "R_precision",
     "train_seconds",
     "eval_seconds",
     "num_skipped",

@@ -48,6 +48,10 @@ Results: a dict of plain Python numbers and one numpy array. All rates are perce
 - ``mINP``: mean of (number of true matches) / (position of the last true match).
 - ``AUC``: normalised area under the CMC curve, mean of CMC(r) for r = 1..G (paper,
   Table 2c); 100 iff every first match is at rank 1.
+- ``MAP_at_R``: MAP@R (Musgrave, Belongie and Lim, "A Metric Learning Reality Check",
+  ECCV 2020): with R the query's number of true matches, the mean over r = 1..R of
+  precision at r counted only where position r holds a true match; ``R_precision``: the
+  share of true matches among the first R positions. Both over valid queries.
 - ``num_queries``, ``num_valid``, ``num_skipped``: ints.
 
 Scale: rankings do not change under a common positive rescaling of query and gallery, so

@@ -17,7 +17,7 @@ import numpy as np
 
 from warca_jax.distances import pad_rows
 from warca_jax.evaluation.checks import _no_true_match
-from warca_jax.evaluation.metrics import _query_stats, _summary
+from warca_jax.evaluation.metrics import NUM_STATS, _query_stats, _summary
 
 
 def _same_identity_table(ql, qc, gl, gc):
@@ -58,7 +58,8 @@ def _evaluate_blocks(block_ranks, ql, qc, gl, gc, *, block_size, max_rank) -> di
 
 
 def _rank_blocks(block_ranks, ql, same, good, junk, block_size, *, ranked) -> list:
-    """Per-query ``_query_stats`` outputs (first, ap, inp, num_good), in query order.
+    """Per-query ``_query_stats`` outputs (first, ap, inp, num_good, map_r, r_prec), in
+    query order.
 
     ranked: whether any gallery entry is left to rank (else no block is dispatched).
     """
@@ -77,7 +78,7 @@ def _rank_blocks(block_ranks, ql, same, good, junk, block_size, *, ranked) -> li
         pending = (finish, len(queries), good_b, junk_b)
     if pending is not None:
         stats.append(_finish_block(*pending))
-    per_query = [np.zeros(0)] * 4
+    per_query = [np.zeros(0)] * NUM_STATS
     if stats:  # back to query order
         per_query = [np.empty_like(a, shape=nq) for a in stats[0]]
         for out, parts in zip(per_query, zip(*stats, strict=True), strict=True):

@@ -1,4 +1,4 @@
-"""Reduction of ranks to the metrics: per query (first match, AP, INP), then CMC, mAP, mINP, AUC.
+"""Reduction of ranks to the metrics: per query, then CMC, mAP, mINP, AUC, MAP@R, R-precision.
 
 Both ranking engines (``sweep``, ``sort``) hand ``_query_stats`` the same thing: for each
 query of a block, the 0-based rank of each of its same-identity gallery entries among the
@@ -30,6 +30,8 @@ def _query_stats(rank, good, junk):
     Returns:
       first: [b] 1-based position of the first true match after junk removal.
       ap: [b] average precision. inp: [b] inverse negative penalty. num_good: [b].
+      map_r: [b] MAP@R and r_prec: [b] R-precision (Musgrave et al., ECCV 2020), R the
+        query's number of true matches.
     """
     # The seam between the two engines and this reduction (checked when traced: no cost).
     chex.assert_rank(rank, 2)
@@ -42,14 +44,23 @@ def _query_stats(rank, good, junk):
     first = jnp.min(jnp.where(good, pos, jnp.iinfo(jnp.int32).max), axis=1)
     ap = jnp.sum(jnp.where(good, hits / pos, 0.0), axis=1) / jnp.maximum(num_good, 1)
     inp = num_good / jnp.maximum(jnp.max(jnp.where(good, pos, 0), axis=1), 1)
-    return first, ap, inp, num_good
+    # MAP@R and R-precision: the true matches within the first R positions, R = num_good
+    in_r = good & (pos <= num_good[:, None])
+    r = jnp.maximum(num_good, 1)
+    map_r = jnp.sum(jnp.where(in_r, hits / pos, 0.0), axis=1) / r
+    r_prec = jnp.sum(in_r, axis=1) / r
+    return first, ap, inp, num_good, map_r, r_prec
 
 
-def _summary(first, ap, inp, num_good, *, g: int, max_rank: int | None) -> dict:
+NUM_STATS = 6  # the per-query arrays _query_stats returns
+
+
+def _summary(first, ap, inp, num_good, map_r, r_prec, *, g: int, max_rank: int | None) -> dict:
     """The results dict (package docstring: Results) from the per-query metrics.
 
     Args:
-      first, ap, inp, num_good: [nq] per-query outputs of ``_query_stats``, in query order.
+      first, ap, inp, num_good, map_r, r_prec: [nq] per-query outputs of ``_query_stats``,
+        in query order.
       g: gallery entries not labelled -1. max_rank: CMC length (None: g).
     """
     valid = num_good > 0
@@ -68,6 +79,8 @@ def _summary(first, ap, inp, num_good, *, g: int, max_rank: int | None) -> dict:
         mAP=float(100.0 * ap[valid].mean()),
         mINP=float(100.0 * inp[valid].mean()),
         AUC=float(cmc_full.mean()),
+        MAP_at_R=float(100.0 * map_r[valid].mean()),
+        R_precision=float(100.0 * r_prec[valid].mean()),
         num_queries=int(nq),
         num_valid=num_valid,
         num_skipped=int(nq - num_valid),
