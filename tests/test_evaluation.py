@@ -266,3 +266,131 @@ def test_map_at_r_matches_an_independent_reference(engine):
         res = evaluation.evaluate_distances(dist, ql, gl, qc, gc, block_size=7)
     assert res["MAP_at_R"] == pytest.approx(want_map, abs=1e-4)
     assert res["R_precision"] == pytest.approx(want_rp, abs=1e-4)
+
+
+# ------------------------------------------------------------- single shot: the two draws
+from warca_jax.evaluation import single_shot as _ss  # noqa: E402
+from warca_jax.evaluation import single_shot_evaluate_distances  # noqa: E402
+
+
+def _single_shot_reference(dist, ql, gl, qc, gc, repeats, rng):
+    """torchreid's per-query single-shot, written as a plain loop: per query and repeat,
+    drop -1 and same-identity same-camera entries, keep one random entry per label, rank
+    the kept entries (stable) and record the position of the query's true match."""
+    firsts = []
+    for _ in range(repeats):
+        run = []
+        for i in range(len(ql)):
+            keep = (gl != -1) & ~((gl == ql[i]) & (gc == qc[i]))
+            if not np.any(keep & (gl == ql[i])):
+                continue
+            cols = np.sort([rng.choice(np.flatnonzero(keep & (gl == lab))) for lab in
+                            np.unique(gl[keep])])  # fmt: skip
+            order = cols[np.argsort(dist[i, cols], kind="stable")]
+            run.append(1 + int(np.flatnonzero(gl[order] == ql[i])[0]))
+        firsts.append(run)
+    return np.array(firsts)  # [repeats, valid queries]
+
+
+def test_per_query_draw_keeps_one_entry_per_remaining_label():
+    rng = np.random.default_rng(0)
+    ng, labels = 300, rng.integers(0, 20, 300)
+    group = np.unique(labels, return_inverse=True)[1]
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(group.max() + 1))
+    removed = rng.random((50, ng)) < 0.3
+    removed[0, labels == 3] = True  # a label with every entry removed: none kept
+    counts = np.zeros(ng)
+    for _ in range(200):
+        picked = _ss._draw_per_query(rng, removed, group, order, starts, 9)
+        assert not np.any(picked & removed)
+        for i in range(len(removed)):
+            want = np.unique(labels[~removed[i]])
+            np.testing.assert_array_equal(np.sort(labels[picked[i]]), want)
+        counts += picked[1]
+    # uniform among a label's entries not removed (row 1): each kept ~ 200 / n times
+    for lab in np.unique(labels[~removed[1]]):
+        members = np.flatnonzero((labels == lab) & ~removed[1])
+        assert counts[members].sum() == 200
+        np.testing.assert_allclose(counts[members], 200 / len(members), atol=5 * np.sqrt(200))
+
+
+def test_per_query_positions_match_a_loop_on_the_same_draw():
+    rng = np.random.default_rng(1)
+    b, ng = 40, 70
+    dist = rng.integers(0, 6, (b, ng)).astype(np.float32)  # many ties: stable order
+    gl = rng.integers(0, 9, ng)
+    ql, qc, gc = rng.integers(0, 11, b), rng.integers(0, 3, b), rng.integers(0, 3, ng)
+    same = gl[None] == ql[:, None]
+    junk, good = same & (gc[None] == qc[:, None]), same & (gc[None] != qc[:, None])
+    group = np.unique(gl, return_inverse=True)[1]
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(group.max() + 1))
+    picked = _ss._draw_per_query(rng, junk, group, order, starts, 7)
+    got = _ss._positions(dist, picked, good)
+    for i in range(b):
+        cols = np.flatnonzero(picked[i])
+        ranked = cols[np.argsort(dist[i, cols], kind="stable")]
+        hit = np.flatnonzero(good[i, ranked])
+        assert got[i] == (1 + hit[0] if len(hit) else 0)
+
+
+def test_per_query_single_shot_hand_case_and_the_gallery_draw_skips():
+    # query 1 in camera 1: its identity once in camera 1 (junk) and once in camera 2;
+    # query 2 (camera 1): identity 2, once in camera 2; identity 3 once. Every per-query
+    # draw is the same gallery: [1 cam 2, 2, 3] for query 1, all but nothing for query 2.
+    dist = np.array([[0.1, 0.3, 0.2, 0.4], [0.5, 0.1, 0.3, 0.2]])
+    ql, qc = [1, 2], [1, 1]
+    gl, gc = np.array([1, 1, 2, 3]), np.array([1, 2, 2, 2])
+    res = single_shot_evaluate_distances(dist, ql, gl, qc, gc, repeats=5)
+    # query 1: 2 (0.2) before 1 (0.3): position 2. query 2: draws from label 1 are the
+    # entry at 0.5 or at 0.1 (query 2 has no junk): position of 2 (0.3) is 2 or 3.
+    assert res["num_skipped"] == 0 and res["num_valid"] == 2 and res["rank1"] == 0.0
+    assert len(res["cmc"]) == 3 and res["cmc"][1] >= 50.0 and res["cmc"][2] == 100.0
+    one = single_shot_evaluate_distances(dist[:1], ql[:1], gl, qc[:1], gc, repeats=5)
+    np.testing.assert_allclose(one["cmc"], [0.0, 100.0, 100.0])  # G = 3 labels
+    assert one["mAP"] == pytest.approx(50.0) and one["mINP"] == pytest.approx(50.0)
+    assert one["rank1_std"] == 0.0 and one["mAP_std"] == 0.0
+    # the former draw keeps the junk entry of identity 1 half the time: query 1 skipped
+    old = [
+        single_shot_evaluate_distances(dist, ql, gl, qc, gc, repeats=1, seed=s, draw="gallery")
+        for s in range(40)
+    ]
+    skipped = sum(r["num_skipped"] for r in old)
+    assert 8 < skipped < 32
+
+
+def test_per_query_single_shot_skips_fewer_queries_than_the_gallery_draw():
+    rng = np.random.default_rng(2)
+    nq, ng = 60, 240
+    ql, qc = rng.integers(0, 30, nq), rng.integers(0, 2, nq)
+    gl, gc = rng.integers(0, 30, ng), rng.integers(0, 2, ng)
+    dist = rng.random((nq, ng))
+    multi = evaluate_distances(dist, ql, gl, qc, gc)
+    new = single_shot_evaluate_distances(dist, ql, gl, qc, gc, repeats=4)
+    old = single_shot_evaluate_distances(dist, ql, gl, qc, gc, repeats=4, draw="gallery")
+    assert new["num_valid"] == multi["num_valid"]  # the draw skips no query
+    assert old["num_valid"] < new["num_valid"]
+    assert len(new["cmc"]) == len(np.unique(gl))
+
+
+def test_per_query_single_shot_matches_a_torchreid_style_loop_on_average():
+    """Different random streams: the averages over many repeats agree."""
+    rng = np.random.default_rng(3)
+    nq, ng = 30, 120
+    ql, qc = rng.integers(0, 12, nq), rng.integers(0, 3, nq)
+    gl, gc = rng.integers(-1, 12, ng), rng.integers(0, 3, ng)
+    dist = rng.random((nq, ng)).astype(np.float32)
+    reps = 300
+    res = single_shot_evaluate_distances(dist, ql, gl, qc, gc, repeats=reps, seed=5)
+    firsts = _single_shot_reference(dist, ql, gl, qc, gc, reps, np.random.default_rng(6))
+    assert res["num_valid"] == firsts.shape[1]
+    g = len(np.unique(gl[gl != -1]))
+    want_cmc = np.array([100 * np.mean(firsts <= r) for r in range(1, g + 1)])
+    np.testing.assert_allclose(res["cmc"], want_cmc, atol=2.0)
+    assert res["mAP"] == pytest.approx(100 * np.mean(1.0 / firsts), abs=2.0)
+
+
+def test_single_shot_draw_option_is_checked():
+    with pytest.raises(ValueError, match="draw must be one of"):
+        single_shot_evaluate_distances(np.zeros((1, 2)), [1], [1, 2], [1], [2, 2], draw="x")

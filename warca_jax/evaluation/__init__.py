@@ -1,8 +1,9 @@
 """Re-identification evaluation: CMC, rank-k, mAP, mINP and AUC.
 
 Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
-``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot),
-``GALLERY_CHUNK``; ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
+``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot;
+``draw="per_query"``, torchreid's draw and the default, or ``draw="gallery"``, the former
+one), ``GALLERY_CHUNK``; ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
 from ``warca_jax.distances``.
 
 Design (one concern per module; names with a leading underscore are private to the package):
@@ -18,7 +19,7 @@ Design (one concern per module; names with a leading underscore are private to t
   the host reduces the previous one.
 - ``metrics``: reduction of ranks to per-query first match, AP and INP, then to the results.
 - ``multi_shot``: ``evaluate`` and ``evaluate_distances``. ``single_shot``: the
-  single-shot pair.
+  single-shot pair (its docstring: the two draws and the mAP each reports).
 
 Why two engines: both give the rank above, but of different input, and neither can
 stand in for the other. The sweep computes the distances of features itself, tile by tile
