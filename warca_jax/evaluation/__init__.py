@@ -3,7 +3,9 @@
 Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
 ``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot;
 ``draw="per_query"``, torchreid's draw and the default, or ``draw="gallery"``, the former
-one), ``GALLERY_CHUNK``; ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
+one), ``GALLERY_CHUNK``; ``k_reciprocal``, ``k_reciprocal_features`` and
+``evaluate_reranked`` (k-reciprocal re-ranking, Zhong et al. CVPR 2017, module ``rerank``);
+``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
 from ``warca_jax.distances``.
 
 Design (one concern per module; names with a leading underscore are private to the package):
@@ -18,6 +20,8 @@ Design (one concern per module; names with a leading underscore are private to t
   (true matches and junk), query blocks, and the pipeline that dispatches one block while
   the host reduces the previous one.
 - ``metrics``: reduction of ranks to per-query first match, AP and INP, then to the results.
+- ``rerank``: k-reciprocal re-ranking of distances, blocked over rows (memory bound in its
+  docstring), and the evaluation of re-ranked features.
 - ``multi_shot``: ``evaluate`` and ``evaluate_distances``. ``single_shot``: the
   single-shot pair (its docstring: the two draws and the mAP each reports).
 
@@ -74,6 +78,7 @@ from warca_jax.distances import scale_shift as scale_shift
 from warca_jax.distances import scaled_features as scaled_features
 from warca_jax.distances import sq_norms as sq_norms
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
+from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.sharding import DATA as DATA
@@ -86,6 +91,9 @@ __all__ = [
     "GALLERY_CHUNK",
     "evaluate",
     "evaluate_distances",
+    "evaluate_reranked",
+    "k_reciprocal",
+    "k_reciprocal_features",
     "pairwise_distances",
     "row_block",
     "single_shot_evaluate",
