@@ -30,6 +30,7 @@ def get_config(arg: str = "chi2") -> ml_collections.ConfigDict:
     c.method.name = "kernel_nn"
     # linear | rbf | chi2 | chi2_rbf | laplacian (the chi2 family needs non-negative features).
     c.method.kernel = "chi2" if arg == "small" else arg
-    c.method.gamma = 0.0  # bandwidth (0: 1 / mean training distance of the kernel's distance).
+    # bandwidth (0: 1 / mean training distance of the kernel's distance).
+    c.method.kernel_gamma = 0.0
     c.lock()
     return c

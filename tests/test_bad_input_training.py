@@ -170,7 +170,7 @@ def test_bad_features_are_refused_by_every_learner(features, match):
         ("lfda", "reg", float("nan")),
         ("mlapg", "tol", float("nan")),
         ("pairwise_sgd", "momentum", float("nan")),
-        ("kernel_nn", "gamma", float("nan")),
+        ("kernel_nn", "kernel_gamma", float("nan")),
     ],
 )
 def test_non_finite_hyperparameters_are_refused_before_any_work(name, field, value):

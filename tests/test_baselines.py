@@ -40,7 +40,7 @@ def test_kernel_distances_rank_as_their_base_distance(reid, reid_hist, kernel, d
     # feature-space distance is sqrt(chi2): the study's finding that these kernels change
     # nothing, which also fails if the bandwidth underflows the kernel into ties.
     problem = reid_hist if hist else reid
-    cfg = _cfg("kernel_nn", kernel=kernel, gamma=0.0)
+    cfg = _cfg("kernel_nn", kernel=kernel, kernel_gamma=0.0)
     metric, _ = baselines.fit_kernel_nn(problem.x_train, problem.y_train, cfg)
     assert metric.kind == "kernel_distance"
     assert metric.gamma == pytest.approx(kernels.default_gamma(problem.x_train, kernel), rel=1e-6)
@@ -51,7 +51,7 @@ def test_kernel_distances_rank_as_their_base_distance(reid, reid_hist, kernel, d
 
 
 def test_kernel_nn_keeps_an_explicit_gamma(reid):
-    cfg = _cfg("kernel_nn", kernel="rbf", gamma=0.25)
+    cfg = _cfg("kernel_nn", kernel="rbf", kernel_gamma=0.25)
     assert baselines.fit_kernel_nn(reid.x_train, reid.y_train, cfg)[0].gamma == 0.25
 
 
@@ -105,8 +105,13 @@ def test_singular_covariance_is_regularised_with_a_warning():
         (baselines.fit_nn, dict(distance="hamming"), None, "unknown distance 'hamming'"),
         (baselines.fit_nn, dict(distance="chi2"), None, "chi2 distance needs non-negative"),
         (baselines.fit_nn, dict(distance="cosine"), "nan", "NaN or inf"),
-        (baselines.fit_kernel_nn, dict(kernel="poly", gamma=0.0), None, "unknown kernel 'poly'"),
-        (baselines.fit_kernel_nn, dict(kernel="chi2_rbf", gamma=0.0), None, "non-negative"),
+        (
+            baselines.fit_kernel_nn,
+            dict(kernel="poly", kernel_gamma=0.0),
+            None,
+            "unknown kernel 'poly'",
+        ),
+        (baselines.fit_kernel_nn, dict(kernel="chi2_rbf", kernel_gamma=0.0), None, "non-negative"),
         (baselines.fit_mahalanobis, dict(covariance="full", reg=1e-6), None, "unknown covariance"),
         (baselines.fit_mahalanobis, dict(covariance="features", reg=0.0), None, "reg"),
         (baselines.fit_mahalanobis, dict(covariance="features", reg=1e-6), "labels", "labels must"),

@@ -6,7 +6,7 @@
 * ``kernel_nn``: nearest neighbours under the feature-space distance of a kernel,
   sqrt(k(x, x) + k(y, y) - 2 k(x, y)) (the study's kernel method: chi2, Gaussian/RBF,
   Laplacian; chi2-RBF as well): a ``kernel_distance`` Metric. A bandwidth
-  ``cfg.gamma <= 0`` is chosen on the training features (``kernels.default_gamma``).
+  ``cfg.kernel_gamma <= 0`` is chosen on the training features (``kernels.default_gamma``).
 * ``mahalanobis``: d(x, y)^2 = (x - y)^T inv(C) (x - y) (the study's eq. 3) with C the
   covariance of the training features (``covariance='features'``), or of the
   differences of same-identity pairs (``'within_class'``: the intra-personal covariance
@@ -66,9 +66,9 @@ def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 def _check_kernel_nn(cfg, data: _checks.TrainingData) -> None:
     """The kernel name, its bandwidth and, for the chi2 family, non-negative features."""
     kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS)
-    _checks.check_number(cfg, "gamma", low=0, note="; 0: from the data")
+    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     kernels.check_kernel_input(data.x, kernel)
-    if cfg.gamma <= 0 and kernels.needs_gamma(kernel) and data.x.shape[0] < 2:
+    if cfg.kernel_gamma <= 0 and kernels.needs_gamma(kernel) and data.x.shape[0] < 2:
         raise ValueError(
             f"choosing the {kernel} bandwidth needs two training rows; got "
             f"{data.x.shape[0]}, give gamma explicitly"
@@ -87,8 +87,8 @@ def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
     del seed, log_fn, progress
     data = validate_kernel_nn(features, labels, cfg)
     x = data.x
-    if cfg.gamma > 0:  # the bandwidth given for the user's features, for the rescaled ones
-        gamma = kernels.gamma_for_scaled(cfg.kernel, float(cfg.gamma), data.scale)
+    if cfg.kernel_gamma > 0:  # the bandwidth given for the user's features, for the rescaled ones
+        gamma = kernels.gamma_for_scaled(cfg.kernel, float(cfg.kernel_gamma), data.scale)
     else:
         gamma = kernels.default_gamma(x, cfg.kernel)
     metric = Metric(
@@ -99,7 +99,7 @@ def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
         name=f"kernel_nn_{cfg.kernel}",
         feature_scale=data.scale,
     )
-    hint = f"the bandwidth {gamma} of the {cfg.kernel} kernel is not usable; give gamma"
+    hint = f"the bandwidth {gamma} of the {cfg.kernel} kernel is not usable; give kernel_gamma"
     return training.check_model(metric, method="kernel_nn", hint=hint), []
 
 

@@ -77,9 +77,9 @@ from warca_jax.warca.prepare import init_params, mean_sq_dist, normalized_gram
 from warca_jax.warca.step import (
     Hyperparams,
     compiled_chunk,
+    config_optimizer,
     hyperparams,
     init_state,
-    make_optimizer,
     make_train_chunk,
     make_train_step,
 )
@@ -96,7 +96,7 @@ __all__ = [
     "hyperparams",
     "init_params",
     "init_state",
-    "make_optimizer",
+    "config_optimizer",
     "make_train_chunk",
     "make_train_step",
     "mean_sq_dist",

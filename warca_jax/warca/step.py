@@ -57,7 +57,7 @@ def hyperparams(cfg) -> Hyperparams:
     )
 
 
-def make_optimizer(cfg, hyper: Hyperparams) -> optax.GradientTransformationExtraArgs:
+def config_optimizer(cfg, hyper: Hyperparams) -> optax.GradientTransformationExtraArgs:
     """The ``tx`` of a WARCA config at ``hyper``: penalty + Adam (+ cosine decay)."""
     return optim.make_optimizer(
         learning_rate=hyper.learning_rate,
@@ -70,7 +70,7 @@ def make_optimizer(cfg, hyper: Hyperparams) -> optax.GradientTransformationExtra
 def init_state(cfg, hyper: Hyperparams, params: jax.Array) -> optim.TrainState:
     """Step 0: ``params``, a fresh optimiser state."""
     return optim.TrainState(
-        params, make_optimizer(cfg, hyper).init(params), jnp.zeros((), jnp.int32)
+        params, config_optimizer(cfg, hyper).init(params), jnp.zeros((), jnp.int32)
     )
 
 
@@ -172,7 +172,7 @@ def _plain_hinge_grad(cfg, w, pu, pv, u, v, weights) -> tuple[jax.Array, jax.Arr
 def _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s: _Search, *, constrain):
     """The optimiser's step on hinge gradient + lambda R', and the step's logged numbers."""
     w = state.params
-    updates, opt_state = make_optimizer(cfg, hyper).update(
+    updates, opt_state = config_optimizer(cfg, hyper).update(
         constrain(grad), state.opt_state, w, penalty_grad=pen_grad
     )
     loss, hinge_loss = losses.objective(hinge, s.weights, pen, lam=hyper.lam)
