@@ -112,3 +112,60 @@ def test_divergence_is_an_error():
     x, y = _small_problem()
     with pytest.raises(FloatingPointError, match="diverged|non-finite"):
         lmnn.fit(x, y, _method(num_iters=10, refresh_every=10, learning_rate=1e30))
+
+
+def _old_default(**overrides):
+    """The defaults before the stopping rule: 300 Adam steps at a constant 1e-3."""
+    return _method(num_iters=300, learning_rate=1e-3, schedule="constant", tol=0.0, **overrides)
+
+
+def test_stops_early_when_converged_and_says_why():
+    x, y = _small_problem()
+    rows = []
+    cfg = _method(num_iters=5000, schedule="constant", tol=1e-3)
+    _, hist = lmnn.fit(x, y, cfg, log_fn=rows.append)
+    last = hist[-1]
+    # Measured: converged at step 1950 of 5000.
+    assert last["step"] < 5000
+    assert last["stopped"].startswith("converged: relative change")
+    assert f"at step {last['step']} of 5000" in last["stopped"]
+    assert last["rel_change"] <= 1e-3
+    assert all(r["rel_change"] > 1e-3 for r in hist[:-1] if "rel_change" in r)
+    assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
+    assert rows[-1]["stopped"] == last["stopped"]  # the log says it too
+
+
+def test_num_iters_reached_says_so():
+    x, y = _small_problem()
+    _, hist = lmnn.fit(x, y, _method(num_iters=150, refresh_every=10, tol=1e-4))
+    assert hist[-1]["step"] == 150
+    assert hist[-1]["stopped"].startswith("num_iters reached: 150 steps, relative change")
+    _, hist = lmnn.fit(x, y, _method(num_iters=30, tol=0.0))  # too few rows for the rule
+    assert hist[-1]["stopped"] == "num_iters reached: 30 steps"
+
+
+def test_default_beats_old_default_objective():
+    x, y = _small_problem()
+    new, hist = lmnn.fit(x, y, _method())
+    old, _ = lmnn.fit(x, y, _old_default())
+    kw = dict(k=3, mu=1.0, margin=1.0)
+    new_obj, old_obj = (
+        lmnn.objective(new.projection, x, y, **kw),
+        lmnn.objective(old.projection, x, y, **kw),
+    )
+    # Measured: 9.6 (converged by step 2870) against 283.
+    assert new_obj["loss"] < 0.1 * old_obj["loss"]
+    assert hist[-1]["stopped"].startswith("converged")
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"tol": -1.0}, "tol"),
+        ({"tol_window": 0}, "tol_window"),
+        ({"schedule": "linear"}, "schedule"),
+    ],
+)
+def test_bad_stopping_config_is_refused(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        lmnn.fit(*_small_problem(), _method(**overrides))

@@ -24,6 +24,15 @@ partners as targets (fewer than k); a point whose class has one image has no
 targets and serves only as an impostor. ``validate`` refuses a k that no class
 can supply. L is trained by Adam on the closed-form gradient, jitted as one
 ``lax.scan`` of steps per refresh round.
+
+Convergence: the step falls by a cosine from ``learning_rate`` to 0 over ``num_iters``
+(``schedule = "cosine"``), so that the last iterate settles instead of oscillating around
+the optimum as Adam at a constant step does, and training stops early when the loss's
+relative change over the last ``tol_window`` logged rounds is at most ``tol``. The last
+history row says which happened (``stopped``: "converged: ..." or "num_iters reached ...",
+also logged with absl), and every row from the ``tol_window``-th on carries the
+``rel_change`` that the rule tests. ``objective`` is the loss with every impostor (no
+truncated active set), the number to compare learned maps by.
 """
 
 from __future__ import annotations
@@ -36,10 +45,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
+
+SCHEDULES = ("constant", "cosine")
 
 
 def check_config(cfg, data: _checks.TrainingData) -> None:
@@ -61,8 +73,12 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
         what="num_impostors",
         note="points outside the largest class",
     )
-    _checks.check_numbers(cfg, ("num_iters", "refresh_every", "block_size"), low=1, integer=True)
+    _checks.check_numbers(
+        cfg, ("num_iters", "refresh_every", "block_size", "tol_window"), low=1, integer=True
+    )
     _checks.check_number(cfg, "mu", low=0)
+    _checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
+    _checks.check_choice(cfg, "schedule", SCHEDULES)
     _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
 
 
@@ -184,10 +200,49 @@ def lmnn_grad(lmap, x, targets, target_valid, impostors, impostor_valid, *, mu, 
     return dz.T @ x, loss
 
 
-def make_round(mu, margin, m, rounds_steps, block_size, learning_rate):
+def objective(lmap, x, labels, *, k: int, mu: float, margin: float, block_size: int = 512):
+    """The LMNN loss eps(L) (eq. 13) with every impostor, not a truncated active set.
+
+    Targets are each point's k nearest same-label points in the input space (as ``fit``
+    picks them); every differently labelled point is an impostor candidate.
+
+    Args:
+      lmap: [D', D] linear map L.
+      x: [N, D] features. labels: [N] labels.
+      k, mu, margin: as in the config.
+      block_size: rows per distance block in the searches.
+
+    Returns:
+      dict of floats: ``loss`` (pull + mu * push), ``pull``, ``push``, ``active_triplets``.
+    """
+    x = jnp.asarray(x, jnp.float32)
+    _, inverse, counts = np.unique(np.asarray(labels), return_inverse=True, return_counts=True)
+    lj = jnp.asarray(inverse, jnp.int32)
+    targets, tv = nearest_by_label(x, lj, k=k, same=True, block_size=block_size)
+    m = int(len(inverse) - counts.min())  # the most differently labelled points any point has
+    imps, iv = nearest_by_label(x, lj, k=m, same=False, block_size=block_size)
+    loss, pull, push, active, _ = jax.jit(
+        functools.partial(lmnn_terms, mu=float(mu), margin=float(margin))
+    )(jnp.asarray(lmap, jnp.float32), x, targets, tv, imps, iv)
+    return {
+        "loss": float(loss),
+        "pull": float(pull),
+        "push": float(push),
+        "active_triplets": int(jnp.sum(active)),
+    }
+
+
+def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule, num_iters):
     """``tx`` and a jitted refresh round: impostor search in the current metric, then Adam
-    steps (built once per setting through ``training.compiled``)."""
-    tx = optax.adam(learning_rate)
+    steps (built once per setting through ``training.compiled``).
+
+    ``schedule`` "cosine" multiplies the step by a cosine falling from 1 to 0 over
+    ``num_iters`` steps (the step count lives in the optimiser state); "constant" keeps it.
+    """
+    lr = learning_rate
+    if schedule == "cosine":
+        lr = optax.cosine_decay_schedule(learning_rate, num_iters)
+    tx = optax.adam(lr)
 
     def round_fn(lmap, opt_state, x, labels, targets, target_valid):
         z = x @ lmap.T
@@ -262,7 +317,9 @@ def fit(
 
     Returns:
       (linear Metric with W = L, history rows: step, loss, pull, push,
-      active_triplets, truncated_frac, seconds).
+      active_triplets, truncated_frac, seconds; rel_change from the ``tol_window``-th
+      row on; the last row's ``stopped`` says why training ended: "converged: ..."
+      when the rule above fired, "num_iters reached: ..." otherwise).
 
     Raises:
       ValueError: bad data or config, before any work.
@@ -282,7 +339,15 @@ def fit(
     def advance(done, length):
         nonlocal lmap, opt_state
         tx, round_fn = training.compiled(
-            make_round, float(cfg.mu), float(cfg.margin), m, length, bs, float(cfg.learning_rate)
+            make_round,
+            float(cfg.mu),
+            float(cfg.margin),
+            m,
+            length,
+            bs,
+            float(cfg.learning_rate),
+            str(cfg.schedule),
+            int(cfg.num_iters),
         )
         if done == 0:
             opt_state = tx.init(lmap)
@@ -292,13 +357,50 @@ def fit(
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
 
+    tol, window, losses = float(cfg.tol), int(cfg.tol_window), []
+    stopped = None  # why training ended, once it has
+
+    def advance_or_stop(done, length):
+        # A round's metrics, with the relative change of the loss over the last
+        # ``window`` rounds; a Chunk that ends training when it is at most ``tol``.
+        nonlocal stopped
+        metrics = jax.device_get(advance(done, length))
+        losses.append(float(metrics["loss"]))
+        step = done + length
+        converged = False
+        if len(losses) > window:
+            before = losses[-1 - window]
+            rel = abs(before - losses[-1]) / max(abs(before), 1e-30)
+            metrics["rel_change"] = rel
+            converged = bool(tol > 0 and rel <= tol)
+            if converged and step < cfg.num_iters:
+                stopped = (
+                    f"converged: relative change {rel:.3g} <= tol {tol:g} over the last "
+                    f"{window * int(cfg.refresh_every)} steps, at step {step} of {cfg.num_iters}"
+                )
+                return training.Chunk(metrics, length, stop=True)
+        if step >= cfg.num_iters:
+            rel = metrics.get("rel_change")
+            change = "" if rel is None else f", relative change {rel:.3g} > tol {tol:g}"
+            stopped = f"num_iters reached: {cfg.num_iters} steps{change}"
+            if converged:
+                stopped = f"num_iters reached: {cfg.num_iters} steps (converged there too)"
+        return metrics
+
+    def log_row(row):
+        if stopped is not None:  # the last row: say when and why training stopped
+            row["stopped"] = stopped
+            logging.info("LMNN stopped: %s (loss %.6g)", stopped, row["loss"])
+        if log_fn is not None:
+            log_fn(row)
+
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
-        advance,
+        advance_or_stop,
         num_iters=cfg.num_iters,
         chunk=int(cfg.refresh_every),
         method="LMNN",
-        log_fn=log_fn,
+        log_fn=log_row,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
