@@ -74,7 +74,7 @@ def test_kernel_gradient_equals_autodiff_and_its_preconditioned_form_float64():
         k = jnp.asarray(x, jnp.float64) @ jnp.asarray(x, jnp.float64).T + jnp.eye(len(x))
         a = jax.random.normal(jax.random.PRNGKey(1), (4, len(x)), jnp.float64)
         args = (k, jnp.asarray(i), jnp.asarray(j), jnp.asarray(s, jnp.float64))
-        _, plain = rpcca.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3, precondition=False)
+        _, plain = rpcca.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3, preconditioned=False)
         _, pre = rpcca.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3)
         ref = jax.grad(_kernel_loss)(a, *args, beta=2.0, lam=0.3)
         np.testing.assert_allclose(plain, ref, rtol=1e-9, atol=1e-12)

@@ -116,8 +116,8 @@ def linear_loss_and_grad(proj, x, i, j, y, *, beta: float, lam: float):
     return data_loss + lam * jnp.sum(proj * proj), 2.0 * s.T @ x + 2.0 * lam * proj
 
 
-def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition: bool = True):
-    """Loss and gradient of the kernel form; with ``precondition`` the gradient times K^-1.
+def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, preconditioned: bool = True):
+    """Loss and gradient of the kernel form; with ``preconditioned`` the gradient times K^-1.
 
     Plain: 2 S^T K + 2 lam A K with S the scatter of c_p u_p (u_p = A (k_i - k_j)).
     Preconditioned (Mignon & Jurie): 2 S^T + 2 lam A, no [N, N] product at all.
@@ -126,7 +126,7 @@ def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition
     u, data_loss, coef = _pair_terms(emb, i, j, y, beta=beta)
     s = _scatter_pairs(u * coef[:, None], i, j, k.shape[0])
     loss = data_loss + lam * jnp.sum(a * emb.T)
-    if precondition:
+    if preconditioned:
         return loss, 2.0 * s.T + 2.0 * lam * a
     return loss, 2.0 * (s.T @ k) + 2.0 * lam * emb.T
 
