@@ -53,6 +53,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
     c.eval.repeats = 10  # single-shot repetitions.
     c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.
+    # k-reciprocal re-ranking (Zhong et al., CVPR 2017; k1=20, k2=6, lambda=0.3) of the
+    # query-gallery distances before they are ranked (evaluation.rerank; memory bounded).
+    c.eval.rerank = False
     # with data.val_fraction > 0: keep the model of the logged chunk with the best
     # validation mAP (the earliest of ties) instead of the last one.
     c.eval.keep_best = False

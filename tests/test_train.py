@@ -338,3 +338,36 @@ def test_other_iterative_learners_log_val_metrics(module, tmp_path):
     assert all({"val_rank1", "val_mAP", "loss"} <= set(r) for r in lines)
     best = max(lines, key=lambda r: r["val_mAP"])
     assert results["splits"][0]["kept_step"] == best["step"]
+
+
+@pytest.mark.parametrize("kind", ["embedding", "own_distance"])
+def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
+    from warca_jax import evaluation
+
+    ds = datasets.from_config(_small().data)
+    split = ds.splits[0]
+    cfg = get_config("small").eval
+    cfg.unlock()
+    cfg.rerank = True
+    q, g = ds.features[split.query_idx], ds.features[split.gallery_idx]
+    ids = (ds.labels[split.query_idx], ds.labels[split.gallery_idx],
+           ds.cams[split.query_idx], ds.cams[split.gallery_idx])  # fmt: skip
+    if kind == "embedding":
+        metric = Metric("identity", ds.features.shape[1], name="euclidean")
+        want = evaluation.evaluate_reranked(q, g, *ids, metric="euclidean")
+    else:
+        from configs import kernel_nn
+
+        tr = split.train_idx
+        metric, _ = train.fit_method(
+            ds.features[tr], ds.labels[tr], kernel_nn.get_config("laplacian").method
+        )
+        assert metric.kind == "kernel_distance"
+        d = metric.pairwise_distances
+        want = evaluation.evaluate_distances(
+            evaluation.k_reciprocal(d(q, g), d(q, q), d(g, g)), *ids
+        )
+    got = train.evaluate_metric(metric, ds, split, cfg)
+    plain = train.evaluate_metric(metric, ds, split, get_config("small").eval)
+    assert got["mAP"] == pytest.approx(want["mAP"]) and got["rank1"] == want["rank1"]
+    assert got["mAP"] != plain["mAP"]

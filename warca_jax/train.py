@@ -151,8 +151,19 @@ def evaluate_metric(
     x = dataset.features
     q, g = split.query_idx, split.gallery_idx
     ids = (dataset.labels[q], dataset.labels[g], dataset.cams[q], dataset.cams[g])
+    rerank = bool(eval_cfg.get("rerank", False))  # absent in older configs
+    if rerank and metric.kind in EMBEDDING_KINDS:
+        emb = (metric.transform(x[q]), metric.transform(x[g]))
+        return evaluation.evaluate_reranked(
+            *emb, *ids, metric=metric.distance, single_shot=eval_cfg.single_shot,
+            repeats=eval_cfg.repeats, seed=seed,
+        )  # fmt: skip
     if metric.kind not in EMBEDDING_KINDS:  # a distance of its own: rank its matrix
         dist = metric.pairwise_distances(x[q], x[g])
+        if rerank:
+            dist = evaluation.k_reciprocal(
+                dist, metric.pairwise_distances(x[q], x[q]), metric.pairwise_distances(x[g], x[g])
+            )
         if eval_cfg.single_shot:
             return evaluation.single_shot_evaluate_distances(
                 dist, *ids, repeats=eval_cfg.repeats, seed=seed
