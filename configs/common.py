@@ -50,7 +50,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
 
     c.eval = ml_collections.ConfigDict()
     c.eval.baseline = True  # also evaluate plain Euclidean distance on each split.
-    c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
+    # CUHK03 single-shot as torchreid draws it: per query, one random gallery image per
+    # identity after its own identity-and-camera entries are removed; averaged over repeats.
+    c.eval.single_shot = False
     c.eval.repeats = 10  # single-shot repetitions.
     c.eval.plot_max_rank = 50  # ranks shown in the CMC plot.
     # k-reciprocal re-ranking (Zhong et al., CVPR 2017; k1=20, k2=6, lambda=0.3) of the

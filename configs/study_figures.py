@@ -40,7 +40,9 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     c.data.num_splits = 1  # splits the dataset is cut into (random-split datasets).
 
     c.eval = ml_collections.ConfigDict()
-    c.eval.single_shot = False  # CUHK03 single-shot: one random gallery image per identity.
+    # CUHK03 single-shot as torchreid draws it: per query, one random gallery image per
+    # identity after its own identity-and-camera entries are removed; averaged over repeats.
+    c.eval.single_shot = False
     c.eval.repeats = 10  # single-shot repetitions.
 
     # Config labels ('file' or 'file:variant' of configs/), comma-separated, in legend order.
