@@ -486,12 +486,10 @@ def test_damaged_feature_cache_is_recomputed(tmp_path, image_paths, damage, reas
 
 
 def test_read_only_feature_cache(tmp_path, image_paths, caplog, monkeypatch):
-    import tempfile
-
     def refuse(*args, **kwargs):  # what a read-only folder answers (root is never refused)
         raise PermissionError(13, "Permission denied", str(tmp_path / "cache"))
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(workdir, "atomic_path", refuse)
     with caplog.at_level(logging.WARNING):
         out = _extract(image_paths, tmp_path / "cache")
     assert "not written" in caplog.text and "Permission denied" in caplog.text

@@ -110,8 +110,13 @@ def _real_2d(a, name: str) -> np.ndarray:
     return a
 
 
-def _range(a: np.ndarray, name: str) -> tuple[float, float]:
-    """(min, max) of a as floats (0, 0 when empty); ValueError on any NaN or inf.
+def finite_range(
+    a: np.ndarray, subject: str, expected: str = "finite values"
+) -> tuple[float, float]:
+    """(min, max) of a 2-D array as floats (0, 0 when empty); ValueError on any NaN or inf.
+
+    The message reads "<subject> <n> NaN or inf values (first at ...); expected
+    <expected>", e.g. subject "query features hold" or "dist holds".
 
     Two reductions and no temporary: NaN propagates through min and max, and an inf is one
     of them. Only a bad array pays for locating its first non-finite value.
@@ -125,8 +130,8 @@ def _range(a: np.ndarray, name: str) -> tuple[float, float]:
     row = int(np.flatnonzero(bad.any(axis=1))[0])
     col = int(np.flatnonzero(bad[row])[0])
     raise ValueError(
-        f"{name} features hold {int(bad.sum())} NaN or inf values (first at row {row}, "
-        f"column {col}: {a[row, col]}); expected finite values"
+        f"{subject} {int(bad.sum())} NaN or inf values (first at row {row}, "
+        f"column {col}: {a[row, col]}); expected {expected}"
     )
 
 
@@ -181,7 +186,10 @@ def scaled_features(
     ):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     x, y = _real_2d(x, names[0]), _real_2d(y, names[1])
-    (x_lo, x_hi), (y_lo, y_hi) = _range(x, names[0]), _range(y, names[1])
+    (x_lo, x_hi), (y_lo, y_hi) = (
+        finite_range(x, f"{names[0]} features hold"),
+        finite_range(y, f"{names[1]} features hold"),
+    )
     if x.shape[1] != y.shape[1]:
         raise ValueError(
             f"{names[0]} and {names[1]} feature dims differ: {x.shape[1]} vs {y.shape[1]} "

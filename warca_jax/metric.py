@@ -37,7 +37,7 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances, kernels
+from warca_jax import distances, kernels, workdir
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
 _SUBCLASSES: dict = {}  # kind -> Metric subclass defined by a learner's module
@@ -247,9 +247,9 @@ class Metric:
         arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
         meta["array_fields"] = sorted(arrays)
-        tmp = f"{os.fspath(path)}.tmp.npz"
-        np.savez(tmp, meta=np.asarray(json.dumps(meta)), **arrays)
-        os.replace(tmp, path)
+        # a file object: np.savez adds no ".npz" to a path that lacks it
+        with workdir.atomic_path(os.fspath(path)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, meta=np.asarray(json.dumps(meta)), **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Metric:

@@ -33,7 +33,6 @@ import json
 import math
 import os
 import time
-import zipfile
 
 import numpy as np
 from absl import logging
@@ -152,12 +151,6 @@ def evaluate_metric(
     q, g = split.query_idx, split.gallery_idx
     ids = (dataset.labels[q], dataset.labels[g], dataset.cams[q], dataset.cams[g])
     rerank = bool(eval_cfg.get("rerank", False))  # absent in older configs
-    if rerank and metric.kind in EMBEDDING_KINDS:
-        emb = (metric.transform(x[q]), metric.transform(x[g]))
-        return evaluation.evaluate_reranked(
-            *emb, *ids, metric=metric.distance, single_shot=eval_cfg.single_shot,
-            repeats=eval_cfg.repeats, seed=seed,
-        )  # fmt: skip
     if metric.kind not in EMBEDDING_KINDS:  # a distance of its own: rank its matrix
         dist = metric.pairwise_distances(x[q], x[g])
         if rerank:
@@ -170,6 +163,11 @@ def evaluate_metric(
             )
         return evaluation.evaluate_distances(dist, *ids)
     emb = (metric.transform(x[q]), metric.transform(x[g]))
+    if rerank:
+        return evaluation.evaluate_reranked(
+            *emb, *ids, metric=metric.distance, single_shot=eval_cfg.single_shot,
+            repeats=eval_cfg.repeats, seed=seed,
+        )  # fmt: skip
     if eval_cfg.single_shot:
         return evaluation.single_shot_evaluate(
             *emb, *ids, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed
@@ -192,8 +190,8 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     """What identifies the data of a run: a hash of its arrays and splits, and its source.
 
     ``content`` (compared on restart) hashes the features, labels, cameras and every
-    split as loaded; ``source`` (recorded only) is the size, mtime and hash of the file
-    or folder listing that ``data.path`` names.
+    split as loaded; ``source`` (recorded only) is the size and mtime of the file, or a
+    hash of the folder listing, that ``data.path`` names.
     """
     arrays = [dataset.features, dataset.labels, dataset.cams]
     for split in dataset.splits:
@@ -255,18 +253,9 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     if not os.path.exists(model):
         logging.warning("%s is missing; redoing split %d", model, s)
         return None
-    try:
-        metric = Metric.load(model)
-        bad = [
-            f.name
-            for f in dataclasses.fields(metric)
-            if isinstance(getattr(metric, f.name), np.ndarray)
-            and getattr(metric, f.name).dtype.kind == "f"
-            and not np.isfinite(getattr(metric, f.name)).all()
-        ]
-        if bad:
-            raise ValueError(f"non-finite {bad}")
-    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as e:
+    try:  # Metric.load refuses a cut, corrupt or non-finite model (DamagedModelError)
+        Metric.load(model)
+    except (ValueError, OSError) as e:
         logging.warning("%s cannot be reused (%s); redoing split %d", model, e, s)
         return None
     return res

@@ -37,11 +37,6 @@ class DamagedFileError(ValueError):
     """A workdir file that cannot be read back: truncated, corrupt or not what it should be."""
 
 
-def _tmp_name(path: str) -> str:
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}.{os.getpid()}.tmp")
-
-
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
     """Yields a temporary path in ``path``'s folder; moves it onto ``path`` on success.
@@ -211,7 +206,9 @@ def array_fingerprint(*arrays: np.ndarray) -> str:
 
 
 def file_fingerprint(path: str) -> dict:
-    """Size, modification time and SHA-256 of a file (of the files in a folder, by name)."""
+    """Size and modification time of a file (of the files in a folder, with a hash of
+    their names, sizes and times): recorded beside ``array_fingerprint`` of what was read
+    from it, which is what a restart compares, so the file is not read a second time."""
     if os.path.isdir(path):
         h = hashlib.sha256()
         size = 0
@@ -227,11 +224,7 @@ def file_fingerprint(path: str) -> dict:
                 h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
         return {"size": size, "mtime_ns": mtime, "listing_sha256": h.hexdigest()}
     st = os.stat(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def prepare(workdir: str) -> None:

@@ -8,12 +8,10 @@ first place of bad values), before any work is dispatched. Features are checked 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from jax.sharding import Mesh
 
-from warca_jax.distances import scale_shift
+from warca_jax.distances import finite_range, scale_shift
 from warca_jax.sharding import DATA, make_mesh
 
 # What holds the nq queries and the ng gallery entries, for the messages of _check_ids.
@@ -120,15 +118,7 @@ def _check_dist(dist) -> np.ndarray:
         raise ValueError(f"dist must be 2-D [nq, ng], got shape {dist.shape}")
     if dist.size == 0:
         return dist.astype(np.float32)
-    lo, hi = float(dist.min()), float(dist.max())
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        bad = ~np.isfinite(dist)
-        row = int(np.flatnonzero(bad.any(axis=1))[0])
-        col = int(np.flatnonzero(bad[row])[0])
-        raise ValueError(
-            f"dist holds {int(bad.sum())} NaN or inf values (first at row {row}, column "
-            f"{col}: {dist[row, col]}); expected finite distances"
-        )
+    lo, hi = finite_range(dist, "dist holds", "finite distances")
     top = max(-lo, hi)
     if top == 0 or _DIST_RANGE[0] <= top <= _DIST_RANGE[1]:
         return np.asarray(dist, dtype=np.float32)

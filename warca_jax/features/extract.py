@@ -17,7 +17,6 @@ import hashlib
 import inspect
 import json
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -26,6 +25,7 @@ import numpy as np
 from absl import logging
 from tqdm import tqdm
 
+from warca_jax import workdir
 from warca_jax.features import images as images_lib
 from warca_jax.features.color_lbp import color_lbp, color_lbp_dim
 from warca_jax.features.lomo import lomo, lomo_dim
@@ -213,12 +213,5 @@ def _read_cache(target: str, shape: tuple[int, int]) -> np.ndarray | None:
 def _write_cache(target: str, out: np.ndarray) -> None:
     """Writes ``out`` to ``target`` under a temporary name, then moves it into place."""
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".npy.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, out)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with workdir.atomic_path(target) as tmp, open(tmp, "wb") as f:
+        np.save(f, out)
