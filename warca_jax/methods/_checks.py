@@ -40,6 +40,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from warca_jax import kernels
+
 # The root mean squared row norm of the features within which they are used as they are.
 SAFE_SIZE = (2.0**-20, 2.0**20)
 # Rows read at once: a memory-mapped array is never copied whole, and a float64 block of
@@ -316,3 +318,15 @@ def validator(
         "(ValueError naming the problem); returns the checked ``TrainingData``."
     )
     return validate
+
+
+def check_kernel_and_dim(cfg, data: TrainingData) -> str:
+    """``kernel`` (one of ``kernels.KERNELS`` or "none") and an output ``dim`` within the
+    form's rank: the training samples for a kernel form, the input dimensions for a
+    linear one. Returns the kernel."""
+    n, d = data.x.shape
+    kernel = check_choice(cfg, "kernel", kernels.KERNELS, also=("none",))
+    check_number(cfg, "dim", integer=True)
+    what = "training samples" if kernel != "none" else "input dimensions"
+    check_range(cfg.dim, 1, n if kernel != "none" else d, what="output dim", note=what)
+    return kernel

@@ -38,11 +38,7 @@ from warca_jax.metric import Metric
 
 def check_config(cfg, data: _checks.TrainingData) -> None:
     """Raises ValueError for an rPCCA config that cannot run on this training data."""
-    n, d = data.x.shape
-    kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS, also=("none",))
-    _checks.check_number(cfg, "dim", integer=True)
-    what = "training samples" if kernel != "none" else "input dimensions"
-    _checks.check_range(cfg.dim, 1, n if kernel != "none" else d, what="output dim", note=what)
+    kernel = _checks.check_kernel_and_dim(cfg, data)
     _checks.check_numbers(
         cfg, ("beta", "learning_rate", "negatives_per_positive"), low=0, low_open=True
     )
