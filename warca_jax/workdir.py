@@ -74,18 +74,17 @@ def write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def write_json(path: str, obj, *, allow_nan: bool = False) -> None:
+def write_json(path: str, obj) -> None:
     """Writes ``obj`` as JSON to ``path`` atomically.
 
-    A NaN or infinity anywhere in ``obj`` is a ValueError naming its place (JSON has no
-    such numbers and a result holding one is not a result), unless ``allow_nan``.
+    A NaN or infinity anywhere in ``obj`` is a ValueError naming its place: JSON has no
+    such numbers, and a result holding one is not a result.
     """
-    if not allow_nan:
-        try:
-            _finite_json(obj)
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
-    write_text(path, json.dumps(obj, indent=1, allow_nan=allow_nan))
+    try:
+        _finite_json(obj)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    write_text(path, json.dumps(obj, indent=1, allow_nan=False))
 
 
 def read_json(path: str, *, what: str = "file"):
