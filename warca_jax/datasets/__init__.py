@@ -78,7 +78,6 @@ NAMES = ("synthetic", *ALIASES, *LOADERS)
 # loaders whose number of splits is the published protocol's (CUHK03: 1 new / 20 classic):
 # data.num_splits is not passed to them (data.loader_options can set it)
 PUBLISHED_SPLIT_COUNT = ("cuhk03",)
-SPLIT_OPTIONS = ("num_splits", "num_train_ids", "num_test_ids", "seed")
 
 
 def _key(name: str) -> str:
