@@ -90,7 +90,7 @@ def main(argv: list[str]) -> None:
     mesh = sharding.make_mesh(args.num_devices)
     xq, xg, ql, gl, qc, gc = make_problem(args)
     kw = dict(
-        metric=args.metric,
+        distance=args.metric,
         mesh=mesh,
         gallery_chunk=args.gallery_chunk,
         block_size=args.block_size,

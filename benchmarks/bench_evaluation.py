@@ -61,10 +61,10 @@ def main(argv: list[str]) -> None:
     print(f"queries {xq.shape}, gallery {xg.shape}, metric {args.metric}")
 
     t0 = time.perf_counter()
-    evaluate(xq, xg, ql, gl, qc, gc, metric=args.metric)
+    evaluate(xq, xg, ql, gl, qc, gc, distance=args.metric)
     cold = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = evaluate(xq, xg, ql, gl, qc, gc, metric=args.metric)
+    res = evaluate(xq, xg, ql, gl, qc, gc, distance=args.metric)
     warm = time.perf_counter() - t0
     rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 

@@ -77,7 +77,7 @@ def main():
         metric.transform(x[q]), metric.transform(x[g]), y[q], y[g], cams[q], cams[g]
     )
     eu = evaluation.evaluate(x[q], x[g], y[q], y[g], cams[q], cams[g])
-    chi = evaluation.evaluate(x[q], x[g], y[q], y[g], cams[q], cams[g], metric="chi2")
+    chi = evaluation.evaluate(x[q], x[g], y[q], y[g], cams[q], cams[g], distance="chi2")
     print(
         json.dumps(
             {

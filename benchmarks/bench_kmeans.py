@@ -55,7 +55,7 @@ def main():
         return round(r["rank1"], 2), round(r["mAP"], 2)
 
     d_brute, brute_s = _timed(
-        lambda: np.asarray(distances.pairwise_distances(xq, xg, metric="euclidean"))
+        lambda: np.asarray(distances.pairwise_distances(xq, xg, distance="euclidean"))
     )
     r1, m = score(d_brute)
     print(

@@ -108,7 +108,7 @@ def _run(label, cfg, problem, queue):
             ye[g],
             ce[q],
             ce[g],
-            metric=metric.distance,
+            distance=metric.distance,
         )
     else:
         res = evaluation.evaluate_distances(

@@ -63,9 +63,9 @@ def same_metrics(a, b):
 )
 def test_evaluate_ranks_the_same_at_any_scale(metric, scale, dtype):
     xq, xg, *ids = problem()
-    want = evaluate(xq, xg, *ids, metric=metric, block_size=8)
+    want = evaluate(xq, xg, *ids, distance=metric, block_size=8)
     got = evaluate(
-        xq.astype(dtype) * scale, xg.astype(dtype) * scale, *ids, metric=metric, block_size=8
+        xq.astype(dtype) * scale, xg.astype(dtype) * scale, *ids, distance=metric, block_size=8
     )
     same_metrics(got, want)
 
@@ -73,9 +73,9 @@ def test_evaluate_ranks_the_same_at_any_scale(metric, scale, dtype):
 @pytest.mark.parametrize("metric", ["euclidean", "cosine", "chi2"])
 def test_single_shot_evaluate_ranks_the_same_at_any_scale(metric):
     xq, xg, *ids = problem(1)
-    want = single_shot_evaluate(xq, xg, *ids, metric=metric, repeats=3)
+    want = single_shot_evaluate(xq, xg, *ids, distance=metric, repeats=3)
     for scale in (1e30, 1e-30):
-        got = single_shot_evaluate(xq * scale, xg * scale, *ids, metric=metric, repeats=3)
+        got = single_shot_evaluate(xq * scale, xg * scale, *ids, distance=metric, repeats=3)
         same_metrics(got, want)
 
 
@@ -102,12 +102,12 @@ def test_nn_baseline_ranks_the_same_at_any_scale(single_shot):
 def test_pairwise_distances_exact_at_any_scale(metric, power):
     """d(c x, c y) = c**p d(x, y), bit for bit, for a power of two c."""
     xq, xg, *_ = problem(2, nq=12, ng=20, d=8)
-    want = np.ldexp(np.asarray(pairwise_distances(xq, xg, metric=metric)), DEGREE[metric] * power)
+    want = np.ldexp(np.asarray(pairwise_distances(xq, xg, distance=metric)), DEGREE[metric] * power)
     got = np.asarray(
         pairwise_distances(
             np.ldexp(xq.astype(np.float64), power),
             np.ldexp(xg.astype(np.float64), power),
-            metric=metric,
+            distance=metric,
         )
     )
     assert got.dtype == np.float32
@@ -118,7 +118,7 @@ def test_pairwise_distances_exact_at_any_scale(metric, power):
 def test_pairwise_distances_refuses_distances_float32_cannot_hold(scale, match):
     xq, xg, *_ = problem(3, nq=4, ng=5, d=4)
     with pytest.raises(ValueError, match=match):
-        pairwise_distances(xq * scale, xg * scale, metric="sqeuclidean")
+        pairwise_distances(xq * scale, xg * scale, distance="sqeuclidean")
 
 
 def test_kernel_bandwidth_of_scaled_histograms():
@@ -173,7 +173,7 @@ INF_G[4, 3] = -np.inf
         (dict(gallery_features=INF_G), r"gallery features hold 1 NaN or inf .* row 4, column 3"),
         (dict(gallery_features=np.ones((5, 3))), r"shapes \(3, 4\) and \(5, 3\)"),
         (dict(query_features=np.full((3, 4), "1")), "query features must be real numbers"),
-        (dict(gallery_features=-G, metric="chi2"), "gallery features: min -1"),
+        (dict(gallery_features=-G, distance="chi2"), "gallery features: min -1"),
         (
             dict(gallery_features=np.ones((0, 4)), gallery_labels=[], gallery_cams=[]),
             "empty gallery",

@@ -14,9 +14,7 @@ from PIL import Image
 from warca_jax import data, datasets
 from warca_jax.datasets import cuhk03, features_files
 
-PROTOCOLS = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols")
-)
+PROTOCOLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols"))
 needs_protocols = pytest.mark.skipif(
     not os.path.isdir(PROTOCOLS), reason=f"real CUHK03 protocol files not at {PROTOCOLS}"
 )

@@ -69,7 +69,7 @@ def test_pairwise_distances_match_scipy(metric, block_size):
     x[3] = 0.0  # zero row for cosine, 0/0 terms for chi2
     y[2, :3] = 0.0
     x[4, :3] = 0.0
-    got = np.asarray(pairwise_distances(x, y, metric=metric, block_size=block_size))
+    got = np.asarray(pairwise_distances(x, y, distance=metric, block_size=block_size))
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     if metric == "chi2":
         num = (x64[:, None] - y64[None]) ** 2
@@ -87,7 +87,7 @@ def test_pairwise_distances_match_scipy(metric, block_size):
 
 def test_chi2_rejects_negative_features():
     with pytest.raises(ValueError, match="non-negative"):
-        pairwise_distances(-np.ones((2, 3)), np.ones((2, 3)), metric="chi2")
+        pairwise_distances(-np.ones((2, 3)), np.ones((2, 3)), distance="chi2")
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -113,7 +113,7 @@ def test_evaluate_features_matches_reference(metric):
     xg = rng.integers(0, 3, (40, 4)).astype(np.float32)
     name = {"manhattan": "cityblock"}.get(metric, metric)
     ref = reference(cdist(xq, xg, name).astype(np.float32), ql, gl, qc, gc)
-    res = evaluate(xq, xg, ql, gl, qc, gc, metric=metric, block_size=4)
+    res = evaluate(xq, xg, ql, gl, qc, gc, distance=metric, block_size=4)
     assert_matches_reference(res, ref)
 
 
@@ -193,7 +193,7 @@ CAMS = dict(query_cams=[1, 1, 1], gallery_cams=[2, 2, 2, 2, 2])
         (dict(gallery_features=np.full((5, 4), np.inf)), "NaN or inf"),
         (dict(query_labels=[1, 2]), "query_labels"),
         (dict(gallery_cams=[1, 2]), "gallery_cams"),
-        (dict(metric="mahalanobis"), "unknown metric"),
+        (dict(distance="mahalanobis"), "unknown distance"),
         (dict(max_rank=0), "max_rank"),
     ],
 )

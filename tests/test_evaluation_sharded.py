@@ -125,7 +125,7 @@ def test_float_features_need_no_second_sweep(metric, monkeypatch):
     rng = np.random.default_rng(8)
     xq, xg, ql, gl, qc, gc = identity_problem(rng, nq=50, ng=700, d=16)
     calls = count_sweeps(monkeypatch)
-    evaluate(xq, xg, ql, gl, qc, gc, metric=metric, gallery_chunk=128, block_size=16)
+    evaluate(xq, xg, ql, gl, qc, gc, distance=metric, gallery_chunk=128, block_size=16)
     assert calls["n"] == 2 * sweeping_blocks(ql, gl, evaluation.row_block(16, 128, 16, metric))
 
 
@@ -135,12 +135,14 @@ def test_exact_ties_and_any_chunk_or_block_size_match_stable_sort(metric):
     rng = np.random.default_rng(9)
     xq, xg, ql, gl, qc, gc = identity_problem(rng, nq=37, ng=203, integer=True)
     xg[150:] = xg[:53]  # duplicated gallery rows: exact ties with other labels and cameras
-    ref = reference(np.asarray(pairwise_distances(xq, xg, metric=metric)), ql, gl, qc, gc)
+    ref = reference(np.asarray(pairwise_distances(xq, xg, distance=metric)), ql, gl, qc, gc)
     assert ref["num_skipped"] > 0 and ref["num_valid"] > 0
     first = None
     # One column per chunk, chunks that divide nothing, and more than the whole gallery.
     for chunk, block in [(1, 37), (64, 5), (10_000, 16)]:
-        res = evaluate(xq, xg, ql, gl, qc, gc, metric=metric, gallery_chunk=chunk, block_size=block)
+        res = evaluate(
+            xq, xg, ql, gl, qc, gc, distance=metric, gallery_chunk=chunk, block_size=block
+        )
         assert_matches_reference(res, ref)
         first = first or res
         same_results(res, first)
@@ -169,7 +171,7 @@ out = {"devices": jax.device_count()}
 for metric in ("euclidean", "cosine", "chi2"):
     for n in (1, 8):
         res = evaluation.evaluate(
-            xq, xg, ql, gl, qc, gc, metric=metric, mesh=sharding.make_mesh(n), gallery_chunk=512
+            xq, xg, ql, gl, qc, gc, distance=metric, mesh=sharding.make_mesh(n), gallery_chunk=512
         )
         out[f"{metric}/{n}"] = {k: np.asarray(v).tolist() for k, v in res.items()}
 print(json.dumps(out))

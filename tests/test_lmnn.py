@@ -10,7 +10,7 @@ import pytest
 from configs import common
 from configs.lmnn import get_config
 from warca_jax import data
-from warca_jax.methods import lmnn
+from warca_jax.methods import _constraints, lmnn
 
 
 def _method(**overrides):
@@ -39,8 +39,8 @@ def test_closed_form_gradient_equals_autodiff():
     with jax.enable_x64(True):
         x = jnp.asarray(x, jnp.float64)
         labels = jnp.asarray(y, jnp.int32)
-        targets, tv = lmnn.nearest_by_label(x, labels, k=3, same=True, block_size=16)
-        imps, iv = lmnn.nearest_by_label(x, labels, k=10, same=False, block_size=16)
+        targets, tv = _constraints.nearest_by_label(x, labels, k=3, same=True, block_size=16)
+        imps, iv = _constraints.nearest_by_label(x, labels, k=10, same=False, block_size=16)
         lmap = jnp.asarray(np.random.default_rng(1).standard_normal((5, 12)) * 0.3)
         kw = dict(mu=0.7, margin=1.0)
         loss, _, push, active, _ = jax.jit(functools.partial(lmnn.lmnn_terms, **kw))(
@@ -62,7 +62,9 @@ def test_blocked_search_equals_brute_force(same):
     rng = np.random.default_rng(0)
     z = rng.standard_normal((37, 5)).astype(np.float32)
     y = np.concatenate([np.repeat(np.arange(9), 4), [9]])  # one singleton class
-    idx, valid = lmnn.nearest_by_label(jnp.asarray(z), jnp.asarray(y), k=3, same=same, block_size=8)
+    idx, valid = _constraints.nearest_by_label(
+        jnp.asarray(z), jnp.asarray(y), k=3, same=same, block_size=8
+    )
     d = ((z[:, None] - z[None]) ** 2).sum(-1)
     for i in range(len(z)):
         ok = (y == y[i]) & (np.arange(len(z)) != i) if same else y != y[i]

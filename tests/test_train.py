@@ -354,7 +354,7 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
            ds.cams[split.query_idx], ds.cams[split.gallery_idx])  # fmt: skip
     if kind == "embedding":
         metric = Metric("identity", ds.features.shape[1], name="euclidean")
-        want = evaluation.evaluate_reranked(q, g, *ids, metric="euclidean")
+        want = evaluation.evaluate_reranked(q, g, *ids, distance="euclidean")
     else:
         from configs import kernel_nn
 

@@ -46,7 +46,7 @@ def test_kernel_warca_chi2_beats_chi2_distance():
     metric, _ = warca.fit(ds.features[split.train_idx], ds.labels[split.train_idx], cfg)
     assert metric.kind == "kernel" and metric.kernel == "chi2_rbf" and metric.gamma > 0
     learned = _split_eval(metric, ds, split)
-    chi2 = _split_eval(None, ds, split, metric="chi2")
+    chi2 = _split_eval(None, ds, split, distance="chi2")
     assert learned["rank1"] >= chi2["rank1"] + 25
 
 
@@ -285,7 +285,7 @@ def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
     # the landmarks are training rows
     assert all(np.any(np.all(x == row, axis=1)) for row in metric.support[:10])
     learned = _split_eval(metric, ds, split)
-    chi2 = _split_eval(None, ds, split, metric="chi2")
+    chi2 = _split_eval(None, ds, split, distance="chi2")
     assert learned["rank1"] >= chi2["rank1"] + 20
     again, _ = warca.fit(x, y, cfg)
     np.testing.assert_array_equal(again.projection, metric.projection)

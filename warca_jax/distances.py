@@ -9,7 +9,7 @@ with them and the kernels of ``warca_jax.kernels`` are built on them.
 Scale: ``||x||^2 + ||y||^2 - 2 x.y`` overflows float32 for features around 1e19 and
 underflows to ties around 1e-19 (and XLA on a CPU flushes subnormals to zero). Every
 distance here is homogeneous, ``d(c x, c y) = c**p d(x, y)`` for c > 0 with p =
-``DEGREE[metric]`` (euclidean, manhattan, chi2: 1; sqeuclidean: 2; cosine: 0), so the
+``DEGREE[distance]`` (euclidean, manhattan, chi2: 1; sqeuclidean: 2; cosine: 0), so the
 features are first divided by one common power of two ``2**shift`` (``scaled_features``)
 when their largest magnitude is outside ``[2**-20, 2**20]``: exact, and a no-op (bit for
 bit) at ordinary scales. Rankings are computed on the rescaled features; the distances
@@ -42,7 +42,7 @@ _MIN_CHUNK = 64  # rows of y per [b, c, d] intermediate, at least
 
 
 def block_distances(
-    x: jax.Array, y: jax.Array, xx: jax.Array, yy: jax.Array, *, metric: str
+    x: jax.Array, y: jax.Array, xx: jax.Array, yy: jax.Array, *, distance: str
 ) -> jax.Array:
     """Distances between a row block and the gallery.
 
@@ -50,16 +50,16 @@ def block_distances(
       x: [b, d]. y: [m, d].
       xx: [b] and yy: [m] squared norms, computed by a separate call: inside this fusion
         XLA would recompute the row reduction for every output element (2x slower).
-      metric: one of ``DISTANCES``.
+      distance: one of ``DISTANCES``.
 
     Returns:
       [b, m] distances.
     """
     hi = jax.lax.Precision.HIGHEST
-    if metric in ("euclidean", "sqeuclidean"):
+    if distance in ("euclidean", "sqeuclidean"):
         sq = jnp.maximum(xx[:, None] + yy[None, :] - 2.0 * jnp.dot(x, y.T, precision=hi), 0.0)
-        return jnp.sqrt(sq) if metric == "euclidean" else sq
-    if metric == "cosine":
+        return jnp.sqrt(sq) if distance == "euclidean" else sq
+    if distance == "cosine":
         nx, ny = jnp.sqrt(xx), jnp.sqrt(yy)
         inv_x = jnp.where(nx > 0, 1.0 / jnp.where(nx > 0, nx, 1.0), 0.0)  # zero rows: cos 0
         inv_y = jnp.where(ny > 0, 1.0 / jnp.where(ny > 0, ny, 1.0), 0.0)
@@ -68,26 +68,26 @@ def block_distances(
     m = y.shape[0]
     c = max(1, min(m, _CHUNK_ELEMENTS // max(1, b * d)))
     if c == m:
-        return _elementwise(x, y, metric)
+        return _elementwise(x, y, distance)
     nc = -(-m // c)
     chunks = jnp.pad(y, ((0, nc * c - m), (0, 0))).reshape(nc, c, d)
-    out = jax.lax.map(lambda yc: _elementwise(x, yc, metric), chunks)  # [nc, b, c]
+    out = jax.lax.map(lambda yc: _elementwise(x, yc, distance), chunks)  # [nc, b, c]
     return out.transpose(1, 0, 2).reshape(b, nc * c)[:, :m]
 
 
-def _elementwise(x: jax.Array, y: jax.Array, metric: str) -> jax.Array:
+def _elementwise(x: jax.Array, y: jax.Array, distance: str) -> jax.Array:
     diff = x[:, None, :] - y[None, :, :]
-    if metric == "manhattan":
+    if distance == "manhattan":
         return jnp.sum(jnp.abs(diff), axis=-1)
     s = x[:, None, :] + y[None, :, :]
     return jnp.sum(jnp.where(s > 0, diff * diff / jnp.where(s > 0, s, 1.0), 0.0), axis=-1)
 
 
 sq_norms = jax.jit(lambda a: jnp.sum(a * a, axis=1))
-distances_jit = jax.jit(block_distances, static_argnames="metric")
+distances_jit = jax.jit(block_distances, static_argnames="distance")
 
 
-def row_block(block_size: int, m: int, d: int, metric: str) -> int:
+def row_block(block_size: int, m: int, d: int, distance: str) -> int:
     """Rows of x per jitted call: ``block_size``, or for the elementwise metrics as many as
     leave room for ``_MIN_CHUNK`` rows of y in a cache-sized [b, c, d] intermediate.
 
@@ -96,7 +96,7 @@ def row_block(block_size: int, m: int, d: int, metric: str) -> int:
     4,800 Python dispatches took 13.7 s where these 0.8 s (the same numbers).
     """
     del m
-    if metric in ("manhattan", "chi2"):
+    if distance in ("manhattan", "chi2"):
         return max(1, min(block_size, _CHUNK_ELEMENTS // max(1, d * _MIN_CHUNK)))
     return block_size
 
@@ -156,29 +156,29 @@ def _to_float32(a: np.ndarray, shift: int) -> np.ndarray:
 
 
 def scaled_features(
-    x, y, metric: str, block_size: int, *, names: tuple[str, str] = ("query", "gallery")
+    x, y, distance: str, block_size: int, *, names: tuple[str, str] = ("query", "gallery")
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Checks two feature matrices and divides both by one power of two ``2**shift``.
 
     The shift (``scale_shift`` of the largest magnitude over both) is 0 at ordinary
     scales, so the arrays are then the plain float32 casts. Rankings under any of
     ``DISTANCES`` are the same for the rescaled features (``DEGREE``); the distances are
-    ``2**(DEGREE[metric] * shift)`` times those of the rescaled features.
+    ``2**(DEGREE[distance] * shift)`` times those of the rescaled features.
 
     Args:
       x: [n, d] and y: [m, d] real features, any float or int dtype (float64 values beyond
-        float32's range are fine). metric: one of ``DISTANCES``. block_size: positive int.
+        float32's range are fine). distance: one of ``DISTANCES``. block_size: positive int.
       names: how the error messages call x and y.
 
     Returns:
       (x, y) float32 divided by 2**shift, and shift.
 
     Raises:
-      ValueError: unknown metric, bad block_size, not 2-D real arrays, NaN or inf (the
+      ValueError: unknown distance, bad block_size, not 2-D real arrays, NaN or inf (the
         count and the first place named), different dims, negative values for chi2.
     """
-    if metric not in DISTANCES:
-        raise ValueError(f"unknown metric {metric!r}; expected one of {DISTANCES}")
+    if distance not in DISTANCES:
+        raise ValueError(f"unknown distance {distance!r}; expected one of {DISTANCES}")
     if (
         isinstance(block_size, bool)
         or not isinstance(block_size, int | np.integer)
@@ -195,7 +195,7 @@ def scaled_features(
             f"{names[0]} and {names[1]} feature dims differ: {x.shape[1]} vs {y.shape[1]} "
             f"(shapes {x.shape} and {y.shape})"
         )
-    if metric == "chi2" and min(x_lo, y_lo) < 0:
+    if distance == "chi2" and min(x_lo, y_lo) < 0:
         which = names[0] if x_lo < 0 else names[1]
         raise ValueError(
             f"chi2 distance requires non-negative features; got negative values "
@@ -205,12 +205,12 @@ def scaled_features(
     return _to_float32(x, shift), _to_float32(y, shift), shift
 
 
-def check_features(x, y, metric: str, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+def check_features(x, y, distance: str, block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """``scaled_features`` without the rescaling: the checked float32 arrays.
 
     Raises ValueError also where float32 cannot hold the features.
     """
-    x, y, shift = scaled_features(x, y, metric, block_size)
+    x, y, shift = scaled_features(x, y, distance, block_size)
     if shift == 0:
         return x, y
     with np.errstate(over="ignore"):
@@ -230,7 +230,7 @@ def pairwise_distances(
     x: jax.typing.ArrayLike,
     y: jax.typing.ArrayLike,
     *,
-    metric: str = "euclidean",
+    distance: str = "euclidean",
     block_size: int = 1024,
 ) -> jax.Array:
     """Pairwise distances, computed jitted in row blocks of ``x``.
@@ -248,7 +248,7 @@ def pairwise_distances(
     Args:
       x: [n, d] features.
       y: [m, d] features.
-      metric: one of ``DISTANCES``.
+      distance: one of ``DISTANCES``.
       block_size: rows of ``x`` per jitted call (the last block is padded).
 
     Returns:
@@ -260,25 +260,25 @@ def pairwise_distances(
         its normal range (they would be zeros). Rankings are unaffected by the scale:
         ``warca_jax.evaluation`` ranks rescaled features.
     """
-    x, y, shift = scaled_features(x, y, metric, block_size, names=("x", "y"))
-    dist = blocked_distances(x, y, metric=metric, block_size=block_size)
-    return unscale_distances(dist, DEGREE[metric] * shift, metric)
+    x, y, shift = scaled_features(x, y, distance, block_size, names=("x", "y"))
+    dist = blocked_distances(x, y, distance=distance, block_size=block_size)
+    return unscale_distances(dist, DEGREE[distance] * shift, distance)
 
 
-def blocked_distances(x: np.ndarray, y: np.ndarray, *, metric: str, block_size: int) -> jax.Array:
+def blocked_distances(x: np.ndarray, y: np.ndarray, *, distance: str, block_size: int) -> jax.Array:
     """``pairwise_distances`` of checked float32 arrays as they are (no checks, no scaling)."""
-    b = row_block(block_size, y.shape[0], y.shape[1], metric)
+    b = row_block(block_size, y.shape[0], y.shape[1], distance)
     b = min(b, max(x.shape[0], 1))
     yj = jnp.asarray(y)
     yy = sq_norms(yj)
     out = []
     for i in range(0, x.shape[0], b):
         xb = jnp.asarray(pad_rows(x[i : i + b], b))
-        out.append(distances_jit(xb, yj, sq_norms(xb), yy, metric=metric)[: x.shape[0] - i])
+        out.append(distances_jit(xb, yj, sq_norms(xb), yy, distance=distance)[: x.shape[0] - i])
     return jnp.concatenate(out) if out else jnp.zeros((0, y.shape[0]), jnp.float32)
 
 
-def unscale_distances(dist: jax.Array, exponent: int, metric: str) -> jax.Array:
+def unscale_distances(dist: jax.Array, exponent: int, distance: str) -> jax.Array:
     """dist * 2**exponent, exactly, on the host (no flush of subnormal results to zero).
 
     Raises ValueError where float32 cannot hold the result: the largest distance above
@@ -294,13 +294,13 @@ def unscale_distances(dist: jax.Array, exponent: int, metric: str) -> jax.Array:
     digits = (math.log2(top) + exponent) * math.log10(2)
     if power > 128:
         raise ValueError(
-            f"{metric} distances of these features reach ~1e{digits:.0f}, beyond float32's "
+            f"{distance} distances of these features reach ~1e{digits:.0f}, beyond float32's "
             f"range (3.4e38); divide the features by a common factor (no ranking changes: "
             f"warca_jax.evaluation rescales them on its own)"
         )
     if power < -125:
         raise ValueError(
-            f"{metric} distances of these features are all below ~1e{digits:.0f}, under "
+            f"{distance} distances of these features are all below ~1e{digits:.0f}, under "
             f"float32's normal range (1.2e-38): they would be zeros or lose precision; "
             f"multiply the features by a common factor (no ranking changes: "
             f"warca_jax.evaluation rescales them on its own)"

@@ -85,7 +85,7 @@ def kernel_matrix(
     check_kernel_input(x, kernel)
     if kernel == "linear":
         return jnp.asarray(x, jnp.float32) @ jnp.asarray(y, jnp.float32).T
-    dist = distances.pairwise_distances(x, y, metric=_DISTANCE[kernel])
+    dist = distances.pairwise_distances(x, y, distance=_DISTANCE[kernel])
     if kernel == "chi2":
         sx = jnp.sum(jnp.asarray(x, jnp.float32), 1)[:, None]
         sy = jnp.sum(jnp.asarray(y, jnp.float32), 1)[None, :]
@@ -124,7 +124,7 @@ def default_gamma(x: np.ndarray, kernel: str) -> float:
     """
     if not needs_gamma(kernel):
         return 1.0
-    return _gamma_from(distances.pairwise_distances(x, x, metric=_DISTANCE[kernel]), kernel)
+    return _gamma_from(distances.pairwise_distances(x, x, distance=_DISTANCE[kernel]), kernel)
 
 
 def gram_matrix(x: np.ndarray, *, kernel: str, gamma: float = 0.0) -> tuple[jax.Array, float]:
@@ -139,7 +139,7 @@ def gram_matrix(x: np.ndarray, *, kernel: str, gamma: float = 0.0) -> tuple[jax.
     check_kernel_input(x, kernel)
     if not needs_gamma(kernel):
         return kernel_matrix(x, x, kernel=kernel), 1.0
-    dist = distances.pairwise_distances(x, x, metric=_DISTANCE[kernel])
+    dist = distances.pairwise_distances(x, x, distance=_DISTANCE[kernel])
     if gamma <= 0:
         gamma = _gamma_from(dist, kernel)
     return jnp.exp(-gamma * dist), float(gamma)

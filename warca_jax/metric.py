@@ -224,7 +224,7 @@ class Metric:
             kyy = kernels.kernel_diagonal(ey, kernel=self.kernel, gamma=self.gamma)
             sq = kxx[:, None] + kyy[None, :] - 2.0 * kxy
             return np.sqrt(np.maximum(np.asarray(sq), 0.0))
-        return np.asarray(distances.pairwise_distances(ex, ey, metric=self.distance))
+        return np.asarray(distances.pairwise_distances(ex, ey, distance=self.distance))
 
     def mahalanobis_matrix(self) -> np.ndarray:
         """M = W^T W of a linear metric ([D, D]); identity for an identity metric."""

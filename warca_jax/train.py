@@ -165,14 +165,14 @@ def evaluate_metric(
     emb = (metric.transform(x[q]), metric.transform(x[g]))
     if rerank:
         return evaluation.evaluate_reranked(
-            *emb, *ids, metric=metric.distance, single_shot=eval_cfg.single_shot,
+            *emb, *ids, distance=metric.distance, single_shot=eval_cfg.single_shot,
             repeats=eval_cfg.repeats, seed=seed,
         )  # fmt: skip
     if eval_cfg.single_shot:
         return evaluation.single_shot_evaluate(
-            *emb, *ids, metric=metric.distance, repeats=eval_cfg.repeats, seed=seed
+            *emb, *ids, distance=metric.distance, repeats=eval_cfg.repeats, seed=seed
         )
-    return evaluation.evaluate(*emb, *ids, metric=metric.distance)
+    return evaluation.evaluate(*emb, *ids, distance=metric.distance)
 
 
 def _jsonable(result: dict) -> dict:

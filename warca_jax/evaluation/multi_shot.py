@@ -31,7 +31,7 @@ def evaluate(
     query_cams: jax.typing.ArrayLike,
     gallery_cams: jax.typing.ArrayLike,
     *,
-    metric: str = "euclidean",
+    distance: str = "euclidean",
     max_rank: int | None = None,
     block_size: int = 256,
     mesh: Mesh | None = None,
@@ -49,7 +49,7 @@ def evaluate(
     Args:
       query_features: [nq, d]. gallery_features: [ng, d].
       query_labels, query_cams: [nq] ints. gallery_labels, gallery_cams: [ng] ints.
-      metric: one of ``DISTANCES``.
+      distance: one of ``DISTANCES``.
       max_rank: length of the returned CMC (default: gallery size).
       block_size: queries per distance tile (for ``manhattan``/``chi2`` capped so that
         block * gallery_chunk * d stays below 2M elements, as in ``pairwise_distances``).
@@ -63,7 +63,7 @@ def evaluate(
 
     Raises:
       ValueError: bad features (not 2-D, NaN or inf, dims differ, negative for chi2), ids
-        (not integers, lengths not matching the features), metric, ``max_rank``,
+        (not integers, lengths not matching the features), distance, ``max_rank``,
         ``block_size``, ``mesh`` or ``gallery_chunk``; no query or gallery entry; or no
         query with a true match in the gallery.
       RuntimeError: the device gave different distances for the same tile twice.
@@ -75,7 +75,7 @@ def evaluate(
       (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
     """
     # Rescaled by a common power of two: the same ranking, at any finite scale.
-    x, y, _ = scaled_features(query_features, gallery_features, metric, block_size)
+    x, y, _ = scaled_features(query_features, gallery_features, distance, block_size)
     ql, gl, qc, gc = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
@@ -83,8 +83,10 @@ def evaluate(
     mesh = _check_mesh_and_chunk(mesh, gallery_chunk)
     kept = np.flatnonzero(gl != -1)
     chunk = max(1, min(int(gallery_chunk), len(kept)))
-    b = row_block(block_size, chunk, y.shape[1], metric)
-    gallery = _GallerySweep(y, kept, mesh=mesh, metric=metric, chunk=chunk) if len(kept) else None
+    b = row_block(block_size, chunk, y.shape[1], distance)
+    gallery = (
+        _GallerySweep(y, kept, mesh=mesh, distance=distance, chunk=chunk) if len(kept) else None
+    )
 
     def block_ranks(queries, same, present):
         return gallery.ranks(pad_rows(x[queries], same.shape[0]), same, present)

@@ -86,23 +86,23 @@ def k_reciprocal_features(
     query: jax.typing.ArrayLike,
     gallery: jax.typing.ArrayLike,
     *,
-    metric: str = "euclidean",
+    distance: str = "euclidean",
     k1: int = K1,
     k2: int = K2,
     lambda_: float = LAMBDA,
     block: int = BLOCK,
 ) -> np.ndarray:
-    """Re-ranked [nq, ng] distances of features: ``k_reciprocal`` of their ``metric``
+    """Re-ranked [nq, ng] distances of features: ``k_reciprocal`` of their ``distance``
     distances, each block of rows computed when needed (no N x N matrix is ever held).
 
     The features are rescaled as in ``evaluate`` (a common power of two; the re-ranked
     distances do not change, the original distance being normalised per row).
     """
-    x, y, _ = scaled_features(query, gallery, metric, 1)
+    x, y, _ = scaled_features(query, gallery, distance, 1)
     both = np.concatenate([x, y])
 
     def rows(lo: int, hi: int) -> np.ndarray:
-        return np.asarray(blocked_distances(both[lo:hi], both, metric=metric, block_size=block))
+        return np.asarray(blocked_distances(both[lo:hi], both, distance=distance, block_size=block))
 
     return _rerank(rows, len(x), len(y), k1=k1, k2=k2, lambda_=lambda_, block=block)
 
@@ -115,7 +115,7 @@ def evaluate_reranked(
     query_cams: jax.typing.ArrayLike,
     gallery_cams: jax.typing.ArrayLike,
     *,
-    metric: str = "euclidean",
+    distance: str = "euclidean",
     k1: int = K1,
     k2: int = K2,
     lambda_: float = LAMBDA,
@@ -131,7 +131,7 @@ def evaluate_reranked(
 
     ids = (query_labels, gallery_labels, query_cams, gallery_cams)
     dist = k_reciprocal_features(
-        query_features, gallery_features, metric=metric, k1=k1, k2=k2, lambda_=lambda_
+        query_features, gallery_features, distance=distance, k1=k1, k2=k2, lambda_=lambda_
     )
     if single_shot:
         return single_shot_evaluate_distances(

@@ -44,7 +44,7 @@ def single_shot_evaluate(
     query_cams: jax.typing.ArrayLike,
     gallery_cams: jax.typing.ArrayLike,
     *,
-    metric: str = "euclidean",
+    distance: str = "euclidean",
     repeats: int = 10,
     seed: int = 0,
     max_rank: int | None = None,
@@ -58,7 +58,7 @@ def single_shot_evaluate(
     Args:
       query_features: [nq, d]. gallery_features: [ng, d].
       query_labels, query_cams: [nq] ints. gallery_labels, gallery_cams: [ng] ints.
-      metric: one of ``DISTANCES``.
+      distance: one of ``DISTANCES``.
       repeats: number of random draws (>= 1).
       seed: seed of the draws.
       max_rank: CMC length per repeat (default: the single-shot gallery size).
@@ -69,13 +69,13 @@ def single_shot_evaluate(
     """
     # Rescaled by a common power of two (the same ranking, at any finite scale); the
     # distances ranked are those of the rescaled features.
-    x, y, _ = scaled_features(query_features, gallery_features, metric, 1)
+    x, y, _ = scaled_features(query_features, gallery_features, distance, 1)
     _, gl, _, _ = _check_protocol(
         query_labels, gallery_labels, query_cams, gallery_cams, len(x), len(y), max_rank
     )
     _check_sizes(len(x), gl, "the features have")
     _check_draw(draw)
-    dist = np.asarray(blocked_distances(x, y, metric=metric, block_size=1024))
+    dist = np.asarray(blocked_distances(x, y, distance=distance, block_size=1024))
     return single_shot_evaluate_distances(
         dist,
         query_labels,

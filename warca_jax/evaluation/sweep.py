@@ -41,7 +41,7 @@ GALLERY_CHUNK = 2048  # default gallery columns per distance tile of ``evaluate`
 
 
 @functools.cache
-def _sweep_fn(mesh: Mesh, metric: str, chunk: int) -> Callable:
+def _sweep_fn(mesh: Mesh, distance: str, chunk: int) -> Callable:
     """The jitted sweep of one query block over a gallery sharded by rows on ``mesh``.
 
     The function returned maps ``(x, xx, y, yy, thr, thr_idx, num_slots, num_cols)`` with
@@ -68,7 +68,7 @@ def _sweep_fn(mesh: Mesh, metric: str, chunk: int) -> Callable:
             y_tile, yy_tile, s = tile
             start = offset + s * chunk
             cols = start + tile_cols
-            dist = block_distances(x, y_tile, xx, yy_tile, metric=metric)
+            dist = block_distances(x, y_tile, xx, yy_tile, distance=distance)
             dist = jnp.where(cols[None, :] < num_cols, dist, jnp.inf)
             at = thr_idx - start
             own = jnp.take_along_axis(dist, jnp.clip(at, 0, chunk - 1), axis=1)
@@ -158,16 +158,16 @@ def _place_rows(y: np.ndarray, kept: np.ndarray, n: int, mesh: Mesh) -> jax.Arra
 class _GallerySweep:
     """The gallery without label -1, on a mesh, and the count ranking of query blocks."""
 
-    def __init__(self, y: np.ndarray, kept: np.ndarray, *, mesh: Mesh, metric: str, chunk: int):
+    def __init__(self, y: np.ndarray, kept: np.ndarray, *, mesh: Mesh, distance: str, chunk: int):
         """Places ``y[kept]`` sharded by rows, zero-padded to a multiple of devices x chunk.
 
         Args:
           y: [ng, d] float32 gallery features. kept: [g] indices of the rows to rank (g > 0).
-          mesh: 1-D mesh over ``sharding.DATA``. metric: one of ``DISTANCES``.
+          mesh: 1-D mesh over ``sharding.DATA``. distance: one of ``DISTANCES``.
           chunk: gallery columns per distance tile.
         """
         self.mesh, self.chunk, self.num_cols = mesh, chunk, len(kept)
-        self.sweep = _sweep_fn(mesh, metric, chunk)
+        self.sweep = _sweep_fn(mesh, distance, chunk)
         self.gather = _gather_fn(mesh)
         self.y = _place_rows(y, kept, self._padded(len(kept)), mesh)
         self.yy = sq_norms(self.y)

@@ -173,7 +173,7 @@ class KMeansMetric(Metric):
                 d = distances.pairwise_distances(
                     distances.pad_rows(q[rows], -(-rows.size // block) * block),
                     distances.pad_rows(g[cols], width),
-                    metric="euclidean",
+                    distance="euclidean",
                     block_size=block,
                 )
                 out[np.ix_(rows, cols)] = np.asarray(d)[: rows.size, : cols.size]

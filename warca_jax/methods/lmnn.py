@@ -49,6 +49,7 @@ from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
+from warca_jax.methods._constraints import nearest_by_label
 from warca_jax.metric import Metric
 
 SCHEDULES = ("constant", "cosine")
@@ -87,47 +88,6 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
 validate = _checks.validator(
     "LMNN", check_config, scale_free=False, scale_note=" (LMNN's margin is in the features' units)"
 )
-
-
-@functools.partial(jax.jit, static_argnames=("k", "same", "block_size"))
-def nearest_by_label(
-    z: jax.Array, labels: jax.Array, *, k: int, same: bool, block_size: int
-) -> tuple[jax.Array, jax.Array]:
-    """Each point's k nearest same-label (others) or different-label points, in row blocks.
-
-    Args:
-      z: [N, d] points (embedded in the current metric).
-      labels: [N] int labels.
-      k: neighbours per point.
-      same: same-label neighbours (self excluded) or different-label ones.
-      block_size: rows whose [block_size, N] distances are formed at once.
-
-    Returns:
-      (index [N, k] int32, valid [N, k] bool): nearest first; ``valid`` is False
-      where a point has fewer than k such neighbours.
-    """
-    n = z.shape[0]
-    nb = -(-n // block_size)
-    pad = nb * block_size - n
-    zp = jnp.pad(z, ((0, pad), (0, 0)))
-    lp = jnp.pad(labels, (0, pad))
-    sq = jnp.sum(z * z, axis=1)
-    cols = jnp.arange(n)
-
-    def block(start):
-        zb = jax.lax.dynamic_slice_in_dim(zp, start, block_size)
-        lb = jax.lax.dynamic_slice_in_dim(lp, start, block_size)
-        dist = jnp.sum(zb * zb, axis=1)[:, None] + sq[None, :] - 2.0 * zb @ z.T
-        if same:
-            rows = start + jnp.arange(block_size)
-            mask = (lb[:, None] == labels[None, :]) & (rows[:, None] != cols[None, :])
-        else:
-            mask = lb[:, None] != labels[None, :]
-        neg, idx = jax.lax.top_k(jnp.where(mask, -dist, -jnp.inf), k)
-        return idx.astype(jnp.int32), jnp.isfinite(neg)
-
-    idx, valid = jax.lax.map(block, jnp.arange(nb) * block_size)
-    return idx.reshape(-1, k)[:n], valid.reshape(-1, k)[:n]
 
 
 def _pair_sq(z: jax.Array, idx: jax.Array) -> jax.Array:
