@@ -21,8 +21,7 @@ def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     c.method = ml_collections.ConfigDict()
     c.method.name = "frml"
     c.method.dim = 40  # rank r of M = U diag(s) U^T (the output dimension of W).
-    c.method.regularizer = "l2"  # 'l2' (lam/2 ||M||_F^2) or 'none'.
-    c.method.lam = 1e-2  # weight of the L2 regulariser.
+    c.method.lam = 1e-2  # weight of the L2 regulariser lam/2 ||M||_F^2 (0: none).
     c.method.margin = 1.0  # gamma of the hinge, in squared Mahalanobis distance.
     c.method.weighting = "harmonic"  # WARP rank weighting L(r): 'harmonic' or 'uniform'.
     c.method.sampler = "exact"  # violator rank: 'exact' count or 'wsabie' estimate.

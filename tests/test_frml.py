@@ -104,7 +104,7 @@ def test_same_seed_same_result():
         (lambda x, y: (np.where(x > 2, np.nan, x), y), {}, "NaN or inf"),
         (lambda x, y: (x, np.arange(len(y))), {}, "2 identities with two or more"),
         (lambda x, y: (x, y), {"dim": 17}, "rank dim"),
-        (lambda x, y: (x, y), {"regularizer": "lmnn"}, "unknown regularizer"),
+        (lambda x, y: (x, y), {"lam": -1.0}, "lam"),
         (lambda x, y: (x, y), {"sampler": "warp"}, "unknown sampler"),
         (lambda x, y: (x, y), {"learning_rate": -1.0}, "learning_rate"),
         (lambda x, y: (x, y), {"batch_size": 0}, "batch_size"),

@@ -10,7 +10,7 @@ minimises
 
     f(M) = 1/B sum_b L(rank_b) [gamma + <M, u u^T - v v^T>]_+ + lam/2 ||M||_F^2
 
-(u = x_i - x_j, v = x_i - x_k; ``regularizer='none'`` drops the L2 term) by
+(u = x_i - x_j, v = x_i - x_k; ``lam = 0`` drops the L2 term) by
 Riemannian SGD on the manifold of rank-r PSD matrices, the update the WARCA
 paper (sections 2 and 3.2) contrasts with its AON penalty:
 
@@ -45,8 +45,6 @@ from warca_jax import losses, sampling, training
 from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
-REGULARIZERS = ("l2", "none")
-
 
 class FrmlState(NamedTuple):
     """M = U diag(s) U^T and the step counter."""
@@ -65,7 +63,6 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
     _checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
     _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
     _checks.check_number(cfg, "lam", low=0)
-    _checks.check_choice(cfg, "regularizer", REGULARIZERS)
     _checks.check_choice(cfg, "sampler", sampling.SAMPLERS)
     _checks.check_choice(cfg, "weighting", losses.WEIGHTINGS)
 
@@ -107,7 +104,7 @@ def _num_bits(cfg, n: int) -> int:
 def _step_fn(cfg) -> Callable:
     """The un-jitted ``step(state, x, table, bits) -> (state, metrics)``."""
     margin, b, lr = float(cfg.margin), cfg.batch_size, float(cfg.learning_rate)
-    lam = float(cfg.lam) if cfg.regularizer == "l2" else 0.0
+    lam = float(cfg.lam)
 
     def step(state: FrmlState, x, table: sampling.PairTable, bits):
         n = x.shape[0]
