@@ -14,9 +14,10 @@ Variants (``--config=configs/study_figures.py:<arg>``):
   small      a shrunk run for tests (60 identities, kNN and both SGD optimisers, 20 epochs).
 
 Each entry of ``methods`` is a config label ``file`` or ``file:variant`` of configs/; only
-that config's ``method`` section is used, with ``method_overrides`` applied, on this
+that config's ``method`` section is used, with ``overrides`` applied, on this
 config's data. Override any field on the command line, e.g.
-  --config.methods=nn,kissme,triplet_sgd --config.ranked.method=kissme --config.max_rank=30
+  --config.methods="('nn','kissme','triplet_sgd')" --config.ranked.method=kissme \\
+  --config.max_rank=30
 """
 
 import ml_collections
@@ -26,7 +27,16 @@ from configs.warca import ORL_PATH
 
 VARIANTS = ("synthetic", "orl", "small")
 
-_STUDY_METHODS = "nn,nn:manhattan,nn:cosine,kmeans:two,mahalanobis,kissme,pairwise_sgd,triplet_sgd"
+_STUDY_METHODS = (
+    "nn",
+    "nn:manhattan",
+    "nn:cosine",
+    "kmeans:two",
+    "mahalanobis",
+    "kissme",
+    "pairwise_sgd",
+    "triplet_sgd",
+)
 
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
@@ -45,11 +55,13 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     c.eval.single_shot = False
     c.eval.repeats = 10  # single-shot repetitions.
 
-    # Config labels ('file' or 'file:variant' of configs/), comma-separated, in legend order.
+    # Config labels ('file' or 'file:variant' of configs/), a tuple in legend order, e.g.
+    # --config.methods="('nn','kissme')".
     c.methods = _STUDY_METHODS
-    # JSON object: label -> {method field: value}, applied to that label's method section,
-    # e.g. '{"pairwise_sgd": {"num_val_ids": 5}}'. A field the section lacks is refused.
-    c.method_overrides = ""
+    # label -> {method field: value}, applied to that label's method section, e.g.
+    # --config.overrides="{'pairwise_sgd': {'num_val_ids': 5}}". A field the section lacks
+    # is refused.
+    c.overrides = ml_collections.ConfigDict()
     c.num_splits = 1  # the first splits of the dataset used; rank-k values are averaged.
     c.max_rank = 20  # last rank k of the rank-k curves (at most the smallest gallery).
 
@@ -65,11 +77,12 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
         c.data.name = "orl"
         c.data.path = ORL_PATH
         c.data.descriptor = "color_lbp"
-        c.methods = _STUDY_METHODS.replace("nn:cosine,", "nn:cosine,nn:chi2,")
-        sgd = '{"dim": 64, "init": "orthonormal", "num_val_ids": 5}'
-        c.method_overrides = f'{{"pairwise_sgd": {sgd}, "triplet_sgd": {sgd}}}'
+        at = _STUDY_METHODS.index("nn:cosine") + 1
+        c.methods = (*_STUDY_METHODS[:at], "nn:chi2", *_STUDY_METHODS[at:])
+        sgd = {"dim": 64, "init": "orthonormal", "num_val_ids": 5}
+        c.overrides = {"pairwise_sgd": dict(sgd), "triplet_sgd": dict(sgd)}
     elif arg == "small":
-        c.methods = "nn,pairwise_sgd:small,triplet_sgd:small"
+        c.methods = ("nn", "pairwise_sgd:small", "triplet_sgd:small")
         c.ranked.method = "triplet_sgd:small"
         c.ranked.num_queries = 3
         c.max_rank = 10

@@ -1,7 +1,7 @@
 r"""The CUHK03 study's figures as one command: rank-k curves, ranked lists, validation costs.
 
   python -m experiments.study_figures --config=configs/study_figures.py[:variant] \
-      --workdir=/tmp/figures [--config.methods=nn,kissme,triplet_sgd]
+      --workdir=/tmp/figures [--config.methods="('nn','kissme','triplet_sgd')"]
 
 For every config label of ``config.methods`` it fits that config's method on the first
 ``config.num_splits`` splits of the configured dataset, evaluates it with
@@ -31,7 +31,6 @@ identity and camera and entries labelled -1 are removed, and ties keep gallery o
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -41,8 +40,7 @@ import numpy as np
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-import configs
-from configs import common
+from experiments.protocol import fields, plan
 from warca_jax import cli, datasets, methods, plots, train
 from warca_jax import data as data_lib
 from warca_jax import workdir as workdir_lib
@@ -53,67 +51,25 @@ TABLE_RANKS = (1, 5, 10)
 
 
 # ----------------------------------------------------------------------------- config
-def _config_files() -> list[str]:
-    folder = os.path.dirname(configs.__file__)
-    return sorted(
-        f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f not in ("__init__.py",)
-    )
-
-
-def resolve_label(label: str) -> ml_collections.ConfigDict:
-    """The ``method`` section of the config named by ``label`` ('file' or 'file:variant').
-
-    Raises:
-      ValueError: an unknown config file or variant, or a config without a method section.
-    """
-    file, _, variant = label.partition(":")
-    known = [f for f in _config_files() if f != "common"]
-    if not file or file not in known:
-        raise ValueError(
-            f"unknown method label {label!r}: no configs/{file}.py; expected 'file' or "
-            f"'file:variant' with file one of {known}"
-        )
-    module = importlib.import_module(f"configs.{file}")
-    try:
-        config = module.get_config(variant) if variant else module.get_config()
-    except ValueError as e:
-        raise ValueError(f"method label {label!r}: {e}") from None
-    if "method" not in config:
-        raise ValueError(f"method label {label!r}: configs/{file}.py has no method section")
-    return config.method
-
-
 def method_configs(config) -> dict[str, ml_collections.ConfigDict]:
-    """Label -> method section (overrides applied) of every entry of ``config.methods``."""
-    labels = [s.strip() for s in config.methods.split(",")]
-    if not config.methods.strip() or any(not s for s in labels):
-        raise ValueError(
-            f"methods must be a comma-separated list of config labels such as 'nn,kissme'; "
-            f"got {config.methods!r}"
-        )
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"methods lists a label twice: {config.methods!r}")
-    out = {label: resolve_label(label) for label in labels}
-    try:
-        overrides = json.loads(config.method_overrides or "{}")
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"method_overrides must be a JSON object label -> {{field: value}}; got "
-            f"{config.method_overrides!r} ({e})"
-        ) from None
-    if not isinstance(overrides, dict) or not all(isinstance(v, dict) for v in overrides.values()):
-        raise ValueError(
-            f"method_overrides must map labels to objects of fields, got {overrides!r}"
-        )
-    for label, fields in overrides.items():
-        if label not in out:
-            raise ValueError(
-                f"method_overrides names {label!r}, which is not in methods {list(out)}"
-            )
-        try:
-            out[label] = common.overridden(out[label], **fields)
-        except KeyError as e:
-            raise ValueError(f"method_overrides for {label!r}: {e.args[0]}") from None
+    """Label -> method section (``config.overrides`` applied) of every ``config.methods``.
+
+    Labels and overrides are read as the protocol reads them (``experiments.protocol``):
+    a tuple of labels 'file' or 'file:variant' of configs/, and a map label -> {field:
+    value} whose fields must exist in that label's method section.
+    """
+    labels = fields.names(config, "methods")
+    if not labels:
+        raise ValueError(f"config.methods is empty{fields.expect('methods')}")
+    out = {label: plan.method_config(label) for label in labels}
+    overrides = fields.overrides(config)
+    unknown = sorted(set(overrides) - set(out))
+    if unknown:
+        raise ValueError(f"config.overrides names {unknown}, which are not in methods {labels}")
+    for label, values in overrides.items():
+        out[label].unlock()
+        plan.apply_overrides(label, out[label], values)
+        out[label].lock()
     return out
 
 

@@ -13,6 +13,7 @@ from PIL import Image
 
 from configs.study_figures import get_config
 from experiments import study_figures
+from experiments.protocol import plan
 from warca_jax import data, datasets, evaluation, plots, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def small_run(tmp_path_factory):
 def test_small_run_writes_every_file(small_run):
     workdir, results = small_run
     config = get_config("small")
-    labels = config.methods.split(",")
+    labels = list(config.methods)
     for name, min_size in (
         ("rank_k.png", (500, 300)),
         ("ranked_list.png", (800, 300)),
@@ -102,7 +103,7 @@ def test_small_run_has_one_validation_point_per_check(small_run):
     sgd = {"pairwise_sgd:small", "triplet_sgd:small"}
     assert set(results["validation_cost"]) == sgd
     for label in sgd:
-        method = study_figures.resolve_label(label)
+        method = plan.method_config(label)
         curve = results["validation_cost"][label]
         checks = list(range(method.val_every, method.num_epochs + 1, method.val_every))
         assert curve["epoch"] == checks and len(curve["val_cost"]) == len(checks)
@@ -236,16 +237,19 @@ def test_validation_cost_plot_checks_its_curves(tmp_path):
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"methods": "nn,nope"}, "unknown method label 'nope'"),
-        ({"methods": "nn:nope"}, "method label 'nn:nope': unknown variant"),
-        ({"methods": "nn,study_figures"}, "has no method section"),
-        ({"methods": "nn,,kissme"}, "comma-separated"),
+        ({"methods": ("nn", "nope")}, "unknown method label 'nope'"),
+        ({"methods": ("nn:nope",)}, "unknown variant in method label 'nn:nope'"),
+        ({"methods": ("nn", "study_figures")}, "has no method section"),
+        ({"methods": ("nn,kissme",)}, "not a comma-separated string"),
+        ({"methods": ("nn", "nn")}, "more than once"),
+        ({"methods": ()}, "config.methods is empty"),
         ({"max_rank": 0}, "max_rank must be an int >= 1"),
         ({"ranked.num_queries": 0}, "ranked.num_queries must be an int >= 1"),
         ({"ranked.method": "kissme"}, "ranked.method 'kissme' must be one of"),
-        ({"method_overrides": '{"nn": {"distanse": 1}}'}, "distanse"),
-        ({"method_overrides": '{"kissme": {}}'}, "not in methods"),
-        ({"method_overrides": "[1"}, "JSON object"),
+        ({"overrides": {"nn": {"distanse": 1}}}, "distanse"),
+        ({"overrides": {"kissme": {}}}, "not in methods"),
+        ({"overrides": {"nn": {"distance": 3}}}, "must be a string"),
+        ({"overrides": {"nn": 3}}, "must be a map field -> value"),
     ],
 )
 def test_bad_configs_are_refused_before_loading_data(fields, message, monkeypatch, tmp_path):

@@ -96,17 +96,14 @@ def _override_value(label: str, key: str, old, value):
     return value
 
 
-def run_method_config(config, label: str, name: str, dim: int, **overrides):
-    """The method section of one run.
+def apply_overrides(label: str, cfg: ml_collections.ConfigDict, values: dict) -> None:
+    """Sets ``config.overrides[label]`` (``values``: field -> value) on the unlocked ``cfg``.
 
-    The label's config, then the dataset's output dimension (for ``config.dim_methods``),
-    then ``config.overrides[label]``, then ``overrides`` (the cross-validated values).
+    Raises:
+      ValueError: a field the method section lacks, the method name, or a value of the
+        wrong type (named with the field and what it holds).
     """
-    cfg = method_config(label)
-    cfg.unlock()
-    if "dim" in cfg and label in fields.names(config, "dim_methods"):
-        cfg.dim = dim
-    for key, value in fields.overrides(config).get(label, {}).items():
+    for key, value in values.items():
         if key not in cfg:
             raise ValueError(
                 f"config.overrides[{label!r}][{key!r}]: its method section has no such "
@@ -119,6 +116,19 @@ def run_method_config(config, label: str, name: str, dim: int, **overrides):
             cfg[key] = value
         except TypeError as e:
             raise ValueError(f"config.overrides[{label!r}][{key!r}] = {value!r}: {e}") from None
+
+
+def run_method_config(config, label: str, name: str, dim: int, **overrides):
+    """The method section of one run.
+
+    The label's config, then the dataset's output dimension (for ``config.dim_methods``),
+    then ``config.overrides[label]``, then ``overrides`` (the cross-validated values).
+    """
+    cfg = method_config(label)
+    cfg.unlock()
+    if "dim" in cfg and label in fields.names(config, "dim_methods"):
+        cfg.dim = dim
+    apply_overrides(label, cfg, fields.overrides(config).get(label, {}))
     for key, value in overrides.items():
         if key not in cfg:
             raise ValueError(
