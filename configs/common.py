@@ -27,7 +27,8 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
     c.data.batch_size = 256  # images per batch while extracting descriptors.
-    c.data.loader_options = ""  # further loader options as JSON, e.g. '{"variant": "detected"}'.
+    # further loader options, a map, e.g. --config.data.loader_options="{'variant': 'detected'}".
+    c.data.loader_options = ml_collections.ConfigDict()
     c.data.num_splits = 10  # random identity splits when the data has no fixed splits.
     c.data.num_train_ids = 0  # identities for training (0: all that are not for test).
     c.data.num_test_ids = 0  # identities for test (0: half of them).

@@ -163,7 +163,7 @@ def image_paths(data_cfg, dataset: data_lib.Dataset) -> tuple[str, ...] | None:
         datasets.get_loader(data_cfg.name)
     except ValueError:
         return None
-    options = datasets.loader_options(data_cfg.loader_options)
+    options = datasets.loader_options(data_cfg.loader_options, data_cfg.name)
     found = datasets.load(data_cfg.name, os.path.expanduser(data_cfg.path), **options)
     if not isinstance(found, datasets.ImageSet):
         return None  # a feature file: no images

@@ -173,9 +173,11 @@ def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
 
 
 def test_registered_dataset_options_are_checked(tmp_path):
-    bad_json = _small(name="orl", path=str(ORL), loader_options="{variant: x}")
-    with pytest.raises(ValueError, match="JSON object"):
-        datasets.from_config(bad_json.data)
+    bad_option = _small(name="orl", path=str(ORL), loader_options={"variant": "x"})
+    with pytest.raises(ValueError, match="dataset 'orl' takes no option"):
+        datasets.from_config(bad_option.data)
+    with pytest.raises(ValueError, match="must be a map option -> value"):
+        datasets.loader_options("{'variant': 'x'}")
     no_path = _small(name="viper", path="")
     with pytest.raises(ValueError, match="needs data.path"):
         datasets.from_config(no_path.data)

@@ -31,8 +31,10 @@ them with its validators; `warca_jax.data` never imports it.
 from __future__ import annotations
 
 import inspect
-import json
 import os
+from collections.abc import Mapping
+
+import ml_collections
 
 from warca_jax import data
 from warca_jax.datasets.base import ImageSet, to_dataset
@@ -157,8 +159,8 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         folder), `num_splits`, `num_train_ids` and `num_test_ids` (0: the defaults of
         `data.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
         arguments of `make_synthetic` but the seed), and for datasets read from images
-        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a JSON object of
-        further loader options, e.g. '{"variant": "detected"}').
+        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a map of further
+        loader options, e.g. {"variant": "detected"}).
       progress: show a progress bar while descriptors are extracted from images.
 
     Returns:
@@ -194,7 +196,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         raise ValueError(f"unknown dataset name {cfg.name!r}; valid names: {list(NAMES)}") from None
     if not path:
         raise ValueError(f"dataset {cfg.name!r} needs data.path: its folder (or file)")
-    options = loader_options(cfg.get("loader_options", ""))
+    options = loader_options(cfg.get("loader_options", {}), cfg.name)
     takes = inspect.signature(loader).parameters
     key = _key(cfg.name)
     for name, value in split_args.items():
@@ -219,15 +221,24 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
     )
 
 
-def loader_options(text: str) -> dict:
-    """``data.loader_options`` (a JSON object) as a dict, or a ValueError naming it."""
-    try:
-        options = json.loads(text or "{}")
-    except json.JSONDecodeError as e:
+def loader_options(value, name: str | None = None) -> dict:
+    """``data.loader_options`` (a map option -> value) as a dict, or a ValueError naming it.
+
+    With ``name``, every option must be one that dataset's loader takes.
+    """
+    if not isinstance(value, Mapping | ml_collections.ConfigDict):
         raise ValueError(
-            f'data.loader_options must be a JSON object, e.g. \'{{"variant": "detected"}}\';'
-            f" got {text!r} ({e})"
-        ) from None
-    if not isinstance(options, dict):
-        raise ValueError(f"data.loader_options must be a JSON object; got {options!r}")
+            "data.loader_options must be a map option -> value, e.g. "
+            f"--config.data.loader_options=\"{{'variant': 'detected'}}\"; got {value!r}"
+        )
+    options = dict(value.items())
+    if name is not None:
+        params = inspect.signature(get_loader(name)).parameters
+        valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(
+                f"data.loader_options: dataset {name!r} takes no option(s) {unknown}; "
+                f"its options are {valid}"
+            )
     return options
