@@ -166,7 +166,7 @@ INF_G[4, 3] = -np.inf
     [
         (dict(query_labels=np.array(["a", "b", "c"])), r"query_labels must hold integers.*<U1"),
         (dict(gallery_cams=["c1"] * 5), r"gallery_cams must hold integers.*<U2"),
-        (dict(query_labels=[1.5, 2, 3]), r"non-integer values \(first at index 0: 1.5\)"),
+        (dict(query_labels=[1.5, 2, 3]), r"not whole numbers \(first at index 0: 1.5\)"),
         (dict(query_labels=[1, 2]), "query_labels has 2 entries but the query features have 3"),
         (dict(gallery_cams=[1, 2]), "gallery_cams has 2 entries but the gallery features have 5"),
         (dict(query_features=NAN_Q), r"query features hold 3 NaN or inf values \(first at row 2"),

@@ -129,14 +129,17 @@ def test_features_equal_up_to_float32_rounding_are_refused():
 @pytest.mark.parametrize(
     "labels, match",
     [
-        (lambda y: np.where(np.arange(len(y)) < 3, np.nan, y.astype(float)), "NaN or inf"),
+        (
+            lambda y: np.where(np.arange(len(y)) < 3, np.nan, y.astype(float)),
+            "3 values are not whole numbers",
+        ),
         (lambda y: y + 0.5, "not whole numbers"),
-        (lambda y: np.array([f"id{v}" for v in y]), "integer identity ids, got dtype <U"),
+        (lambda y: np.array([f"id{v}" for v in y]), "hold integers, got dtype <U"),
     ],
 )
 def test_bad_labels_are_refused_by_warca_fit(labels, match):
     x, y, _, _ = _PROBLEM
-    with pytest.raises(ValueError, match=f"labels must be .*{match}"):
+    with pytest.raises(ValueError, match=f"labels must .*{match}"):
         warca.fit(x, labels(y), _warca())
 
 

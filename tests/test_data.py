@@ -155,7 +155,7 @@ def _bad_arrays(case):
         ("overflow", r"fit in float32.*1 values overflow, first in row 7"),
         ("1d", r"features must be 2-D"),
         ("strings", r"features must be real numbers"),
-        ("float_labels", r"labels must be integer-valued.*first 0.5"),
+        ("float_labels", r"labels must hold integers; .*first at index \d+: 0.5"),
         ("2d_cams", r"cams must be 1-D"),
         ("length", r"same length.*features 40, labels 39, cams 40"),
         ("one_positive_id", r"at least two identities with two or more images.*found 1"),
@@ -207,7 +207,7 @@ def _bad_split(case, split, labels):
     [
         ("range", r"gallery_idx has index 40 out of range \[0, 40\)"),
         ("negative", r"query_idx has negative index -1"),
-        ("non_integer", r"train_idx must be integer-valued"),
+        ("non_integer", r"train_idx must hold integers"),
         ("duplicated", r"gallery_idx has duplicated index"),
         ("id_overlap", r"train identities overlap test"),
         ("index_overlap", r"train indices overlap query/gallery indices"),

@@ -45,23 +45,43 @@ class Dataset(NamedTuple):
     name: str
 
 
-def _as_int_vector(x, what: str) -> np.ndarray:
-    """Returns `x` as a 1-D int64 array; integer-valued floats are accepted."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise ValueError(f"{what} must be 1-D; got shape {x.shape}")
-    if x.dtype.kind in "iu":
-        return x.astype(np.int64)
-    if x.dtype.kind != "f":
-        raise ValueError(f"{what} must be integer-valued numbers; got dtype {x.dtype}")
-    bad = ~np.isfinite(x) | (x != np.round(x))
+def integer_ids(a, what: str, length: int | None = None, source: str = "") -> np.ndarray:
+    """``a`` as a 1-D int64 array: the one check of identity labels, camera ids and indices.
+
+    Integer-valued floats are accepted (as .mat files store them).
+
+    Args:
+      a: array-like.
+      what: its name, for the messages (e.g. "query_labels").
+      length: the number of entries it must have (None: any).
+      source: what has ``length`` entries, for the message (e.g. "the features have 9
+        rows").
+
+    Raises:
+      ValueError: not 1-D, the wrong length, not numbers (names must be mapped to
+        integer ids first), or numbers that are not whole (the first one named).
+    """
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {a.shape}")
+    if length is not None and a.shape[0] != length:
+        raise ValueError(f"{what} has {a.shape[0]} entries but {source}: one is needed per row")
+    if a.dtype.kind in "iu":
+        return a.astype(np.int64, copy=False)
+    if a.dtype.kind != "f":
+        example = f" (e.g. {a[0]!r})" if len(a) else ""
+        raise ValueError(
+            f"{what} must hold integers, got dtype {a.dtype}{example}; map names to integer "
+            "ids first, with the same map everywhere"
+        )
+    bad = ~(np.isfinite(a) & (np.mod(a, 1) == 0) & (np.abs(a) < 2.0**53))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"{what} must be integer-valued; {int(bad.sum())} non-integer values, "
-            f"first {x[i]} at position {i}"
+            f"{what} must hold integers; {int(bad.sum())} values are not whole numbers "
+            f"(first at index {i}: {a[i]})"
         )
-    return x.astype(np.int64)
+    return a.astype(np.int64)
 
 
 def validate_arrays(features, labels, cams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,8 +121,8 @@ def validate_arrays(features, labels, cams) -> tuple[np.ndarray, np.ndarray, np.
             f"features must be finite (in float32); found {int(np.isnan(features).sum())} NaN "
             f"and {int(np.isinf(features).sum())} inf values, first in row {row}"
         )
-    labels = _as_int_vector(labels, "labels")
-    cams = _as_int_vector(cams, "cams")
+    labels = integer_ids(labels, "labels")
+    cams = integer_ids(cams, "cams")
     if not len(features) == len(labels) == len(cams):
         raise ValueError(
             "features, labels and cams must have the same length; got "
@@ -139,7 +159,7 @@ def validate_split(split: Split, labels, *, n: int, where: str = "split") -> Non
         raise ValueError(f"{where}: labels have length {len(labels)} but n = {n}")
     idx = {}
     for key in SPLIT_KEYS:
-        x = _as_int_vector(getattr(split, key), f"{where}: {key}")
+        x = integer_ids(getattr(split, key), f"{where}: {key}")
         if x.size == 0 and key != "train_idx":
             raise ValueError(f"{where}: {key} is empty; query and gallery need images")
         if (x < 0).any():
@@ -379,8 +399,8 @@ def random_splits(
     Returns:
       S validated splits with sorted int64 indices.
     """
-    labels = _as_int_vector(labels, "labels")
-    cams = _as_int_vector(cams, "cams")
+    labels = integer_ids(labels, "labels")
+    cams = integer_ids(cams, "cams")
     if len(labels) != len(cams):
         raise ValueError(f"labels and cams differ in length: {len(labels)} vs {len(cams)}")
     if int(num_splits) < 1:
@@ -488,9 +508,9 @@ def validation_split(
       ValueError: `fraction` outside (0, 1), fewer than 2 identities held out or left
         for training, or a part without what it needs (a query, a positive pair).
     """
-    labels = _as_int_vector(labels, "labels")
-    cams = _as_int_vector(cams, "cams")
-    train_idx = _as_int_vector(train_idx, "train_idx")
+    labels = integer_ids(labels, "labels")
+    cams = integer_ids(cams, "cams")
+    train_idx = integer_ids(train_idx, "train_idx")
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"{field} must be in (0, 1) to hold identities out; got {fraction}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from jax.sharding import Mesh
 
+from warca_jax.data import integer_ids
 from warca_jax.distances import finite_range, scale_shift
 from warca_jax.sharding import DATA, make_mesh
 
@@ -28,34 +29,8 @@ def _check_positive_int(name: str, value) -> None:
 
 
 def _check_ids(name: str, a, n: int, source: str) -> np.ndarray:
-    """ids as int64; ValueError unless 1-D, n long and integer-valued.
-
-    source: what has the n entries, for the message, e.g. "the query features have {n}
-    rows" (formatted with n).
-    """
-    a = np.asarray(a)
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
-    if a.shape[0] != n:
-        raise ValueError(
-            f"{name} has {a.shape[0]} entries but {source.format(n=n)}: one is needed per "
-            f"{'query' if name.startswith('query') else 'gallery entry'}"
-        )
-    if a.dtype.kind not in "biuf":
-        example = f" (e.g. {a[0]!r})" if len(a) else ""
-        raise ValueError(
-            f"{name} must hold integers, got dtype {a.dtype}{example}; map names to integer "
-            "ids first, with the same map for query and gallery"
-        )
-    if a.dtype.kind == "f":
-        bad = ~(np.isfinite(a) & (np.mod(a, 1) == 0) & (np.abs(a) < 2.0**53))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(
-                f"{name} must hold integers, got dtype {a.dtype} with {int(bad.sum())} "
-                f"non-integer values (first at index {i}: {a[i]})"
-            )
-    return a.astype(np.int64)
+    """``data.integer_ids`` with the message's ``source`` formatted with n."""
+    return integer_ids(a, name, n, source.format(n=n))
 
 
 def _check_protocol(ql, gl, qc, gc, nq: int, ng: int, max_rank, *, rows=_FEATURE_ROWS):

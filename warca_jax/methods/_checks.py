@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from warca_jax import kernels
+from warca_jax.data import integer_ids
 
 # The root mean squared row norm of the features within which they are used as they are.
 SAFE_SIZE = (2.0**-20, 2.0**20)
@@ -62,35 +63,6 @@ class TrainingData(NamedTuple):
     x: np.ndarray
     y: np.ndarray
     scale: float
-
-
-def _labels(labels, n: int) -> np.ndarray:
-    y = np.asarray(labels)
-    if y.shape != (n,):
-        raise ValueError(f"labels must have shape [{n}] to match features, got {y.shape}")
-    if y.dtype.kind in "iu":
-        return y.astype(np.int64, copy=False)
-    if y.dtype.kind != "f":
-        raise ValueError(
-            f"labels must be integer identity ids, got dtype {y.dtype}"
-            + (f" (e.g. {y[0]!r})" if n else "")
-        )
-    bad = ~np.isfinite(y)
-    if bad.any():
-        raise ValueError(
-            f"labels must be finite integer identity ids; {int(bad.sum())} are NaN or inf "
-            f"(first at row {int(np.argmax(bad))})"
-        )
-    frac = y != np.round(y)
-    if frac.any():
-        i = int(np.argmax(frac))
-        raise ValueError(
-            f"labels must be integer identity ids; {int(frac.sum())} are not whole numbers "
-            f"(row {i}: {y[i]!r})"
-        )
-    if np.abs(y).max(initial=0.0) >= 2.0**63:
-        raise ValueError("labels must be integer identity ids within the int64 range")
-    return y.astype(np.int64)
 
 
 def _scan(x) -> tuple[int, bool, float]:
@@ -161,7 +133,7 @@ def training_data(
             f"features are empty (shape {x.shape}): {method} needs training samples with at "
             "least one dimension"
         )
-    y = _labels(labels, x.shape[0])
+    y = integer_ids(labels, "labels", x.shape[0], f"the features have {x.shape[0]} rows")
     bad, distinct, total = _scan(x)
     if bad:
         raise ValueError(f"features contain {bad} NaN or inf values")
