@@ -1,0 +1,358 @@
+"""NCA: neighbourhood components analysis (Goldberger, Roweis, Hinton & Salakhutdinov,
+NIPS 2004).
+
+Learns L: [D', D] that maximises the expected number of points classified correctly by a
+stochastic nearest neighbour rule: point i picks neighbour j with the softmax (paper eq. 1)
+
+    p_ij = exp(-||L x_i - L x_j||^2) / sum_{k != i} exp(-||L x_i - L x_k||^2),   p_ii = 0,
+
+and is right with probability p_i = sum_{j in C_i} p_ij (C_i: the other points of its
+class). The objective (eq. 2) is f(L) = sum_i p_i; its gradient (eq. 5) is
+
+    df/dL = 2 L sum_i (p_i sum_k p_ik x_ik x_ik^T - sum_{j in C_i} p_ij x_ij x_ij^T),
+
+x_ik = x_i - x_k. Written with W_ik = p_ik ([y_k = y_i] - p_i) and z = L x, it is
+df/dL = -2 G^T X with G = (diag((W + W^T) 1) - W - W^T) Z: no [D, D] outer product.
+
+Here the loss minimised is ``-f(L) / N`` (minus the expected leave-one-out accuracy,
+``expected_accuracy`` = f / N in the history). The [N, N] softmax is formed
+``block_size`` rows at a time (a ``lax.scan`` over row blocks that accumulates W^T Z), so
+that memory grows as block_size x N, not N^2 per temporary.
+
+metric-learn 0.7.0 optimises the same objective with L-BFGS-B (100 iterations). Here, as
+for every iterative learner of this package, L is trained by Adam on the closed-form
+gradient through ``training.run_in_chunks``: full-batch steps, the step falling by a
+cosine from ``learning_rate`` to 0 over ``num_iters``, stopping early when the loss's
+relative change over the last ``tol_window`` logged rows is at most ``tol`` (the last
+history row's ``stopped`` says which rule ended training). Initialisation: the identity
+for a square L (what metric-learn's ``init='auto'`` picks when D' = D and it cannot use
+LDA), the top D' principal directions for D' < D.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks
+from warca_jax.metric import Metric
+
+OPTIMIZERS = ("lbfgs", "adam")
+SCHEDULES = ("constant", "cosine")
+
+
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an NCA config that cannot run on this data."""
+    d = data.x.shape[1]
+    _checks.check_number(cfg, "dim", integer=True)
+    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    _checks.check_numbers(
+        cfg, ("num_iters", "log_every", "block_size", "tol_window"), low=1, integer=True
+    )
+    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    _checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
+    _checks.check_choice(cfg, "optimizer", OPTIMIZERS)
+    _checks.check_choice(cfg, "schedule", SCHEDULES)
+
+
+# NCA's softmax is over squared distances in the features' units, so its result depends on
+# their scale: features too small or too large for float32 training are refused.
+validate = _checks.validator(
+    "NCA", check_config, scale_free=False, scale_note=" (NCA's softmax is in the features' units)"
+)
+
+
+def _blocks(n: int, block_size: int) -> tuple[int, int]:
+    """(number of row blocks, padded rows) for n rows."""
+    nb = -(-n // block_size)
+    return nb, nb * block_size - n
+
+
+def _block_softmax(z, labels, start, block_size, zp, lp):
+    """Rows [start, start + block_size) of the NCA softmax.
+
+    Returns:
+      (p_i [B], W [B, N] with W_ik = p_ik ([y_k = y_i] - p_i), valid [B]): zero on
+      padded rows.
+    """
+    n = z.shape[0]
+    zb = jax.lax.dynamic_slice_in_dim(zp, start, block_size)
+    lb = jax.lax.dynamic_slice_in_dim(lp, start, block_size)
+    rows = start + jnp.arange(block_size)
+    valid = rows < n
+    sq = jnp.sum(z * z, axis=1)
+    dist = jnp.maximum(jnp.sum(zb * zb, axis=1)[:, None] + sq[None, :] - 2.0 * zb @ z.T, 0.0)
+    self_pair = rows[:, None] == jnp.arange(n)[None, :]
+    logits = jnp.where(self_pair, -jnp.inf, -dist)
+    p = jnp.exp(logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True))
+    same = (lb[:, None] == labels[None, :]) & ~self_pair
+    p_i = jnp.where(valid, jnp.sum(jnp.where(same, p, 0.0), axis=1), 0.0)
+    w = jnp.where(valid[:, None], p * (same.astype(p.dtype) - p_i[:, None]), 0.0)
+    return p_i, w, valid
+
+
+def _padded(z, labels, block_size):
+    nb, pad = _blocks(z.shape[0], block_size)
+    return nb, jnp.pad(z, ((0, pad), (0, 0))), jnp.pad(labels, (0, pad))
+
+
+def nca_loss(lmap: jax.Array, x: jax.Array, labels: jax.Array, *, block_size: int) -> jax.Array:
+    """-f(L) / N: minus the expected leave-one-out accuracy (eq. 2, over N).
+
+    Args:
+      lmap: [D', D] linear map L.
+      x: [N, D] features.
+      labels: [N] int labels.
+      block_size: rows of the softmax formed at once.
+    """
+    z = x @ lmap.T
+    nb, zp, lp = _padded(z, labels, block_size)
+    p_i = jax.lax.map(
+        lambda s: _block_softmax(z, labels, s, block_size, zp, lp)[0], jnp.arange(nb) * block_size
+    )
+    return -jnp.sum(p_i) / z.shape[0]
+
+
+def nca_grad(
+    lmap: jax.Array, x: jax.Array, labels: jax.Array, *, block_size: int
+) -> tuple[jax.Array, jax.Array]:
+    """Closed-form gradient of ``nca_loss`` (eq. 5, over -N) with respect to L.
+
+    One pass over row blocks accumulates r = W 1, W Z (block rows) and W^T Z (all rows);
+    then dloss/dZ = (2 / N) ((r + W^T 1) o Z - W Z - W^T Z) and dloss/dL = (dloss/dZ)^T X.
+
+    Returns:
+      (gradient [D', D], loss).
+    """
+    n = x.shape[0]
+    z = x @ lmap.T
+    nb, zp, lp = _padded(z, labels, block_size)
+
+    def block(carry, start):
+        wtz, col = carry
+        p_i, w, _ = _block_softmax(z, labels, start, block_size, zp, lp)
+        zb = jax.lax.dynamic_slice_in_dim(zp, start, block_size)
+        # rows' own terms: r_i z_i - (W Z)_i
+        own = jnp.sum(w, axis=1)[:, None] * zb - w @ z
+        return (wtz + w.T @ zb, col + jnp.sum(w, axis=0)), (own, jnp.sum(p_i))
+
+    init = (jnp.zeros_like(z), jnp.zeros((n,), z.dtype))
+    (wtz, col), (own, p_sum) = jax.lax.scan(block, init, jnp.arange(nb) * block_size)
+    gz = (own.reshape(-1, z.shape[1])[:n] + col[:, None] * z - wtz) * (2.0 / n)
+    return gz.T @ x, -jnp.sum(p_sum) / n
+
+
+def objective(lmap, x, labels, *, block_size: int = 512) -> float:
+    """The expected leave-one-out accuracy f(L) / N of a map L ([D', D]) on (x, labels):
+    the number to compare learned maps by (metric-learn's loss is N times it)."""
+    _, inverse = np.unique(np.asarray(labels), return_inverse=True)
+    loss = jax.jit(functools.partial(nca_loss, block_size=block_size))(
+        jnp.asarray(lmap, jnp.float32), jnp.asarray(x, jnp.float32), jnp.asarray(inverse, jnp.int32)
+    )
+    return -float(loss)
+
+
+def _closed_form_fwd(lmap, x, labels, block_size):
+    g, loss = nca_grad(lmap, x, labels, block_size=block_size)
+    return loss, g
+
+
+def _closed_form_bwd(block_size, g, ct):
+    del block_size
+    return ct * g, None, None
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def nca_value(lmap: jax.Array, x: jax.Array, labels: jax.Array, block_size: int) -> jax.Array:
+    """``nca_loss`` whose derivative (for ``jax.grad`` and L-BFGS's line search) is the
+    closed form ``nca_grad``, not autodiff through the blocks."""
+    return nca_loss(lmap, x, labels, block_size=block_size)
+
+
+nca_value.defvjp(_closed_form_fwd, _closed_form_bwd)
+
+
+def make_optimizer(optimizer, learning_rate, schedule, num_iters):
+    """L-BFGS with a zoom line search (strong Wolfe), or Adam at ``learning_rate``
+    (decayed by a cosine to 0 over ``num_iters`` when ``schedule`` is "cosine")."""
+    if optimizer == "lbfgs":
+        return optax.lbfgs(memory_size=10)
+    lr = learning_rate
+    if schedule == "cosine":
+        lr = optax.cosine_decay_schedule(learning_rate, num_iters)
+    return optax.adam(lr)
+
+
+def make_chunk(length, block_size, optimizer, learning_rate, schedule, num_iters):
+    """``tx`` and a jitted chunk of ``length`` steps (built once per setting through
+    ``training.compiled``)."""
+    tx = make_optimizer(optimizer, learning_rate, schedule, num_iters)
+
+    def chunk_fn(lmap, opt_state, x, labels):
+        def value_fn(lmap):
+            return nca_value(lmap, x, labels, block_size)
+
+        # L-BFGS's line search leaves the value and gradient at the new point in its state
+        value_and_grad = optax.value_and_grad_from_state(value_fn)
+
+        def step(carry, _):
+            lmap, opt_state = carry
+            if optimizer == "lbfgs":
+                loss, g = value_and_grad(lmap, state=opt_state)
+                updates, opt_state = tx.update(
+                    g, opt_state, lmap, value=loss, grad=g, value_fn=value_fn
+                )
+            else:
+                g, loss = nca_grad(lmap, x, labels, block_size=block_size)
+                updates, opt_state = tx.update(g, opt_state, lmap)
+            metrics = {"loss": loss, "grad_norm": jnp.sqrt(jnp.sum(g * g))}
+            return (optax.apply_updates(lmap, updates), opt_state), metrics
+
+        (lmap, opt_state), last = training.scan_steps(
+            step, (lmap, opt_state), length=length, reduce="last"
+        )
+        return lmap, opt_state, dict(last, expected_accuracy=-last["loss"])
+
+    return tx, jax.jit(chunk_fn)
+
+
+def init_map(x: np.ndarray, dim: int) -> np.ndarray:
+    """Identity for a square L, the top ``dim`` principal directions otherwise."""
+    d = x.shape[1]
+    if dim in (0, d):
+        return np.eye(d, dtype=np.float32)
+    _, comps = linalg.pca(x, variance=1.0, max_dim=dim)
+    if comps.shape[0] < dim:  # fewer samples than dim: complete with random directions
+        extra = np.random.default_rng(0).standard_normal((dim - comps.shape[0], d))
+        comps = np.concatenate([comps, extra.astype(np.float32) / np.sqrt(d)])
+    return comps
+
+
+class StoppingRule:
+    """The loss's relative change over the last ``window`` logged rows, at most ``tol``:
+    ``check`` adds ``rel_change`` to a row and says whether training is over, ``stopped``
+    why it ended (None until it has)."""
+
+    def __init__(self, *, tol: float, window: int, num_iters: int, log_every: int):
+        self.tol, self.window, self.num_iters, self.log_every = tol, window, num_iters, log_every
+        self.losses: list[float] = []
+        self.stopped: str | None = None
+
+    def check(self, metrics: dict, step: int) -> bool:
+        self.losses.append(float(metrics["loss"]))
+        rel, converged = None, False
+        if len(self.losses) > self.window:
+            before = self.losses[-1 - self.window]
+            rel = abs(before - self.losses[-1]) / max(abs(before), 1e-30)
+            metrics["rel_change"] = rel
+            converged = bool(self.tol > 0 and rel <= self.tol)
+        if converged and step < self.num_iters:
+            self.stopped = (
+                f"converged: relative change {rel:.3g} <= tol {self.tol:g} over the last "
+                f"{self.window * self.log_every} steps, at step {step} of {self.num_iters}"
+            )
+            return True
+        if step >= self.num_iters:
+            change = "" if rel is None else f", relative change {rel:.3g} > tol {self.tol:g}"
+            if converged:
+                change = " (converged there too)"
+            self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
+        return False
+
+
+def fit(
+    features,
+    labels,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
+) -> tuple[Metric, list[dict]]:
+    """Learns an NCA map.
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the config's ``method`` section (configs/nca.py).
+      seed: unused beyond the contract (NCA is deterministic here: identity or PCA
+        initialisation, full-batch steps).
+      log_fn: called with each history row (one per ``log_every`` steps).
+      progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far; its time is not counted in the rows' ``seconds``, and a
+        dict it returns is merged into the row (``training.run_in_chunks``).
+
+    Returns:
+      (linear Metric with W = L, history rows: step, loss (-f / N), expected_accuracy
+      (f / N), seconds; rel_change from the ``tol_window``-th row on; the last row's
+      ``stopped`` says why training ended).
+
+    Raises:
+      ValueError: bad data or config, before any work.
+      training.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
+    """
+    del seed
+    x, y, _ = validate(features, labels, cfg)
+    t0 = time.perf_counter()
+    _, inverse = np.unique(y, return_inverse=True)
+    xj, lj = jnp.asarray(x), jnp.asarray(inverse, jnp.int32)
+    lmap = jnp.asarray(init_map(x, int(cfg.dim)))
+    opt_state = None
+    every, num_iters = int(cfg.log_every), int(cfg.num_iters)
+    rule = StoppingRule(
+        tol=float(cfg.tol), window=int(cfg.tol_window), num_iters=num_iters, log_every=every
+    )
+
+    opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
+    if cfg.optimizer == "lbfgs":  # Adam's settings unused: one program for every num_iters
+        opt_key = ("lbfgs", 0.0, "constant", 0)
+
+    def advance(done, length):
+        nonlocal lmap, opt_state
+        tx, chunk_fn = training.compiled(make_chunk, length, int(cfg.block_size), *opt_key)
+        if done == 0:
+            # strongly typed, as the chunk returns it, so that the next chunk is no retrace
+            opt_state = jax.tree.map(lambda v: jnp.asarray(v, v.dtype), tx.init(lmap))
+        lmap, opt_state, metrics = chunk_fn(lmap, opt_state, xj, lj)
+        metrics = jax.device_get(metrics)
+        stop = rule.check(metrics, done + length)
+        return training.Chunk(metrics, length, stop=stop)
+
+    def make_metric(lmap) -> Metric:
+        return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="nca")
+
+    def log_row(row):
+        if rule.stopped is not None:  # the last row: say when and why training stopped
+            row["stopped"] = rule.stopped
+            logging.info("NCA stopped: %s (loss %.6g)", rule.stopped, row["loss"])
+        if log_fn is not None:
+            log_fn(row)
+
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
+    history = training.run_in_chunks(
+        advance,
+        num_iters=num_iters,
+        chunk=every,
+        method="NCA",
+        log_fn=log_row,
+        progress=progress,
+        t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
+        reference_loss=1.0,  # the loss is in [-1, 0]
+        hint=hint,
+    )
+    metric = make_metric(lmap)
+    return training.check_model(metric, method="NCA", features=features, hint=hint), history
+
+
+METHODS = {"nca": Method(fit=fit, validate=validate, takes_callback=True)}
