@@ -13,7 +13,7 @@ from configs import common
 from configs.scml import get_config
 from warca_jax import data
 from warca_jax import sklearn as wsk
-from warca_jax.methods import scml
+from warca_jax.methods import _constraints, scml
 
 # One chunk length and batch for the small fits below, so that they share one program.
 FAST = dict(max_iter=400, output_iter=200)
@@ -99,6 +99,11 @@ def test_same_seed_same_result_and_stopping_rule():
     assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
     assert a.projection.shape != c.projection.shape or not np.allclose(a.projection, c.projection)
     assert ha[-1]["stopped"].startswith("max_iter reached: 400 steps")
+    # F of the returned metric, recomputed from W alone (beta tr(M) = beta ||w||_1 for unit
+    # bases), is the best logged objective.
+    triplets = _constraints.knn_triplets(x, y, k_same=3, k_other=10)
+    obj = scml.objective(a.projection, x, triplets, beta=get_config().method.beta)
+    assert obj["loss"] == pytest.approx(min(r["loss"] for r in ha), rel=1e-4)
     # tol = 1: any relative gain of the best objective is <= 100 %, so the rule fires at
     # the first row that has one before it.
     _, hist = scml.fit(x, y, _method(tol=1.0, max_iter=1000, output_iter=200), seed=3)

@@ -184,6 +184,21 @@ def full_objective(w: jax.Array, xb: jax.Array, triplets: jax.Array, beta) -> di
     return {"loss": hinge + l1, "hinge": hinge, "l1": l1, "violated_frac": jnp.sum(counts) / t}
 
 
+def objective(projection, x, triplets, *, beta: float) -> dict:
+    """F of any linear map W ([D', D], M = W^T W) on triplets [T, 3] of x [N, D]:
+    mean_t [1 + d_M(a, p) - d_M(a, n)]_+ + beta tr(M) (= beta ||w||_1 for unit bases), so
+    that metrics learned on different bases compare; float32."""
+    w = jnp.asarray(projection, jnp.float32)
+    out = full_objective(
+        jnp.ones((w.shape[0],)),
+        jnp.asarray(x, jnp.float32) @ w.T,
+        jnp.asarray(triplets, jnp.int32),
+        0.0,
+    )
+    l1 = beta * float(jnp.sum(w * w))
+    return {k: float(v) for k, v in out.items()} | {"loss": float(out["loss"]) + l1, "l1": l1}
+
+
 def make_chunk(beta: float, gamma: float, batch_size: int) -> Callable:
     """Jitted ``chunk(state, xb, triplets, key, length)``: ``length`` RDA steps in a
     ``lax.scan``, then F on all triplets."""
