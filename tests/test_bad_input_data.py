@@ -115,7 +115,7 @@ def test_missing_dataset_file(tmp_path):
         (lambda f, lab, c: (f.astype(np.complex64), lab, c), ValueError, "real numbers"),
         (lambda f, lab, c: (f.astype(str), lab, c), ValueError, "real numbers"),
         (lambda f, lab, c: (f[:, 0], lab, c), ValueError, r"2-D \[N, D\]"),
-        (lambda f, lab, c: (f[:0], lab[:0], c[:0]), ValueError, "non-empty"),
+        (lambda f, lab, c: (f[:0], lab[:0], c[:0]), ValueError, r"features are empty \(shape \(0, "),
         (lambda f, lab, c: (f, lab.astype(str), c), ValueError, "must hold integers"),
         (lambda f, lab, c: (f, lab + 0.5, c), ValueError, "not whole numbers"),
         (lambda f, lab, c: (f, np.where(np.arange(len(lab)) == 3, np.nan, lab), c),

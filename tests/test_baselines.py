@@ -114,7 +114,12 @@ def test_singular_covariance_is_regularised_with_a_warning():
         (baselines.fit_kernel_nn, dict(kernel="chi2_rbf", kernel_gamma=0.0), None, "non-negative"),
         (baselines.fit_mahalanobis, dict(covariance="full", reg=1e-6), None, "unknown covariance"),
         (baselines.fit_mahalanobis, dict(covariance="features", reg=0.0), None, "reg"),
-        (baselines.fit_mahalanobis, dict(covariance="features", reg=1e-6), "labels", "labels must"),
+        (
+            baselines.fit_mahalanobis,
+            dict(covariance="features", reg=1e-6),
+            "labels",
+            "labels has 19 entries but the features have 20",
+        ),
         (
             baselines.fit_mahalanobis,
             dict(covariance="within_class", reg=1e-6),

@@ -110,7 +110,7 @@ def test_two_images_per_identity_needs_the_ridge():
     "mutate, overrides, match",
     [
         (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 3, np.inf, x), y), {}, "NaN"),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x, np.arange(len(y))), {}, "identities with two or more"),
         (lambda x, y: (x, y), {"dim": 6}, r"output dim must be in \[1, 5\]"),
         (lambda x, y: (x, y), {"kernel": "rbf", "dim": 1000}, "training samples"),

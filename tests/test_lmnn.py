@@ -95,7 +95,7 @@ def test_same_seed_same_result():
     "mutate, overrides, match",
     [
         (lambda x, y: (np.where(x > 2, np.inf, x), y), {}, "NaN or inf"),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x, y), {"k": 4}, "needs a class with at least 5 images"),
         (lambda x, y: (x, y), {"k": 0}, "k .target neighbours. must be >= 1"),
         (lambda x, y: (x, y), {"dim": 13}, "output dim"),

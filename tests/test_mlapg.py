@@ -85,7 +85,7 @@ def test_pca_is_folded_into_the_projection_and_runs_repeat():
     "mutate, overrides, match",
     [
         (lambda x, y: (np.where(np.arange(x.size).reshape(x.shape) == 3, np.nan, x), y), {}, "NaN"),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x, np.arange(len(y))), {}, "identities with two or more"),
         (lambda x, y: (x, y), {"dim": 7}, "output dim must be at most 6"),
         (lambda x, y: (x, y), {"pca_dim": 4, "dim": 5}, "output dim must be at most 4"),

@@ -98,7 +98,7 @@ def test_same_seed_same_result():
     "mutate, overrides, match",
     [
         (lambda x, y: (np.where(x > 2, np.nan, x), y), {}, "NaN or inf"),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x, y), {}, r"n_chunks = 100 chunklets .* at most 60"),
         (lambda x, y: (x, y), {"n_chunks": 30, "chunk_size": 5}, "at most 0"),
         (lambda x, y: (x, y), {"n_chunks": 0}, r"method.n_chunks must be >= 1"),

@@ -89,7 +89,7 @@ def test_same_seed_same_result(small_fit):
     "mutate, overrides, match",
     [
         (lambda x, y: (np.where(x > 2, np.nan, x), y), {}, "NaN or inf"),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x, y), {"pca_dim": 17}, "pca_dim must be in"),
         (lambda x, y: (x, y), {"pca_variance": 0.0}, "pca_variance"),
         (lambda x, y: (x, y), {"loss": "logistic"}, "unknown loss"),

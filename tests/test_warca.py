@@ -120,7 +120,7 @@ def test_divergence_is_an_error_not_a_model():
             {},
             "NaN or inf",
         ),
-        (lambda x, y: (x, y[:-1]), {}, "labels must have shape"),
+        (lambda x, y: (x, y[:-1]), {}, "labels has .* entries but the features have"),
         (lambda x, y: (x[:, 0], y), {}, "2-D"),
         (lambda x, y: (x, np.arange(len(y))), {}, "2 identities with two or more"),
         (

@@ -84,6 +84,23 @@ def integer_ids(a, what: str, length: int | None = None, source: str = "") -> np
     return a.astype(np.int64)
 
 
+def feature_matrix(a, what: str = "features", *, allow_empty: bool = False) -> np.ndarray:
+    """``a`` as a NumPy array, checked to be a 2-D real matrix: the one shape-and-type check
+    of features, for datasets, learners and evaluation (not copied when it is one).
+
+    Raises:
+      ValueError: not real numbers, not 2-D, or (unless ``allow_empty``) no rows or columns.
+    """
+    a = a if isinstance(a, np.ndarray) else np.asarray(a)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{what} must be real numbers, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{what} must be 2-D [N, D], got shape {a.shape}")
+    if not allow_empty and 0 in a.shape:
+        raise ValueError(f"{what} are empty (shape {a.shape}); expected [N, D] with N, D >= 1")
+    return a
+
+
 def validate_arrays(features, labels, cams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Checks and converts the arrays of a dataset.
 
@@ -98,13 +115,7 @@ def validate_arrays(features, labels, cams) -> tuple[np.ndarray, np.ndarray, np.
     Raises:
       ValueError: naming the problem and what was expected.
     """
-    features = np.asarray(features)
-    if features.dtype.kind not in "biuf":
-        raise ValueError(f"features must be real numbers; got dtype {features.dtype}")
-    if features.ndim != 2:
-        raise ValueError(f"features must be 2-D [N, D]; got shape {features.shape}")
-    if 0 in features.shape:
-        raise ValueError(f"features must be non-empty [N, D]; got shape {features.shape}")
+    features = feature_matrix(features)
     original = features
     with np.errstate(over="ignore"):  # Overflow to inf is reported just below.
         features = features.astype(np.float32)

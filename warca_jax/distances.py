@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from warca_jax.data import feature_matrix
+
 DISTANCES = ("euclidean", "sqeuclidean", "cosine", "manhattan", "chi2")
 # p of each distance in d(c x, c y) = c**p d(x, y), c > 0: a common positive rescaling of
 # query and gallery scales every distance by one factor and so changes no ranking.
@@ -99,15 +101,6 @@ def row_block(block_size: int, m: int, d: int, distance: str) -> int:
     if distance in ("manhattan", "chi2"):
         return max(1, min(block_size, _CHUNK_ELEMENTS // max(1, d * _MIN_CHUNK)))
     return block_size
-
-
-def _real_2d(a, name: str) -> np.ndarray:
-    a = np.asarray(a)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} features must be real numbers, got dtype {a.dtype}")
-    if a.ndim != 2:
-        raise ValueError(f"{name} features must be 2-D [n, d], got shape {a.shape}")
-    return a
 
 
 def finite_range(
@@ -185,7 +178,8 @@ def scaled_features(
         or block_size < 1
     ):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-    x, y = _real_2d(x, names[0]), _real_2d(y, names[1])
+    x = feature_matrix(x, f"{names[0]} features", allow_empty=True)
+    y = feature_matrix(y, f"{names[1]} features", allow_empty=True)
     (x_lo, x_hi), (y_lo, y_hi) = (
         finite_range(x, f"{names[0]} features hold"),
         finite_range(y, f"{names[1]} features hold"),

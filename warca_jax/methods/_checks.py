@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from warca_jax import kernels
-from warca_jax.data import integer_ids
+from warca_jax.data import feature_matrix, integer_ids
 
 # The root mean squared row norm of the features within which they are used as they are.
 SAFE_SIZE = (2.0**-20, 2.0**20)
@@ -121,13 +121,7 @@ def training_data(
         images; every sample the same vector (a learner that needs identities); features
         of a size float32 cannot train on for a learner that depends on the scale.
     """
-    x = features if isinstance(features, np.ndarray) else np.asarray(features)
-    if x.ndim != 2:
-        raise ValueError(f"features must be 2-D [N, D], got shape {x.shape}")
-    if x.dtype.kind not in "iuf":
-        raise ValueError(
-            f"features must be real numbers (an integer or float array), got dtype {x.dtype}"
-        )
+    x = feature_matrix(features, allow_empty=True)
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(
             f"features are empty (shape {x.shape}): {method} needs training samples with at "
@@ -136,7 +130,7 @@ def training_data(
     y = integer_ids(labels, "labels", x.shape[0], f"the features have {x.shape[0]} rows")
     bad, distinct, total = _scan(x)
     if bad:
-        raise ValueError(f"features contain {bad} NaN or inf values")
+        raise ValueError(f"features hold {bad} NaN or inf values; expected finite values")
     _, counts = np.unique(y, return_counts=True)
     if np.sum(counts >= 2) < min_identities or len(counts) < 2:
         raise ValueError(
