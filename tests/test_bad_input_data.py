@@ -18,8 +18,9 @@ import pytest
 from configs import nn as nn_config
 from configs import warca as warca_config
 from configs.common import overridden
-from warca_jax import cli, data, datasets, features, train, workdir
+from warca_jax import cli, datasets, features, train, workdir
 from warca_jax import main as _main  # noqa: F401 - defines the --config flag cli reads
+from warca_jax.datasets import npz_file
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
 
@@ -52,7 +53,7 @@ def test_empty_dataset_file(tmp_path):
     path = tmp_path / "empty.npz"
     path.write_bytes(b"")
     with pytest.raises(ValueError, match=r"empty \(0 bytes\).*numpy.savez"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_truncated_dataset_file(tmp_path, good_npz):
@@ -61,14 +62,14 @@ def test_truncated_dataset_file(tmp_path, good_npz):
     path = tmp_path / "cut.npz"
     path.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(ValueError, match="damaged or truncated"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_text_file_as_dataset(tmp_path):
     path = tmp_path / "notes.npz"
     path.write_text("features, labels, cams\n1, 2, 3\n")
     with pytest.raises(ValueError, match=r"not a numpy file.*expected a \.npz archive"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_one_bare_array_as_dataset(tmp_path):
@@ -76,14 +77,14 @@ def test_one_bare_array_as_dataset(tmp_path):
     with open(path, "wb") as f:
         np.save(f, np.zeros((4, 3)))
     with pytest.raises(ValueError, match=r"one unnamed array of shape \(4, 3\)"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_ragged_split_array(tmp_path, arrays):
     f, lab, c = arrays
     ragged = np.array([np.arange(3), np.arange(5)], dtype=object)
     with pytest.raises(ValueError, match=r"'train_idx' holds Python objects.*ragged"):
-        data.load_npz(
+        npz_file.load_npz(
             _save(tmp_path, features=f, labels=lab, cams=c, train_idx=ragged,
                   query_idx=np.arange(2), gallery_idx=np.arange(2)),
         )  # fmt: skip
@@ -92,17 +93,17 @@ def test_ragged_split_array(tmp_path, arrays):
 def test_missing_key(tmp_path, arrays):
     f, lab, _ = arrays
     with pytest.raises(KeyError, match=r"missing key 'cams'.*required"):
-        data.load_npz(_save(tmp_path, features=f, labels=lab))
+        npz_file.load_npz(_save(tmp_path, features=f, labels=lab))
 
 
 def test_folder_given_as_npz(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a folder; data.name=npz reads one .npz"):
-        data.load_npz(tmp_path)
+        npz_file.load_npz(tmp_path)
 
 
 def test_missing_dataset_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="dataset file not found"):
-        data.load_npz(tmp_path / "nowhere.npz")
+        npz_file.load_npz(tmp_path / "nowhere.npz")
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,7 @@ def test_missing_dataset_file(tmp_path):
         (lambda f, lab, c: (f.astype(np.complex64), lab, c), ValueError, "real numbers"),
         (lambda f, lab, c: (f.astype(str), lab, c), ValueError, "real numbers"),
         (lambda f, lab, c: (f[:, 0], lab, c), ValueError, r"2-D \[N, D\]"),
-        (lambda f, lab, c: (f[:0], lab[:0], c[:0]), ValueError, r"features are empty \(shape \(0, "),
+        (lambda f, lab, c: (f[:0], lab[:0], c[:0]), ValueError, r"features are empty \(shape"),
         (lambda f, lab, c: (f, lab.astype(str), c), ValueError, "must hold integers"),
         (lambda f, lab, c: (f, lab + 0.5, c), ValueError, "not whole numbers"),
         (lambda f, lab, c: (f, np.where(np.arange(len(lab)) == 3, np.nan, lab), c),
@@ -129,21 +130,21 @@ def test_missing_dataset_file(tmp_path):
 def test_bad_arrays(tmp_path, arrays, change, error, fragment):
     f, lab, c = change(*arrays)
     with pytest.raises(error, match=fragment):
-        data.load_npz(_save(tmp_path, features=f, labels=lab, cams=c))
+        npz_file.load_npz(_save(tmp_path, features=f, labels=lab, cams=c))
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.float16, np.float64, bool])
 def test_feature_dtypes_are_read_as_float32(tmp_path, arrays, dtype):
     f, lab, c = arrays
     raw = (f > 0) if dtype is bool else (f * 10).astype(dtype)
-    ds = data.load_npz(_save(tmp_path, features=raw, labels=lab, cams=c), num_splits=1)
+    ds = npz_file.load_npz(_save(tmp_path, features=raw, labels=lab, cams=c), num_splits=1)
     assert ds.features.dtype == np.float32
     np.testing.assert_array_equal(ds.features, raw.astype(np.float32))
 
 
 def _fixed(arrays, tmp_path, **split):
     f, lab, c = arrays
-    return data.load_npz(_save(tmp_path, features=f, labels=lab, cams=c, **split))
+    return npz_file.load_npz(_save(tmp_path, features=f, labels=lab, cams=c, **split))
 
 
 def _idx(lab, ids):
@@ -202,7 +203,7 @@ def test_feature_file_takes_the_test_identity_count():
 def test_no_query_with_a_cross_camera_match(tmp_path, arrays):
     f, lab, _ = arrays
     with pytest.raises(ValueError, match="no query has a match to find"):
-        data.load_npz(_save(tmp_path, features=f, labels=lab, cams=np.zeros_like(lab)))
+        npz_file.load_npz(_save(tmp_path, features=f, labels=lab, cams=np.zeros_like(lab)))
 
 
 # ---------------------------------------------------------------------------- config

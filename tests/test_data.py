@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from warca_jax import data, datasets
+from warca_jax import splits as splits_lib
 from warca_jax.data import Split
+from warca_jax.datasets import npz_file
 
 
 def _small(num_ids=10, seed=0):
@@ -26,7 +28,7 @@ def _assert_splits_equal(a, b):
 @pytest.mark.parametrize("num_splits", [1, 3])
 def test_npz_round_trip(tmp_path, num_splits):
     features, labels, cams = _small()
-    splits = data.random_splits(labels, cams, num_splits=num_splits, seed=4)
+    splits = splits_lib.random_splits(labels, cams, num_splits=num_splits, seed=4)
     stacked = [np.stack([getattr(s, k) for s in splits]) for k in data.SPLIT_KEYS]
     if num_splits == 1:
         stacked = [x[0] for x in stacked]
@@ -39,7 +41,7 @@ def test_npz_round_trip(tmp_path, num_splits):
         cams=cams,
         **dict(zip(data.SPLIT_KEYS, stacked, strict=True)),
     )
-    ds = data.load_npz(path, num_splits=7)
+    ds = npz_file.load_npz(path, num_splits=7)
     assert ds.name == "feats"
     assert ds.features.dtype == np.float32 and ds.labels.dtype == np.int64
     np.testing.assert_array_equal(ds.features, features)
@@ -52,15 +54,15 @@ def test_npz_without_splits_draws_random_splits(tmp_path):
     features, labels, cams = _small()
     path = tmp_path / "plain.npz"
     np.savez(path, features=features, labels=labels.astype(np.float32), cams=cams)
-    ds = data.load_npz(path, num_splits=3, num_test_ids=4, seed=2)
-    expected = data.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
+    ds = npz_file.load_npz(path, num_splits=3, num_test_ids=4, seed=2)
+    expected = splits_lib.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
     _assert_splits_equal(ds.splits, expected)
     assert len(np.unique(ds.labels[ds.splits[0].query_idx])) == 4
 
 
 def test_npz_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.npz"):
-        data.load_npz(tmp_path / "nope.npz")
+        npz_file.load_npz(tmp_path / "nope.npz")
 
 
 def test_npz_missing_key(tmp_path):
@@ -68,12 +70,12 @@ def test_npz_missing_key(tmp_path):
     path = tmp_path / "x.npz"
     np.savez(path, features=features, labels=labels)
     with pytest.raises(KeyError, match=r"missing key 'cams'.*present.*labels.*required"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_npz_some_split_keys_missing(tmp_path):
     features, labels, cams = _small()
-    split = data.random_splits(labels, cams, num_splits=1)[0]
+    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -84,12 +86,12 @@ def test_npz_some_split_keys_missing(tmp_path):
         query_idx=split.query_idx,
     )
     with pytest.raises(KeyError, match=r"all three.*gallery_idx"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_npz_split_count_mismatch(tmp_path):
     features, labels, cams = _small()
-    splits = data.random_splits(labels, cams, num_splits=3)
+    splits = splits_lib.random_splits(labels, cams, num_splits=3)
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -101,12 +103,12 @@ def test_npz_split_count_mismatch(tmp_path):
         gallery_idx=np.stack([s.gallery_idx for s in splits]),
     )
     with pytest.raises(ValueError, match=r"number of splits S: \[3, 2, 3\]"):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 def test_npz_bad_split_names_the_split(tmp_path):
     features, labels, cams = _small()
-    split = data.random_splits(labels, cams, num_splits=1)[0]
+    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -118,7 +120,7 @@ def test_npz_bad_split_names_the_split(tmp_path):
         gallery_idx=split.gallery_idx,
     )
     with pytest.raises(ValueError, match="x split 0: "):
-        data.load_npz(path)
+        npz_file.load_npz(path)
 
 
 # --- validate_arrays ---------------------------------------------------------------------
@@ -218,7 +220,7 @@ def _bad_split(case, split, labels):
 )
 def test_validate_split_errors(case, pattern):
     _, labels, cams = _small()
-    split = data.random_splits(labels, cams, num_splits=1)[0]
+    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
     data.validate_split(split, labels, n=len(labels))
     with pytest.raises(ValueError, match="split 5: " + pattern):
         data.validate_split(_bad_split(case, split, labels), labels, n=len(labels), where="split 5")
@@ -229,9 +231,9 @@ def test_validate_split_errors(case, pattern):
 
 def test_random_splits_deterministic():
     _, labels, cams = _small(num_ids=30)
-    a = data.random_splits(labels, cams, num_splits=3, seed=1)
-    _assert_splits_equal(a, data.random_splits(labels, cams, num_splits=3, seed=1))
-    b = data.random_splits(labels, cams, num_splits=3, seed=2)
+    a = splits_lib.random_splits(labels, cams, num_splits=3, seed=1)
+    _assert_splits_equal(a, splits_lib.random_splits(labels, cams, num_splits=3, seed=1))
+    b = splits_lib.random_splits(labels, cams, num_splits=3, seed=2)
     assert not np.array_equal(a[0].train_idx, b[0].train_idx)
     assert not np.array_equal(a[0].train_idx, a[1].train_idx)
 
@@ -244,7 +246,7 @@ def test_random_splits_properties():
     cams[labels < 6] = 1
     keep = ~((labels == 0) & (np.arange(len(labels)) % 5 > 0))
     labels, cams = labels[keep], cams[keep]
-    for split in data.random_splits(labels, cams, num_splits=5, seed=3):
+    for split in splits_lib.random_splits(labels, cams, num_splits=5, seed=3):
         tr, q, g = split
         all_idx = np.concatenate([tr, q, g])
         np.testing.assert_array_equal(np.sort(all_idx), np.arange(len(labels)))
@@ -266,7 +268,7 @@ def test_random_splits_properties():
 
 def test_random_splits_sizes():
     _, labels, cams = _small(num_ids=20)
-    split = data.random_splits(labels, cams, num_splits=1, num_train_ids=5, num_test_ids=7)[0]
+    split = splits_lib.random_splits(labels, cams, num_splits=1, num_train_ids=5, num_test_ids=7)[0]
     assert len(np.unique(labels[split.train_idx])) == 5
     assert len(np.unique(labels[np.concatenate(split[1:])])) == 7
 
@@ -282,7 +284,7 @@ def test_random_splits_sizes():
 def test_random_splits_errors(labels, kwargs, pattern):
     cams = np.arange(len(labels)) % 2
     with pytest.raises(ValueError, match=pattern):
-        data.random_splits(labels, cams, num_splits=3, **kwargs)
+        splits_lib.random_splits(labels, cams, num_splits=3, **kwargs)
 
 
 # --- validation_split --------------------------------------------------------------------
@@ -290,9 +292,9 @@ def test_random_splits_errors(labels, kwargs, pattern):
 
 def test_validation_split_holds_identities_out_of_a_training_part():
     _, labels, cams = _small(num_ids=30)
-    (split,) = data.random_splits(labels, cams, num_splits=1, seed=0)
-    val = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
-    again = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
+    (split,) = splits_lib.random_splits(labels, cams, num_splits=1, seed=0)
+    val = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
+    again = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
     _assert_splits_equal([val], [again])
     held = np.concatenate([val.query_idx, val.gallery_idx])
     np.testing.assert_array_equal(np.sort(np.concatenate([val.train_idx, held])), split.train_idx)
@@ -304,7 +306,7 @@ def test_validation_split_holds_identities_out_of_a_training_part():
             val.gallery_idx[labels[val.gallery_idx] == i],
         )
         assert len(np.unique(cams[q])) == 1 and not np.isin(cams[g], cams[q]).any()
-    other = data.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[1, 0])
+    other = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[1, 0])
     assert not np.array_equal(other.train_idx, val.train_idx)
 
 
@@ -322,7 +324,7 @@ def test_validation_split_errors(num_ids, fraction, pattern):
     labels = np.repeat(np.arange(num_ids), 2)
     cams = np.arange(len(labels)) % 2
     with pytest.raises(ValueError, match=pattern):
-        data.validation_split(labels, cams, np.arange(len(labels)), fraction=fraction, seed=0)
+        splits_lib.validation_split(labels, cams, np.arange(len(labels)), fraction=fraction, seed=0)
 
 
 # --- make_synthetic ----------------------------------------------------------------------
@@ -359,7 +361,7 @@ def test_load_dataset_synthetic():
     x, y, c = data.make_synthetic(**_config().synthetic.to_dict(), seed=5)
     np.testing.assert_array_equal(ds.features, x)
     assert ds.name == "synthetic" and len(ds.splits) == 2
-    _assert_splits_equal(ds.splits, data.random_splits(y, c, num_splits=2, seed=5))
+    _assert_splits_equal(ds.splits, splits_lib.random_splits(y, c, num_splits=2, seed=5))
 
 
 def test_load_dataset_npz(tmp_path):

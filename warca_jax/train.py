@@ -16,7 +16,7 @@ A run started again on the same workdir reuses every finished split (its
 holding a run with another config is refused rather than mixed.
 
 With ``data.val_fraction`` > 0, a share of each split's training identities is held out
-(``data.validation_split``, seeded by ``seed`` and the split index) and the learner
+(``splits.validation_split``, seeded by ``seed`` and the split index) and the learner
 trains on the rest; after every logged chunk of steps the metric learned so far is
 evaluated on the held-out query/gallery as the split's test is (``evaluate_metric``),
 and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
@@ -39,6 +39,7 @@ from absl import logging
 
 from warca_jax import data as data_lib
 from warca_jax import datasets, evaluation, methods, plots
+from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import EMBEDDING_KINDS, Metric
 
@@ -121,7 +122,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
     if not fraction:
         return None
     try:
-        return data_lib.validation_split(
+        return splits_lib.validation_split(
             dataset.labels,
             dataset.cams,
             dataset.splits[s].train_idx,

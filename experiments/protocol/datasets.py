@@ -17,7 +17,9 @@ from absl import logging
 from experiments.protocol.plan import data_config
 from warca_jax import data as data_lib
 from warca_jax import datasets
+from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
+from warca_jax.datasets import npz_file
 
 
 class DataInfo(NamedTuple):
@@ -54,13 +56,13 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
     del stamp
     head = ("num_splits", "name", "config", "fingerprint", "features", "labels", "cams")
     try:
-        z, present = data_lib.read_npz(path, head, what="stored dataset")
+        z, present = npz_file.read_npz(path, head, what="stored dataset")
         missing = sorted(set(head) - set(z))
         if missing:
             raise ValueError(f"it has no {missing} (it has {present})")
         num = int(z["num_splits"])
         keys = [f"{k}_{s}" for s in range(num) for k in ("train", "query", "gallery")]
-        idx, _ = data_lib.read_npz(path, keys, what="stored dataset")
+        idx, _ = npz_file.read_npz(path, keys, what="stored dataset")
         missing = [k for k in keys if k not in idx]
         if missing:
             raise ValueError(f"it has no {missing[:3]}")
@@ -135,7 +137,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed
     """A validation split inside the training part of split ``s``.
 
     ``fraction`` of the training identities (drawn from ``[seed, s]``) become validation
-    identities, with queries and gallery drawn as ``data.random_splits`` draws a test
+    identities, with queries and gallery drawn as ``splits.random_splits`` draws a test
     split; the rest train. Indices are into ``dataset``.
     """
     train_idx = dataset.splits[s].train_idx
@@ -147,7 +149,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed
             f"split {s} has {num_ids} training identities: too few to hold {num_val} out for "
             "validation and train on the rest; lower cv.val_fraction or cv.num_splits"
         )
-    (sub,) = data_lib.random_splits(
+    (sub,) = splits_lib.random_splits(
         labels, cams, num_splits=1, num_test_ids=num_val, seed=seed * 1000 + s
     )
     return data_lib.Split(

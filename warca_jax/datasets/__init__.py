@@ -37,6 +37,7 @@ from collections.abc import Mapping
 import ml_collections
 
 from warca_jax import data
+from warca_jax import splits as splits_lib
 from warca_jax.datasets.base import ImageSet, to_dataset
 from warca_jax.datasets.caviar import load_caviar
 from warca_jax.datasets.cuhk01 import load_cuhk01
@@ -157,7 +158,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
     Args:
       cfg: ConfigDict with `name` (one of `NAMES`), `path` (the file, or the dataset's
         folder), `num_splits`, `num_train_ids` and `num_test_ids` (0: the defaults of
-        `data.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
+        `splits.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
         arguments of `make_synthetic` but the seed), and for datasets read from images
         `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a map of further
         loader options, e.g. {"variant": "detected"}).
@@ -188,7 +189,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         features, labels, cams = make_synthetic(
             **{"seed": cfg.seed, **dict(cfg.get("synthetic", {}))}
         )
-        splits = data.random_splits(labels, cams, **split_args)
+        splits = splits_lib.random_splits(labels, cams, **split_args)
         return data.validated_dataset(features, labels, cams, splits, "synthetic")
     try:
         loader = get_loader(cfg.name)

@@ -13,7 +13,8 @@ same-camera images and every match is across cameras.
 
 from __future__ import annotations
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "caviar"
 PATTERN = r"(\d{4})(\d{3})\.jpg"
@@ -45,7 +46,7 @@ def load_caviar(root, *, num_test_ids=36, num_splits=10, seed=0) -> base.ImageSe
             )
         labels.append(int(match.group(1)))
         cams.append(0 if index <= 10 else 1)
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
     )
     return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

@@ -17,7 +17,8 @@ import os
 
 import numpy as np
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "cuhk01"
 PATTERN = r"(\d{4})(\d{3})\.png"
@@ -55,7 +56,7 @@ def load_cuhk01(
         cams.append(0 if index <= 2 else 1)
     cams = np.asarray(cams, dtype=np.int64)
     shots = None if multi_shot else 1
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=num_test_ids,

@@ -1,6 +1,6 @@
 """Precomputed features in a file: `.npz`, `.mat` and the coursework's `.json`.
 
-- `.npz`: the generic format of `warca_jax.data.load_npz` (0-based split indices).
+- `.npz`: the generic format of `warca_jax.npz_file.load_npz` (0-based split indices).
 - `.mat` (MATLAB v5/v7 through scipy, v7.3 through h5py): variables `features` [N, D],
   `labels` [N], `cams` [N] and optionally `train_idx`, `query_idx`, `gallery_idx` (all three
   or none), each a vector for one split or [S, n] for S splits. MATLAB users write 1-based
@@ -10,7 +10,7 @@
   (the coursework's `feature_data.json`), which gives labels, cams and the split; by
   default `cuhk03_new_protocol_config_labeled.mat` beside the .json.
 
-Files without splits get `data.random_splits` from `num_splits`, `num_train_ids`,
+Files without splits get `splits.random_splits` from `num_splits`, `num_train_ids`,
 `num_test_ids` and `seed`, as `.npz` files do.
 """
 
@@ -22,7 +22,8 @@ import numpy as np
 import scipy.io
 
 from warca_jax import data
-from warca_jax.datasets import base, cuhk03
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base, cuhk03, npz_file
 
 EXTENSIONS = (".npz", ".mat", ".json")
 
@@ -94,7 +95,7 @@ def load_mat_features(
     n = len(labels)
     have = [k for k in data.SPLIT_KEYS if k in arrays]
     if not have:
-        splits = data.random_splits(
+        splits = splits_lib.random_splits(
             labels,
             cams,
             num_splits=num_splits,
@@ -199,7 +200,7 @@ def load_features_file(
     if protocol_mat is not None and ext != ".json":
         raise ValueError(f"protocol_mat applies to .json feature lists; {path} is {ext}")
     if ext == ".npz":
-        return data.load_npz(path, **split_args)
+        return npz_file.load_npz(path, **split_args)
     if ext == ".mat":
         return load_mat_features(path, one_based=one_based, **split_args)
     return load_json_features(path, protocol_mat=protocol_mat)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "ilids"
 PATTERN = r"(\d{4})(\d{3})\.jpg"
@@ -37,7 +38,7 @@ def load_ilids(root, *, num_test_ids=60, num_splits=10, seed=0) -> base.ImageSet
     found = base.list_images(root, PATTERN, dataset="i-LIDS", example=EXAMPLE)
     labels = [int(m.group(1)) for _, m in found]
     cams = np.arange(len(found))
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
     )
     return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

@@ -14,7 +14,8 @@ always train.
 
 from __future__ import annotations
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "opereid"
 PATTERN = r"(\d+)_c?(\d+)(_[^/]*)?\.(jpg|jpeg|png|bmp)"
@@ -38,7 +39,7 @@ def load_opereid(root, *, num_test_ids=119, num_splits=10, seed=0) -> base.Image
     found = base.list_images(root, PATTERN, dataset="OpeReid", example=EXAMPLE)
     labels = [int(m.group(1)) for _, m in found]
     cams = [int(m.group(2)) for _, m in found]
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
     )
     return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

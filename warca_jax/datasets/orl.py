@@ -16,7 +16,8 @@ import re
 
 import numpy as np
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "orl"
 PATTERN = r"(\d+)\.pgm"
@@ -69,7 +70,7 @@ def load_orl(root, *, num_test_ids=20, num_train_ids=None, num_splits=10, seed=0
             labels.append(person)
             cams.append(0 if index <= 5 else 1)
     cams = np.asarray(cams, dtype=np.int64)
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=num_test_ids,

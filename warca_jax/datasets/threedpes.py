@@ -20,7 +20,8 @@ import os
 
 import numpy as np
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 NAME = "3dpes"
 PATTERN = r"(\d+)_(\d+)(_[^/]*)?\.(bmp|png|jpg|jpeg)"
@@ -48,7 +49,7 @@ def load_threedpes(
     labels = [int(m.group(1)) for _, m in found]
     views = [int(m.group(2)) for _, m in found]
     cams = np.asarray(views) if view_as_camera else np.arange(len(found))
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
     )
     return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

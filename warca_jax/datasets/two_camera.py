@@ -18,7 +18,8 @@ import os
 
 import numpy as np
 
-from warca_jax.datasets import base, protocol
+from warca_jax import splits as splits_lib
+from warca_jax.datasets import base
 
 CAMERA_DIRS = ("cam_a", "cam_b")
 
@@ -38,7 +39,7 @@ def _load_two_camera(
             labels.append(int(match.group(1)))
             cams.append(cam)
     cams = np.asarray(cams, dtype=np.int64)
-    splits = protocol.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=num_test_ids,

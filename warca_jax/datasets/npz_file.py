@@ -1,0 +1,153 @@
+"""The generic `.npz` dataset format (DESIGN.md) and a reader of `.npz` archives that names
+every way a file can be wrong.
+
+A dataset file holds `features`, `labels`, `cams` and optionally fixed splits
+`train_idx`, `query_idx`, `gallery_idx` (0-based, all three or none), each 1-D for one split
+or 2-D `[S, n]` for S splits. Without fixed splits, `splits.random_splits` draws identity
+splits from a seed.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import numpy as np
+
+from warca_jax.data import (
+    REQUIRED_KEYS,
+    SPLIT_KEYS,
+    Dataset,
+    Split,
+    validate_arrays,
+    validated_dataset,
+)
+from warca_jax.splits import random_splits
+
+NPZ_EXPECTED = (
+    "a .npz archive of named arrays, as numpy.savez writes it, e.g. "
+    "np.savez(path, features=X, labels=y, cams=c)"
+)
+
+
+def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
+    """Reads the arrays ``keys`` of a .npz archive; anything else is a clear error.
+
+    Returns:
+      The arrays found among ``keys`` (by name) and the names of all arrays present.
+
+    Raises:
+      ValueError: the file is empty, truncated, not a .npz archive, holds one bare array,
+        or holds Python objects (e.g. a ragged array) instead of plain arrays; each
+        message names the file and what was expected.
+    """
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"{path}: the {what} is empty (0 bytes); expected {NPZ_EXPECTED}")
+    with open(path, "rb") as fh:
+        return _read_npz(fh, path, keys, what)
+
+
+def _read_npz(fh, path: str, keys, what: str) -> tuple[dict, list[str]]:
+    """`read_npz` on an open file handle."""
+    try:
+        npz = np.load(fh, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, ValueError) and "pickle" in str(e):
+            reason = "it is not a numpy file (text, or pickled data)"
+        elif isinstance(e, zipfile.BadZipFile | EOFError):
+            reason = f"it is damaged or truncated ({e})"
+        else:
+            reason = str(e)
+        raise ValueError(
+            f"{path}: cannot read the {what}: {reason}; expected {NPZ_EXPECTED}"
+        ) from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ValueError(
+            f"{path}: the {what} holds one unnamed array of shape {npz.shape}; expected "
+            f"{NPZ_EXPECTED}"
+        )
+    arrays = {}
+    with npz:
+        present = list(npz.files)
+        for k in present:
+            if k not in keys:
+                continue
+            try:
+                arrays[k] = npz[k]
+            except ValueError as e:
+                if "pickle" in str(e) or "Object arrays" in str(e):
+                    raise ValueError(
+                        f"{path}: array {k!r} holds Python objects (a ragged array, or "
+                        "strings of mixed length?), not numbers; expected a rectangular "
+                        "numeric array"
+                    ) from None
+                raise ValueError(f"{path}: array {k!r} cannot be read: {e}") from None
+            except (EOFError, OSError, zipfile.BadZipFile) as e:
+                raise ValueError(
+                    f"{path}: array {k!r} is damaged or truncated ({e}); expected {NPZ_EXPECTED}"
+                ) from None
+    return arrays, present
+
+
+def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed=0) -> Dataset:
+    """Loads a dataset in the generic `.npz` format (module docstring).
+
+    Args:
+      path: the `.npz` file.
+      num_splits: how many random splits to draw when the file has no fixed splits.
+      num_train_ids: training identities per random split (None or 0: the rest).
+      num_test_ids: test identities per random split (None or 0: half, rounded down).
+      seed: seed of the random splits.
+
+    Returns:
+      The validated `Dataset`, named after the file; fixed splits take precedence.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"{path} is a folder; data.name=npz reads one .npz file (a dataset's folder "
+            "is read by its own loader: set data.name to its name, e.g. market1501)"
+        )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"dataset file not found: {path}")
+    arrays, present = read_npz(path, REQUIRED_KEYS + SPLIT_KEYS, what="dataset file")
+    expected = (
+        f"keys present: {present}; required: {list(REQUIRED_KEYS)}; "
+        f"optional (all three or none): {list(SPLIT_KEYS)}"
+    )
+    for key in REQUIRED_KEYS:
+        if key not in arrays:
+            raise KeyError(f"{path}: missing key {key!r}; {expected}")
+    arrays["features"], arrays["labels"], arrays["cams"] = validate_arrays(
+        arrays["features"], arrays["labels"], arrays["cams"]
+    )
+    have = [k for k in SPLIT_KEYS if k in arrays]
+    name = os.path.splitext(os.path.basename(path))[0]
+    if not have:
+        splits = random_splits(
+            arrays["labels"],
+            arrays["cams"],
+            num_splits=num_splits,
+            num_train_ids=num_train_ids,
+            num_test_ids=num_test_ids,
+            seed=seed,
+        )
+    elif len(have) < len(SPLIT_KEYS):
+        missing = [k for k in SPLIT_KEYS if k not in arrays]
+        raise KeyError(f"{path}: fixed splits need all three keys; missing {missing}; {expected}")
+    else:
+        parts = [arrays[k] for k in SPLIT_KEYS]
+        ndims = {p.ndim for p in parts}
+        if ndims == {1}:
+            parts = [p[None] for p in parts]
+        elif ndims != {2}:
+            shapes = {k: arrays[k].shape for k in SPLIT_KEYS}
+            raise ValueError(f"{path}: split arrays must all be 1-D or all 2-D [S, n]; {shapes}")
+        counts = [len(p) for p in parts]
+        if len(set(counts)) != 1:
+            raise ValueError(
+                f"{path}: train_idx, query_idx and gallery_idx disagree on the number of "
+                f"splits S: {counts}"
+            )
+        splits = tuple(Split(*(p[s] for p in parts)) for s in range(counts[0]))
+    return validated_dataset(arrays["features"], arrays["labels"], arrays["cams"], splits, name)
