@@ -49,6 +49,13 @@ CLASS_NAMES = {
     "LMNN": "lmnn",
     "FRML": "frml",
     "SVMML": "svmml",
+    "NCA": "nca",
+    "MMC": "mmc",
+    "ITML": "itml",
+    "SDML": "sdml",
+    "LSML": "lsml",
+    "RCA": "rca",
+    "SCML": "scml",
 }
 _SCALARS = (bool, int, float, str, type(None))
 

@@ -43,6 +43,13 @@ DISPLAY = {  # column names of the paper's Table 2 and the study
     "lmnn": "LMNN",
     "pairwise_sgd": "pairwise SGD",
     "triplet_sgd": "triplet SGD",
+    "nca": "NCA",
+    "mmc": "MMC",
+    "itml": "ITML",
+    "sdml": "SDML",
+    "lsml": "LSML",
+    "rca": "RCA",
+    "scml": "SCML",
 }
 
 
