@@ -295,6 +295,80 @@ def _check_data(config, cfgs, dataset: data_lib.Dataset) -> None:
         )
 
 
+def _rank_k_files(summary: dict, config, workdir: str, title: str) -> dict:
+    """rank_k.png and rank_k.md of every method; their paths."""
+    rank_k = plots.plot_rank_k(
+        {label: row["cmc"] for label, row in summary.items()},
+        os.path.join(workdir, "rank_k.png"),
+        max_rank=config.max_rank,
+        title=f"rank-k matching rate, {title}",
+    )
+    table = markdown_table(summary, num_splits=config.num_splits)
+    path = os.path.join(workdir, "rank_k.md")
+    workdir_lib.write_text(path, f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
+    return {"rank_k": str(rank_k), "table": path}
+
+
+def _ranked_list(dataset, metric: Metric, paths, config, workdir: str) -> tuple[str, dict]:
+    """ranked_list.png of split 0 under ``config.ranked.method``'s metric; (path, record)."""
+    split, label = dataset.splits[0], config.ranked.method
+    chosen = pick_queries(split, dataset, config.ranked.num_queries, config.ranked.seed)
+    q, g = split.query_idx[chosen], split.gallery_idx
+    dist = metric.pairwise_distances(dataset.features[q], dataset.features[g])
+    lab, cam = dataset.labels, dataset.cams
+    index, dists, matches = ranked_lists(
+        dist, lab[q], lab[g], cam[q], cam[g], top_k=config.ranked.top_k
+    )
+    shown = g[index]  # dataset indices of the ranked entries
+    figure = plots.plot_ranked_lists(
+        lab[q],
+        lab[shown],
+        matches,
+        dists,
+        os.path.join(workdir, "ranked_list.png"),
+        query_images=None if paths is None else [paths[i] for i in q],
+        ranked_images=None if paths is None else [[paths[i] for i in r] for r in shown],
+        title=f"top {config.ranked.top_k} under {label} on {dataset.name} (green: same identity)",
+    )
+    record = {
+        "method": label,
+        "images": paths is not None,
+        "queries": [
+            {
+                "query": int(q[r]),
+                "label": int(lab[q[r]]),
+                "gallery": shown[r].tolist(),
+                "labels": lab[shown[r]].tolist(),
+                "distances": dists[r].tolist(),
+                "match": matches[r].tolist(),
+            }
+            for r in range(len(q))
+        ],
+    }
+    return str(figure), record
+
+
+def _validation_costs(fits: dict, dataset_name: str, workdir: str) -> tuple[dict, dict]:
+    """Validation cost per epoch of the SGD optimisers on split 0: (curves, files)."""
+    val = {
+        label: {
+            "epoch": [row["epoch"] for row in rows[0]["history"]],
+            "val_cost": [row["val_cost"] for row in rows[0]["history"]],
+            "learning_rate": [row["learning_rate"] for row in rows[0]["history"]],
+        }
+        for label, rows in fits.items()
+        if rows[0]["method"] in SGD_METHODS
+    }
+    if not val:
+        return val, {}
+    figure = plots.plot_validation_cost(
+        {label: (v["epoch"], v["val_cost"]) for label, v in val.items()},
+        os.path.join(workdir, "validation_cost.png"),
+        title=f"validation cost per epoch, {dataset_name} split 0",
+    )
+    return val, {"validation_cost": str(figure)}
+
+
 def run(config, workdir: str) -> dict:
     """Fits every method, writes the figures and tables (module docstring); returns results.
 
@@ -327,79 +401,12 @@ def run(config, workdir: str) -> dict:
     title = f"{dataset.name}, " + (
         f"mean of {config.num_splits} splits" if config.num_splits > 1 else "split 0"
     )
-    files = {}
-    files["rank_k"] = str(
-        plots.plot_rank_k(
-            {label: row["cmc"] for label, row in summary.items()},
-            os.path.join(workdir, "rank_k.png"),
-            max_rank=config.max_rank,
-            title=f"rank-k matching rate, {title}",
-        )
+    files = _rank_k_files(summary, config, workdir, title)
+    files["ranked_list"], ranked = _ranked_list(
+        dataset, metrics[config.ranked.method], paths, config, workdir
     )
-    table = markdown_table(summary, num_splits=config.num_splits)
-    with open(os.path.join(workdir, "rank_k.md"), "w") as f:
-        f.write(f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
-    files["table"] = os.path.join(workdir, "rank_k.md")
-
-    # Ranked lists of split 0 under the chosen metric.
-    split = dataset.splits[0]
-    label = config.ranked.method
-    chosen = pick_queries(split, dataset, config.ranked.num_queries, config.ranked.seed)
-    q, g = split.query_idx[chosen], split.gallery_idx
-    dist = metrics[label].pairwise_distances(dataset.features[q], dataset.features[g])
-    lab, cam = dataset.labels, dataset.cams
-    index, dists, matches = ranked_lists(
-        dist, lab[q], lab[g], cam[q], cam[g], top_k=config.ranked.top_k
-    )
-    shown = g[index]  # dataset indices of the ranked entries
-    files["ranked_list"] = str(
-        plots.plot_ranked_lists(
-            lab[q],
-            lab[shown],
-            matches,
-            dists,
-            os.path.join(workdir, "ranked_list.png"),
-            query_images=None if paths is None else [paths[i] for i in q],
-            ranked_images=None if paths is None else [[paths[i] for i in r] for r in shown],
-            title=f"top {config.ranked.top_k} under {label} on {dataset.name} "
-            "(green: same identity)",
-        )
-    )
-    ranked = {
-        "method": label,
-        "images": paths is not None,
-        "queries": [
-            {
-                "query": int(q[r]),
-                "label": int(lab[q[r]]),
-                "gallery": shown[r].tolist(),
-                "labels": lab[shown[r]].tolist(),
-                "distances": dists[r].tolist(),
-                "match": matches[r].tolist(),
-            }
-            for r in range(len(q))
-        ],
-    }
-
-    # Validation cost per epoch of the SGD optimisers (split 0).
-    val = {
-        label: {
-            "epoch": [row["epoch"] for row in rows[0]["history"]],
-            "val_cost": [row["val_cost"] for row in rows[0]["history"]],
-            "learning_rate": [row["learning_rate"] for row in rows[0]["history"]],
-        }
-        for label, rows in fits.items()
-        if rows[0]["method"] in SGD_METHODS
-    }
-    if val:
-        files["validation_cost"] = str(
-            plots.plot_validation_cost(
-                {label: (v["epoch"], v["val_cost"]) for label, v in val.items()},
-                os.path.join(workdir, "validation_cost.png"),
-                title=f"validation cost per epoch, {dataset.name} split 0",
-            )
-        )
-
+    val, val_files = _validation_costs(fits, dataset.name, workdir)
+    files.update(val_files)
     results = {
         "dataset": dataset.name,
         "num_splits": config.num_splits,
