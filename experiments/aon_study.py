@@ -303,6 +303,8 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     Raises:
       ValueError: a bad config or data, before any training.
     """
+    # Over 60 lines: a study driver; it reads as the study's steps (grid, fits, reuse of
+    # finished points, tables, figure) in the order they run.
     check_config(config)
     dataset = datasets.from_config(config.data, progress=bool(config.progress))
     for sp in dataset.splits:

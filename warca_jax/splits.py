@@ -256,6 +256,8 @@ def probe_gallery_splits(
       ValueError: for bad options, too few eligible identities, or a fixed test identity
         that is not in the data or cannot give a probe and a match.
     """
+    # Over 60 lines: most of it is the checks of its arguments, each with its own message,
+    # before the draw (the draw itself is the loop at the end).
     labels = np.asarray(labels, dtype=np.int64)
     cams = np.asarray(cams, dtype=np.int64)
     if labels.ndim != 1 or labels.shape != cams.shape:

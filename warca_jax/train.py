@@ -264,6 +264,9 @@ def reuse_split(workdir: str, s: int) -> dict | None:
 
 def run_split(dataset, s: int, config, workdir: str) -> dict:
     """Fits, saves and evaluates split ``s``; returns its JSON-able results."""
+    # Over 60 lines: the validation callback and the log writer are closures over this split's
+    # state (seed, held-out part, kept model), and the steps read in the order they happen:
+    # fit, keep, save, test, baseline, write.
     split = dataset.splits[s]
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     _drop_split_lines(metrics_path, s)

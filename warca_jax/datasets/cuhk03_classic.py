@@ -53,6 +53,8 @@ def load_cuhk03_classic(
     Returns:
       An `ImageSet` with one split per test set.
     """
+    # Over 60 lines: reading the v7.3 file's cell arrays, writing the images out once and
+    # building the protocol are one pass over the file's layout, in its order.
     if variant not in ("labeled", "detected"):
         raise ValueError(f"CUHK03 variant must be 'labeled' or 'detected'; got {variant!r}")
     base.check_split_options(num_splits=1 if num_splits is None else num_splits, seed=seed)

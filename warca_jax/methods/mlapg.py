@@ -142,6 +142,25 @@ def make_step(mu: float, factor: float, max_backtracks: int):
     return jax.jit(step)
 
 
+def prepared_features(x: np.ndarray, pca_dim: int):
+    """PCA to ``pca_dim`` (0: none), centred and scaled to unit mean squared pair distance.
+
+    Returns:
+      (features [N, d] float32 as a jax array, PCA mean [D], PCA components [d, D], scale):
+      the features are (x - mean) C^T, centred, divided by sqrt(scale).
+    """
+    mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
+    if pca_dim and x.shape[1] > pca_dim:
+        mean, comps = linalg.pca(x, variance=1.0, max_dim=pca_dim)
+    xr = (x - mean) @ comps.T
+    # Rescale to unit mean squared pair distance: d = 2 (mean ||x||^2 - ||mean x||^2).
+    xr = xr - xr.mean(axis=0)
+    scale = 2.0 * float(np.mean(np.sum(xr.astype(np.float64) ** 2, axis=1))) * len(x) / (len(x) - 1)
+    if not scale > 0:
+        raise ValueError("MLAPG needs features that are not all identical")
+    return jnp.asarray(xr / np.sqrt(scale), jnp.float32), mean, comps, scale
+
+
 def fit(
     features: np.ndarray,
     labels: np.ndarray,
@@ -176,16 +195,7 @@ def fit(
     """
     del seed
     x, y, feature_scale = validate(features, labels, cfg)
-    mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
-    if cfg.pca_dim and x.shape[1] > cfg.pca_dim:
-        mean, comps = linalg.pca(x, variance=1.0, max_dim=cfg.pca_dim)
-    xr = (x - mean) @ comps.T
-    # Rescale to unit mean squared pair distance: d = 2 (mean ||x||^2 - ||mean x||^2).
-    xr = xr - xr.mean(axis=0)
-    scale = 2.0 * float(np.mean(np.sum(xr.astype(np.float64) ** 2, axis=1))) * len(x) / (len(x) - 1)
-    if not scale > 0:
-        raise ValueError("MLAPG needs features that are not all identical")
-    feats = jnp.asarray(xr / np.sqrt(scale), jnp.float32)
+    feats, mean, comps, scale = prepared_features(x, int(cfg.pca_dim))
     sign, weight = pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
     d = feats.shape[1]
     eye = jnp.eye(d, dtype=jnp.float32)

@@ -179,6 +179,8 @@ def fit(
       training.TrainingDivergedError: training diverged, or a non-finite or degenerate
         model.
     """
+    # Over 60 lines: the chunk function and the metric maker are closures over one training
+    # state (map, optimiser state, kernel or features) that run_in_chunks drives.
     x, y, feature_scale = validate(features, labels, cfg)
     kernel_form = cfg.kernel != "none"
     key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
