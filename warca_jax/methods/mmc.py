@@ -1,0 +1,393 @@
+"""MMC: metric learning for clustering with side information (Xing, Ng, Jordan & Russell,
+NIPS 2002), trained from labels as metric-learn's ``MMC_Supervised``.
+
+From ``num_constraints`` similar pairs S (same label) and as many dissimilar pairs D
+(``_constraints.label_pairs``, drawn from ``np.random.default_rng(seed)``), it learns a
+PSD Mahalanobis matrix A (paper eq. 3-5):
+
+    max_A  g(A) = sum_{(i,j) in D} ||x_i - x_j||_A
+    s.t.   f(A) = sum_{(i,j) in S} ||x_i - x_j||_A^2 <= 1,   A >= 0 (PSD),
+
+with ||d||_A = sqrt(d^T A d). f is linear in A: f(A) = <W, A> with W = sum_S d d^T, so
+C1 = {A : f(A) <= 1} is a half-space; C2 is the PSD cone. The paper's algorithm (its
+Figure "Full metric"), from A = 100 I / f(I) (metric-learn's start: A = I under its bound
+f(A) <= f(I) / 100, which only rescales A; it makes the iterates independent of the
+features' scale):
+
+    repeat:  A <- A + alpha (grad g(A))_perp     (the part orthogonal to grad f = W)
+             repeat: A <- the projection of A onto C1;  A <- the projection onto C2
+             until A is in C1 (within ``proj_tol``) or ``max_proj`` rounds,
+
+with grad g(A) = sum_D d d^T / (2 ||d||_A) and the projections
+
+    onto C1:  A - max(0, <W, A> - 1) / ||W||_F^2 W,
+    onto C2:  V max(Lambda, 0) V^T  (A = V Lambda V^T).
+
+The step size follows metric-learn 0.7.0's rule for the paper's unspecified alpha: a
+step is kept when the projections succeeded and g grew, and alpha then grows by 5%; a
+step that fails is undone and alpha halves. Here the direction has unit Frobenius norm and
+alpha is relative to ||A||_F (a step of alpha ||A||_F), so that the algorithm does not
+depend on the features' scale. After the projections, A is scaled by min(1, 1 / f(A)) so
+that every kept iterate is exactly feasible (f(A) <= 1: the projections stop within
+``proj_tol``). Training stops when alpha falls below ``tol`` (metric-learn's test
+||alpha M|| / ||A|| < tol) or after ``max_iter`` tries, kept or not; the last history row
+says which (``stopped``).
+
+The pair sums are computed without a [P, D] array of differences: with XA = X A,
+d^T A d = q_i + q_j - 2 (XA)_i . x_j (q_i = x_i^T A x_i), and sum_p w_p d_p d_p^T =
+X^T (diag(deg) X - Y) with Y_i = sum_{p touching i} w_p x_other, in blocks of
+``block_size`` pairs. The learned A is returned as a linear Metric W with W^T W = A
+(its eigendecomposition, ``linalg.psd_factor``).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from warca_jax import linalg, training
+from warca_jax.methods import Method, _checks, _constraints
+from warca_jax.metric import Metric
+
+GROW, SHRINK = 1.05, 0.5  # step factors after a kept / an undone step (metric-learn)
+
+
+def check_config(cfg, data: _checks.TrainingData) -> None:
+    """Raises ValueError for an MMC config that cannot run on this data."""
+    _checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
+    _checks.check_numbers(
+        cfg, ("max_iter", "max_proj", "log_every", "block_size"), low=1, integer=True
+    )
+    _checks.check_number(cfg, "tol", low=0, note="; 0: run max_iter steps")
+    _checks.check_numbers(cfg, ("init_step", "proj_tol"), low=0, low_open=True)
+    _checks.check_choice(cfg, "projection", tuple(PROJECTIONS))
+
+
+# MMC's optimum does not depend on the features' scale (A scales with 1 / scale^2 and the
+# step is relative to ||A||): features outside float32's safe range are rescaled.
+validate = _checks.validator("MMC", check_config)
+
+
+class Pairs(NamedTuple):
+    """Pair endpoints in blocks: i, j [nb, B] int32, weight [nb, B] (0 on padding)."""
+
+    i: jax.Array
+    j: jax.Array
+    weight: jax.Array
+
+
+def pair_blocks(pairs: np.ndarray, block_size: int) -> Pairs:
+    """[P, 2] index pairs padded with (0, 0) of weight 0 into blocks of ``block_size``."""
+    p = pairs.shape[0]
+    b = max(1, min(block_size, p))
+    nb = max(1, -(-p // b))
+    pad = nb * b - p
+    ij = np.concatenate([pairs, np.zeros((pad, 2), pairs.dtype)]).astype(np.int32)
+    w = np.concatenate([np.ones(p, np.float32), np.zeros(pad, np.float32)])
+    return Pairs(
+        jnp.asarray(ij[:, 0].reshape(nb, b)),
+        jnp.asarray(ij[:, 1].reshape(nb, b)),
+        jnp.asarray(w.reshape(nb, b)),
+    )
+
+
+def pair_sq_dists(a: jax.Array, x: jax.Array, pairs: Pairs) -> jax.Array:
+    """d_p^T A d_p [nb, B] for every pair (0 on padding), d_p = x_i - x_j."""
+    xa = x @ a
+    q = jnp.sum(xa * x, axis=1)
+
+    def block(ijw):
+        i, j, w = ijw
+        cross = jnp.sum(xa[i] * x[j], axis=1)
+        return jnp.where(w > 0, jnp.maximum(q[i] + q[j] - 2.0 * cross, 0.0), 0.0)
+
+    return jax.lax.map(block, pairs)
+
+
+def weighted_scatter(x: jax.Array, pairs: Pairs, weight: jax.Array) -> jax.Array:
+    """sum_p weight_p d_p d_p^T ([D, D]) as X^T (diag(deg) X - Y), block by block."""
+    n = x.shape[0]
+
+    def block(carry, ijw):
+        y, deg = carry
+        i, j, w = ijw
+        y = y.at[i].add(w[:, None] * x[j]).at[j].add(w[:, None] * x[i])
+        deg = deg.at[i].add(w).at[j].add(w)
+        return (y, deg), None
+
+    (y, deg), _ = jax.lax.scan(
+        block, (jnp.zeros_like(x), jnp.zeros((n,), x.dtype)), (pairs.i, pairs.j, weight)
+    )
+    out = x.T @ (deg[:, None] * x - y)
+    return (out + out.T) / 2.0
+
+
+def dissimilar_sum(a: jax.Array, x: jax.Array, dissimilar: Pairs) -> jax.Array:
+    """g(A) = sum over dissimilar pairs of ||d||_A (paper eq. 3's objective)."""
+    return jnp.sum(jnp.sqrt(pair_sq_dists(a, x, dissimilar)))
+
+
+def dissimilar_grad(a: jax.Array, x: jax.Array, dissimilar: Pairs) -> tuple[jax.Array, jax.Array]:
+    """(grad g(A) = sum_D d d^T / (2 ||d||_A), g(A)).
+
+    ||d||_A is floored at 1e-6 of its mean in the weights, so that a dissimilar pair at
+    distance 0 (two equal feature vectors) gives a large weight, not an infinite one.
+    """
+    dist = jnp.sqrt(pair_sq_dists(a, x, dissimilar))
+    mean = jnp.sum(dist) / jnp.maximum(jnp.sum(dissimilar.weight), 1.0)
+    w = dissimilar.weight * 0.5 / jnp.maximum(dist, 1e-6 * mean)
+    return weighted_scatter(x, dissimilar, w), jnp.sum(dist)
+
+
+def ascent_direction(grad_g: jax.Array, grad_f: jax.Array) -> jax.Array:
+    """(grad g)_perp: grad g without its component along grad f, unit Frobenius norm."""
+    perp = grad_g - jnp.vdot(grad_g, grad_f) / jnp.vdot(grad_f, grad_f) * grad_f
+    return perp / jnp.sqrt(jnp.vdot(perp, perp))
+
+
+def _psd(a: jax.Array) -> jax.Array:
+    """The projection onto the PSD cone C2: negative eigenvalues set to 0."""
+    evals, evecs = jnp.linalg.eigh((a + a.T) / 2.0)
+    return (evecs * jnp.maximum(evals, 0.0)) @ evecs.T
+
+
+def project_alternating(a: jax.Array, w: jax.Array, *, proj_tol: float, max_proj: int):
+    """Alternating projections onto C1 = {<W, A> <= 1} and the PSD cone C2 (the paper's).
+
+    Rounds of (C1, then C2) until <W, A> <= 1 + proj_tol or ``max_proj`` rounds.
+
+    Returns:
+      (A, rounds, satisfied): ``satisfied`` False when ``max_proj`` rounds did not reach
+      the tolerance.
+    """
+    w_sq = jnp.vdot(w, w)
+
+    def one_round(carry):
+        a, rounds = carry
+        return _psd(a - jnp.maximum(jnp.vdot(w, a) - 1.0, 0.0) / w_sq * w), rounds + 1
+
+    def violated(carry):
+        a, rounds = carry
+        return (jnp.vdot(w, a) > 1.0 + proj_tol) & (rounds < max_proj)
+
+    a, rounds = jax.lax.while_loop(violated, one_round, one_round((a, jnp.int32(0))))
+    return a, rounds, jnp.vdot(w, a) <= 1.0 + proj_tol
+
+
+def project_exact(a: jax.Array, w: jax.Array, *, proj_tol: float, max_proj: int):
+    """The nearest (Frobenius) point of C1 n C2: PSD(A - lambda W) with lambda >= 0 the
+    smallest that gives <W, PSD(A - lambda W)> <= 1 (the KKT conditions of the
+    projection; <W, PSD(A - lambda W)> falls with lambda), found by bisection on lambda
+    to a relative width of 1e-6, at most ``max_proj`` eigendecompositions.
+
+    Returns:
+      (A, eigendecompositions, satisfied), as ``project_alternating``.
+    """
+    del proj_tol  # the bisection ends on the feasible side
+
+    def f_at(lam):
+        return jnp.vdot(w, _psd(a - lam * w))
+
+    f0 = f_at(0.0)
+    # a first bracket [0, hi], hi the C1 step alone, doubled until feasible
+    hi = jnp.maximum(jnp.maximum(jnp.vdot(w, a), f0) - 1.0, 0.0) / jnp.vdot(w, w)
+    lo, hi, n = jax.lax.while_loop(
+        lambda c: (f_at(c[1]) > 1.0) & (c[2] < max_proj),
+        lambda c: (c[1], 2.0 * c[1], c[2] + 1),
+        (0.0 * hi, hi, jnp.int32(1)),
+    )
+
+    def halve(carry):
+        lo, hi, n = carry
+        mid = (lo + hi) / 2.0
+        above = f_at(mid) > 1.0
+        return jnp.where(above, mid, lo), jnp.where(above, hi, mid), n + 1
+
+    lo, hi, n = jax.lax.while_loop(
+        lambda c: (c[1] - c[0] > 1e-6 * c[1]) & (c[2] < max_proj), halve, (lo, hi, n)
+    )
+    a = _psd(a - jnp.where(f0 > 1.0, hi, 0.0) * w)
+    return a, n, jnp.vdot(w, a) <= 1.0 + 1e-4  # 1 at hi, up to float32 rounding
+
+
+PROJECTIONS = {"alternating": project_alternating, "exact": project_exact}
+
+
+def project(a: jax.Array, w: jax.Array, *, method: str, proj_tol: float, max_proj: int):
+    """A projected into C1 n C2 by ``method`` (``PROJECTIONS``), then scaled by
+    min(1, 1 / <W, A>) so that it is exactly in C1 (it stays PSD).
+
+    Returns:
+      (A, rounds, satisfied).
+    """
+    a, rounds, ok = PROJECTIONS[method](a, w, proj_tol=proj_tol, max_proj=max_proj)
+    return a / jnp.maximum(jnp.vdot(w, a), 1.0), rounds, ok
+
+
+class MMCState(NamedTuple):
+    """A (feasible), its ascent direction, g(A), the relative step alpha."""
+
+    a: jax.Array
+    direction: jax.Array
+    g: jax.Array
+    step: jax.Array
+
+
+def make_cycle(method: str, proj_tol: float, max_proj: int):
+    """One jitted try of the paper's loop: step, project, keep or undo (built once per
+    setting through ``training.compiled``)."""
+
+    def cycle(state: MMCState, x, w, dissimilar):
+        norm = jnp.sqrt(jnp.vdot(state.a, state.a))
+        trial = state.a + state.step * norm * state.direction
+        trial, rounds, ok = project(trial, w, method=method, proj_tol=proj_tol, max_proj=max_proj)
+        grad_g, g = dissimilar_grad(trial, x, dissimilar)
+        keep = ok & (g > state.g)
+        new = MMCState(
+            jnp.where(keep, trial, state.a),
+            jnp.where(keep, ascent_direction(grad_g, w), state.direction),
+            jnp.where(keep, g, state.g),
+            state.step * jnp.where(keep, GROW, SHRINK),
+        )
+        return new, {"kept": keep, "projections": rounds}
+
+    return jax.jit(cycle)
+
+
+def objective(a, x, similar: np.ndarray, dissimilar: np.ndarray) -> dict:
+    """MMC's objective for a PSD matrix A ([D, D]) on the given [P, 2] pairs.
+
+    Returns:
+      dict of floats: ``objective`` g(A) / sqrt(f(A)), the value of g at A scaled onto
+      f = 1 (so that matrices of any scale compare; the number to compare by),
+      ``dissimilar`` g(A), ``similar`` f(A).
+    """
+    xj = jnp.asarray(x, jnp.float32) - jnp.asarray(np.mean(x, axis=0), jnp.float32)
+    aj = jnp.asarray(a, jnp.float32)
+    g = float(dissimilar_sum(aj, xj, pair_blocks(np.asarray(dissimilar), 8192)))
+    f = float(jnp.sum(pair_sq_dists(aj, xj, pair_blocks(np.asarray(similar), 8192))))
+    return {"objective": g / np.sqrt(f), "dissimilar": g, "similar": f}
+
+
+def draw_pairs(labels: np.ndarray, num_constraints: int, seed: int) -> _constraints.LabelPairs:
+    """metric-learn's ``MMC_Supervised`` pairs: ``num_constraints`` (0: 20 C^2, C the number
+    of labels) similar and as many dissimilar ones, from ``default_rng(seed)``."""
+    num = num_constraints or 20 * len(np.unique(labels)) ** 2
+    return _constraints.label_pairs(labels, num, np.random.default_rng(seed))
+
+
+def fit(
+    features,
+    labels,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+    callback: Callable[[dict, Metric], dict | None] | None = None,
+) -> tuple[Metric, list[dict]]:
+    """Learns an MMC metric (full matrix).
+
+    Args:
+      features: [N, D] training features.
+      labels: [N] identity labels.
+      cfg: the config's ``method`` section (configs/mmc.py).
+      seed: seed of the pairs drawn from the labels (same seed, same pairs, same result).
+      log_fn: called with each history row (one per ``log_every`` tries).
+      progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far; its time is not counted in the rows' ``seconds``, and a
+        dict it returns is merged into the row (``training.run_in_chunks``).
+
+    Returns:
+      (linear Metric with W^T W = A, history rows: step (tries so far), loss (-g(A)),
+      objective (g(A)), similar (f(A) <= 1), step_size (the relative alpha of the next
+      try), kept (tries kept in the chunk), projections (mean rounds per try), seconds;
+      the last row's ``stopped`` says why training ended).
+
+    Raises:
+      ValueError: bad data or config, before any work.
+      training.TrainingDivergedError: a non-finite or degenerate result.
+    """
+    x, y, scale = validate(features, labels, cfg)
+    t0 = time.perf_counter()
+    pairs = draw_pairs(y, int(cfg.num_constraints), seed)
+    bs = int(cfg.block_size)
+    xj = jnp.asarray(x - x.mean(axis=0), jnp.float32)  # differences unchanged, q smaller
+    similar, dissimilar = pair_blocks(pairs.similar, bs), pair_blocks(pairs.dissimilar, bs)
+    w = jax.jit(weighted_scatter)(xj, similar, similar.weight)
+    key = (str(cfg.projection), float(cfg.proj_tol), int(cfg.max_proj))
+    cycle = training.compiled(make_cycle, *key)
+    proj = jax.jit(functools.partial(project, method=key[0], proj_tol=key[1], max_proj=key[2]))
+    # metric-learn's start (A = I under the bound f(I) / 100), in the paper's units
+    a0 = proj(jnp.eye(x.shape[1], dtype=jnp.float32) * (100.0 / jnp.trace(w)), w)[0]
+    grad_g, g0 = jax.jit(dissimilar_grad)(a0, xj, dissimilar)
+    state = MMCState(a0, ascent_direction(grad_g, w), g0, jnp.float32(cfg.init_step))
+    max_iter, tol = int(cfg.max_iter), float(cfg.tol)
+    stopped = None
+
+    def advance(done, length):
+        nonlocal state, stopped
+        kept, rounds = 0, 0
+        for it in range(1, length + 1):
+            state, info = cycle(state, xj, w, dissimilar)
+            kept += int(info["kept"])
+            rounds += int(info["projections"])
+            alpha = float(state.step)
+            if alpha < tol or done + it == max_iter:
+                break
+        row = {
+            "loss": -float(state.g),
+            "objective": float(state.g),
+            "similar": float(jnp.vdot(w, state.a)),
+            "step_size": alpha,
+            "kept": kept,
+            "projections": rounds / it,
+        }
+        if alpha < tol:
+            stopped = (
+                f"converged: relative step {alpha:.3g} < tol {tol:g} after {done + it} of "
+                f"{max_iter} tries"
+            )
+        elif done + it == max_iter:
+            stopped = (
+                f"max_iter reached: {max_iter} tries, relative step {alpha:.3g} >= tol {tol:g}"
+            )
+        return training.Chunk(row, it, stop=alpha < tol)
+
+    def make_metric(a) -> Metric:
+        proj = linalg.psd_factor(np.asarray(a))
+        return Metric("linear", x.shape[1], projection=proj, name="mmc", feature_scale=scale)
+
+    def log_row(row):
+        if stopped is not None:  # the last row: say when and why training stopped
+            row["stopped"] = stopped
+            logging.info("MMC stopped: %s (g %.6g)", stopped, row["objective"])
+        if log_fn is not None:
+            log_fn(row)
+
+    hint = "lower init_step or check the training data"
+    history = training.run_in_chunks(
+        advance,
+        num_iters=max_iter,
+        chunk=int(cfg.log_every),
+        method="MMC",
+        log_fn=log_row,
+        progress=progress,
+        t0=t0,
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.a)),
+        reference_loss=float(g0),
+        hint=hint,
+    )
+    metric = make_metric(state.a)
+    return training.check_model(metric, method="MMC", features=features, hint=hint), history
+
+
+METHODS = {"mmc": Method(fit=fit, validate=validate, takes_callback=True)}
