@@ -264,6 +264,8 @@ class StoppingRule:
             change = "" if rel is None else f", relative change {rel:.3g} > tol {self.tol:g}"
             if converged:
                 change = " (converged there too)"
+            elif self.tol == 0:
+                change = " (tol 0: no early stop)"
             self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
         return False
 
