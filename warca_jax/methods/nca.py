@@ -269,6 +269,45 @@ class StoppingRule:
             self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
         return False
 
+    def log(self, row: dict, log_fn: Callable[[dict], None] | None) -> None:
+        """Hands ``row`` to ``log_fn``, the last one with ``stopped`` (also logged)."""
+        if self.stopped is not None:
+            row["stopped"] = self.stopped
+            logging.info("NCA stopped: %s (loss %.6g)", self.stopped, row["loss"])
+        if log_fn is not None:
+            log_fn(row)
+
+
+class _Trainer:
+    """An NCA fit between chunks: L, the optimiser state and the stopping rule."""
+
+    def __init__(self, x: np.ndarray, labels: np.ndarray, cfg):
+        self.x, self.labels = jnp.asarray(x), jnp.asarray(labels, jnp.int32)
+        self.lmap = jnp.asarray(init_map(x, int(cfg.dim)))
+        self.opt_state = None
+        self.block_size, num_iters = int(cfg.block_size), int(cfg.num_iters)
+        self.opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
+        if cfg.optimizer == "lbfgs":  # Adam's settings unused: one program for every num_iters
+            self.opt_key = ("lbfgs", 0.0, "constant", 0)
+        self.rule = StoppingRule(
+            tol=float(cfg.tol),
+            window=int(cfg.tol_window),
+            num_iters=num_iters,
+            log_every=int(cfg.log_every),
+        )
+
+    def advance(self, done: int, length: int) -> training.Chunk:
+        """``length`` steps after ``done`` (``training.run_in_chunks``'s ``advance``)."""
+        tx, chunk_fn = training.compiled(make_chunk, length, self.block_size, *self.opt_key)
+        if done == 0:
+            # strongly typed, as the chunk returns it, so that the next chunk is no retrace
+            self.opt_state = jax.tree.map(lambda v: jnp.asarray(v, v.dtype), tx.init(self.lmap))
+        self.lmap, self.opt_state, metrics = chunk_fn(
+            self.lmap, self.opt_state, self.x, self.labels
+        )
+        metrics = jax.device_get(metrics)
+        return training.Chunk(metrics, length, stop=self.rule.check(metrics, done + length))
+
 
 def fit(
     features,
@@ -306,54 +345,25 @@ def fit(
     del seed
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
-    _, inverse = np.unique(y, return_inverse=True)
-    xj, lj = jnp.asarray(x), jnp.asarray(inverse, jnp.int32)
-    lmap = jnp.asarray(init_map(x, int(cfg.dim)))
-    opt_state = None
-    every, num_iters = int(cfg.log_every), int(cfg.num_iters)
-    rule = StoppingRule(
-        tol=float(cfg.tol), window=int(cfg.tol_window), num_iters=num_iters, log_every=every
-    )
-
-    opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
-    if cfg.optimizer == "lbfgs":  # Adam's settings unused: one program for every num_iters
-        opt_key = ("lbfgs", 0.0, "constant", 0)
-
-    def advance(done, length):
-        nonlocal lmap, opt_state
-        tx, chunk_fn = training.compiled(make_chunk, length, int(cfg.block_size), *opt_key)
-        if done == 0:
-            # strongly typed, as the chunk returns it, so that the next chunk is no retrace
-            opt_state = jax.tree.map(lambda v: jnp.asarray(v, v.dtype), tx.init(lmap))
-        lmap, opt_state, metrics = chunk_fn(lmap, opt_state, xj, lj)
-        metrics = jax.device_get(metrics)
-        stop = rule.check(metrics, done + length)
-        return training.Chunk(metrics, length, stop=stop)
+    state = _Trainer(x, np.unique(y, return_inverse=True)[1], cfg)
 
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="nca")
 
-    def log_row(row):
-        if rule.stopped is not None:  # the last row: say when and why training stopped
-            row["stopped"] = rule.stopped
-            logging.info("NCA stopped: %s (loss %.6g)", rule.stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
-
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
-        advance,
-        num_iters=num_iters,
-        chunk=every,
+        state.advance,
+        num_iters=int(cfg.num_iters),
+        chunk=int(cfg.log_every),
         method="NCA",
-        log_fn=log_row,
+        log_fn=lambda row: state.rule.log(row, log_fn),
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.lmap)),
         reference_loss=1.0,  # the loss is in [-1, 0]
         hint=hint,
     )
-    metric = make_metric(lmap)
+    metric = make_metric(state.lmap)
     return training.check_model(metric, method="NCA", features=features, hint=hint), history
 
 
