@@ -283,6 +283,64 @@ def draw_pairs(labels: np.ndarray, num_constraints: int, seed: int) -> _constrai
     return _constraints.label_pairs(labels, num, np.random.default_rng(seed))
 
 
+class _Tries:
+    """An MMC fit between chunks: the data on the device, the state, why it stopped."""
+
+    def __init__(self, x: np.ndarray, pairs: _constraints.LabelPairs, cfg):
+        bs = int(cfg.block_size)
+        self.x = jnp.asarray(x - x.mean(axis=0), jnp.float32)  # differences unchanged
+        similar = pair_blocks(pairs.similar, bs)
+        self.dissimilar = pair_blocks(pairs.dissimilar, bs)
+        self.w = jax.jit(weighted_scatter)(self.x, similar, similar.weight)
+        key = (str(cfg.projection), float(cfg.proj_tol), int(cfg.max_proj))
+        self.cycle = training.compiled(make_cycle, *key)
+        proj = jax.jit(functools.partial(project, method=key[0], proj_tol=key[1], max_proj=key[2]))
+        # metric-learn's start (A = I under the bound f(I) / 100), in the paper's units
+        a0 = proj(jnp.eye(x.shape[1], dtype=jnp.float32) * (100.0 / jnp.trace(self.w)), self.w)[0]
+        grad_g, g0 = jax.jit(dissimilar_grad)(a0, self.x, self.dissimilar)
+        self.state = MMCState(a0, ascent_direction(grad_g, self.w), g0, jnp.float32(cfg.init_step))
+        self.max_iter, self.tol = int(cfg.max_iter), float(cfg.tol)
+        self.stopped: str | None = None
+
+    def advance(self, done: int, length: int) -> training.Chunk:
+        """Up to ``length`` tries after ``done``; fewer when the step fell below ``tol``."""
+        kept, rounds = 0, 0
+        for it in range(1, length + 1):
+            self.state, info = self.cycle(self.state, self.x, self.w, self.dissimilar)
+            kept += int(info["kept"])
+            rounds += int(info["projections"])
+            alpha = float(self.state.step)
+            if alpha < self.tol or done + it == self.max_iter:
+                break
+        row = {
+            "loss": -float(self.state.g),
+            "objective": float(self.state.g),
+            "similar": float(jnp.vdot(self.w, self.state.a)),
+            "step_size": alpha,
+            "kept": kept,
+            "projections": rounds / it,
+        }
+        tries, tol = done + it, self.tol
+        if alpha < tol:
+            self.stopped = (
+                f"converged: relative step {alpha:.3g} < tol {tol:g} after {tries} of "
+                f"{self.max_iter} tries"
+            )
+        elif tries == self.max_iter:
+            self.stopped = (
+                f"max_iter reached: {tries} tries, relative step {alpha:.3g} >= tol {tol:g}"
+            )
+        return training.Chunk(row, it, stop=alpha < tol)
+
+    def log(self, row: dict, log_fn: Callable[[dict], None] | None) -> None:
+        """Hands ``row`` to ``log_fn``, the last one with ``stopped`` (also logged)."""
+        if self.stopped is not None:
+            row["stopped"] = self.stopped
+            logging.info("MMC stopped: %s (g %.6g)", self.stopped, row["objective"])
+        if log_fn is not None:
+            log_fn(row)
+
+
 def fit(
     features,
     labels,
@@ -318,75 +376,26 @@ def fit(
     """
     x, y, scale = validate(features, labels, cfg)
     t0 = time.perf_counter()
-    pairs = draw_pairs(y, int(cfg.num_constraints), seed)
-    bs = int(cfg.block_size)
-    xj = jnp.asarray(x - x.mean(axis=0), jnp.float32)  # differences unchanged, q smaller
-    similar, dissimilar = pair_blocks(pairs.similar, bs), pair_blocks(pairs.dissimilar, bs)
-    w = jax.jit(weighted_scatter)(xj, similar, similar.weight)
-    key = (str(cfg.projection), float(cfg.proj_tol), int(cfg.max_proj))
-    cycle = training.compiled(make_cycle, *key)
-    proj = jax.jit(functools.partial(project, method=key[0], proj_tol=key[1], max_proj=key[2]))
-    # metric-learn's start (A = I under the bound f(I) / 100), in the paper's units
-    a0 = proj(jnp.eye(x.shape[1], dtype=jnp.float32) * (100.0 / jnp.trace(w)), w)[0]
-    grad_g, g0 = jax.jit(dissimilar_grad)(a0, xj, dissimilar)
-    state = MMCState(a0, ascent_direction(grad_g, w), g0, jnp.float32(cfg.init_step))
-    max_iter, tol = int(cfg.max_iter), float(cfg.tol)
-    stopped = None
-
-    def advance(done, length):
-        nonlocal state, stopped
-        kept, rounds = 0, 0
-        for it in range(1, length + 1):
-            state, info = cycle(state, xj, w, dissimilar)
-            kept += int(info["kept"])
-            rounds += int(info["projections"])
-            alpha = float(state.step)
-            if alpha < tol or done + it == max_iter:
-                break
-        row = {
-            "loss": -float(state.g),
-            "objective": float(state.g),
-            "similar": float(jnp.vdot(w, state.a)),
-            "step_size": alpha,
-            "kept": kept,
-            "projections": rounds / it,
-        }
-        if alpha < tol:
-            stopped = (
-                f"converged: relative step {alpha:.3g} < tol {tol:g} after {done + it} of "
-                f"{max_iter} tries"
-            )
-        elif done + it == max_iter:
-            stopped = (
-                f"max_iter reached: {max_iter} tries, relative step {alpha:.3g} >= tol {tol:g}"
-            )
-        return training.Chunk(row, it, stop=alpha < tol)
+    run = _Tries(x, draw_pairs(y, int(cfg.num_constraints), seed), cfg)
 
     def make_metric(a) -> Metric:
         proj = linalg.psd_factor(np.asarray(a))
         return Metric("linear", x.shape[1], projection=proj, name="mmc", feature_scale=scale)
 
-    def log_row(row):
-        if stopped is not None:  # the last row: say when and why training stopped
-            row["stopped"] = stopped
-            logging.info("MMC stopped: %s (g %.6g)", stopped, row["objective"])
-        if log_fn is not None:
-            log_fn(row)
-
     hint = "lower init_step or check the training data"
     history = training.run_in_chunks(
-        advance,
-        num_iters=max_iter,
+        run.advance,
+        num_iters=run.max_iter,
         chunk=int(cfg.log_every),
         method="MMC",
-        log_fn=log_row,
+        log_fn=lambda row: run.log(row, log_fn),
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.a)),
-        reference_loss=float(g0),
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(run.state.a)),
+        reference_loss=float(run.state.g),
         hint=hint,
     )
-    metric = make_metric(state.a)
+    metric = make_metric(run.state.a)
     return training.check_model(metric, method="MMC", features=features, hint=hint), history
 
 
