@@ -124,7 +124,7 @@ def same_constraints(xtr, ytr, cfg):
 def measures(lmap, v, delta, xi0):
     a = np.asarray(lmap, np.float64).T @ np.asarray(lmap, np.float64)
     div = itml.objective(a, xi0, xi0, np.eye(a.shape[0]), 1.0)["logdet_div"]
-    p = np.asarray(itml._constraint_distances(jnp.asarray(a, jnp.float32), jnp.asarray(v)))
+    p = np.asarray(itml.constraint_distances(jnp.asarray(a, jnp.float32), jnp.asarray(v)))
     viol = float(np.mean(np.where(delta > 0, p > xi0, p < xi0)))
     return a, div, viol
 

@@ -193,7 +193,8 @@ def sweeps(a, lam, xi, v, delta, gamma, tol, length):
 
 
 @jax.jit
-def _constraint_distances(a, v):
+def constraint_distances(a: jax.Array, v: jax.Array) -> jax.Array:
+    """d_A of every constraint, v_c^T A v_c: [P] for A [D, D] and v [P, D]."""
     return jnp.sum(jnp.dot(v, a, precision=_HI) * v, axis=1)
 
 
@@ -304,7 +305,7 @@ def fit(
         state[:] = [a, lam, xi]
         k, conv = int(k), float(conv)
         check_definite(np.asarray(a, np.float64), sweeps=done + k, gamma=gamma)
-        p = np.asarray(_constraint_distances(a, vj))
+        p = np.asarray(constraint_distances(a, vj))
         row = objective(a, xi, xi0, prior_inv, gamma)
         row["conv"] = conv
         row["violated"] = float(np.mean(np.where(delta > 0, p > u, p < low)))
