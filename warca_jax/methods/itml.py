@@ -238,6 +238,15 @@ def objective(a, xi, xi0, prior_inv, gamma) -> dict:
     }
 
 
+def constraint_measures(a, lam, v, delta, bounds) -> dict:
+    """``violated``: the share of constraints breaking their bound (u, l) under A;
+    ``active``: the number with lambda > 0."""
+    p = np.asarray(constraint_distances(a, v))
+    u, low = bounds
+    violated = float(np.mean(np.where(delta > 0, p > u, p < low)))
+    return {"violated": violated, "active": int(np.sum(np.asarray(lam) > 0))}
+
+
 def itml_constraints(x, y, cfg, rng):
     """(v [P, D] float32, delta [P], xi_0 [P]): similar pairs first, then dissimilar ones,
     pairs of identical points dropped, and the bounds (u, l) they were given."""
@@ -305,11 +314,8 @@ def fit(
         state[:] = [a, lam, xi]
         k, conv = int(k), float(conv)
         check_definite(np.asarray(a, np.float64), sweeps=done + k, gamma=gamma)
-        p = np.asarray(constraint_distances(a, vj))
         row = objective(a, xi, xi0, prior_inv, gamma)
-        row["conv"] = conv
-        row["violated"] = float(np.mean(np.where(delta > 0, p > u, p < low)))
-        row["active"] = int(np.sum(np.asarray(lam) > 0))
+        row.update(conv=conv, **constraint_measures(a, lam, vj, delta, (u, low)))
         converged = conv < tol
         if converged:
             stopped = f"converged: conv {conv:.3g} < tol {tol:g} after {done + k} sweeps"
