@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half:
 
-* warca_jax ITML with ``configs/itml.py``'s defaults (gamma 1, tol 1e-3, at most 1,000
+* warca_jax ITML with ``warca_jax/configs/itml.py``'s defaults (gamma 1, tol 1e-3, at most 1,000
   sweeps, 20 C^2 = 2,000 pairs of each kind drawn from seed 0, identity prior, bounds
   the 5th / 95th percentiles of the squared distances, as the paper's d_A);
 * warca_jax ITML with ``bounds="euclidean"``: metric-learn's bounds (percentiles of the
@@ -51,8 +51,8 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs import common  # noqa: E402
-from configs.itml import get_config  # noqa: E402
+from warca_jax.configs import common  # noqa: E402
+from warca_jax.configs.itml import get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import itml  # noqa: E402
 

@@ -23,8 +23,8 @@ import time
 import jax
 import numpy as np
 
-from configs.warca import get_config
 from warca_jax import data, evaluation, warca
+from warca_jax.configs.warca import get_config
 
 
 def main():

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from configs.warca import get_config
 from warca_jax import evaluation, warca
+from warca_jax.configs.warca import get_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 

@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half with k = 3 target neighbours:
 
-* warca_jax LMNN with ``configs/lmnn.py``'s defaults (at most 3,000 cosine-decayed Adam
+* warca_jax LMNN with ``warca_jax/configs/lmnn.py``'s defaults (at most 3,000 cosine-decayed Adam
   steps from 1e-2, early stop at a relative change <= 1e-4 over 100 steps);
 * warca_jax LMNN with the old defaults (300 Adam steps at a constant 1e-3), for reference;
 * metric-learn 0.7.0's ``LMNN(n_neighbors=3)``, otherwise its defaults, when
@@ -48,8 +48,8 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs import common  # noqa: E402
-from configs.lmnn import get_config  # noqa: E402
+from warca_jax.configs import common  # noqa: E402
+from warca_jax.configs.lmnn import get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import lmnn  # noqa: E402
 

@@ -6,7 +6,7 @@ queries from camera 0 and gallery from camera 1):
   large: 7,368 training samples, 2,048-d, with the real identity labels of the CUHK03
          new-protocol training set (767 identities) from data/reid_protocols.
 
-Each config file in configs/ is run with its default variant (plus the ``:chi2``
+Each config file in warca_jax/configs/ is run with its default variant (plus the ``:chi2``
 variants, on the histogram version of the data, and on the large problem the ``:large``
 variants of the learners that have one). A learner whose fit takes longer than
 --timeout seconds is stopped and reported as such.
@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-import configs
-from warca_jax import data, evaluation, methods
+from warca_jax import configs, data, evaluation, methods
 
 SHARED = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
@@ -73,7 +72,7 @@ def _configs(only, problem):
     for info in pkgutil.iter_modules(configs.__path__):
         if info.name == "common":
             continue
-        module = importlib.import_module(f"configs.{info.name}")
+        module = importlib.import_module(f"warca_jax.configs.{info.name}")
         for variant in (None, "chi2", "large"):
             if variant == "large" and problem != "large":
                 continue

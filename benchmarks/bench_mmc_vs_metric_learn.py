@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half, the full-matrix form from A = I:
 
-* warca_jax MMC with ``configs/mmc.py``'s defaults (20 C^2 = 2,000 similar and 2,000
+* warca_jax MMC with ``warca_jax/configs/mmc.py``'s defaults (20 C^2 = 2,000 similar and 2,000
   dissimilar pairs drawn from seed 0, at most 100 tries, tol 1e-6, the paper's
   alternating projections), and the same with ``projection='exact'``;
 * metric-learn 0.7.0's ``MMC_Supervised(random_state=0)``, otherwise its defaults (the
@@ -51,8 +51,8 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs import common  # noqa: E402
-from configs.mmc import get_config  # noqa: E402
+from warca_jax.configs import common  # noqa: E402
+from warca_jax.configs.mmc import get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import mmc  # noqa: E402
 

@@ -11,7 +11,7 @@ compare the closed forms.
 
 Learners, all on the training half:
 
-* warca_jax RCA with ``configs/rca.py``'s defaults (100 chunklets of 2 drawn from seed 0,
+* warca_jax RCA with ``warca_jax/configs/rca.py``'s defaults (100 chunklets of 2 drawn from seed 0,
   ridge reg = 1e-3 * trace(C) / D), and with reg = 1e-9 (next to no ridge);
 * metric-learn 0.7.0's ``RCA_Supervised(random_state=0)`` (its defaults: 100 chunklets of
   2 drawn by its own generator, no ridge; 200 of 4 in the second block), when
@@ -48,9 +48,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_lmnn_vs_metric_learn import load, retrieval  # noqa: E402
-from configs import common  # noqa: E402
-from configs.rca import get_config  # noqa: E402
 from warca_jax import linalg  # noqa: E402
+from warca_jax.configs import common  # noqa: E402
+from warca_jax.configs.rca import get_config  # noqa: E402
 from warca_jax.methods import _constraints, rca  # noqa: E402
 
 PCA_DIM = 40  # the second block: the training half's top principal components

@@ -7,8 +7,8 @@ training half's mean and standard deviation (constant pixels left at 0).
 Problems, all from the training half's 20 C^2 = 2,000 similar and 2,000 dissimilar
 pairs (warca_jax: drawn from seed 0) and the identity prior, alpha = 0.01:
 
-* P_norm: ``configs/sdml.py``'s default, the normalized loss matrix, balance_param 0.5;
-* P_sum: metric-learn's loss matrix, the pairs' sum (``configs/sdml.py:metric_learn``).
+* P_norm: ``warca_jax/configs/sdml.py``'s default, the normalized loss matrix, balance_param 0.5;
+* P_sum: metric-learn's loss matrix, the pairs' sum (``warca_jax/configs/sdml.py:metric_learn``).
   At metric-learn's balance_param 0.5 its diagonal is negative (no minimiser: warca_jax
   refuses it); the rows below use half the largest balance_param for which P_sum is
   positive definite (named by that refusal), for warca_jax and metric-learn alike.
@@ -58,8 +58,8 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from configs import common  # noqa: E402
-from configs.sdml import get_config  # noqa: E402
+from warca_jax.configs import common  # noqa: E402
+from warca_jax.configs.sdml import get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import _constraints, sdml  # noqa: E402
 

@@ -109,8 +109,8 @@ def _worker(args: argparse.Namespace) -> None:
     """One warca_jax fit + test embedding in this fresh process; prints one JSON line."""
     import jax
 
-    from configs.warca import get_config
     from warca_jax import warca
+    from warca_jax.configs.warca import get_config
 
     imports_s = time.perf_counter() - _T_START
     folder = args._worker

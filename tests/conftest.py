@@ -2,8 +2,8 @@
 
 import pytest
 
-from configs import common
 from warca_jax import datasets, train
+from warca_jax.configs import common
 from warca_jax.metric import Metric
 
 

@@ -15,11 +15,11 @@ import sys
 import numpy as np
 import pytest
 
-from configs import nn as nn_config
-from configs import warca as warca_config
-from configs.common import overridden
 from warca_jax import cli, datasets, features, train, workdir
 from warca_jax import main as _main  # noqa: F401 - defines the --config flag cli reads
+from warca_jax.configs import nn as nn_config
+from warca_jax.configs import warca as warca_config
+from warca_jax.configs.common import overridden
 from warca_jax.datasets import npz_file
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
@@ -238,7 +238,7 @@ def test_bad_data_config(overrides, fragment):
 
 def test_unknown_config_field_on_the_command_line(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "warca_jax.main", "--config=configs/nn.py:small",
+        [sys.executable, "-m", "warca_jax.main", "--config=warca_jax/configs/nn.py:small",
          f"--workdir={tmp_path}", "--config.method.distanse=cosine"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -256,7 +256,7 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
     ],
 )
 def test_unknown_config_field_is_explained(override, fragment, capsys):
-    argv = ["main", "--config=configs/warca.py:small", "--workdir=/tmp/x", override]
+    argv = ["main", "--config=warca_jax/configs/warca.py:small", "--workdir=/tmp/x", override]
     cwd = os.getcwd()
     os.chdir(REPO)
     try:

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
-from configs import common
 from warca_jax import datasets, kernels, train
+from warca_jax.configs import common
 from warca_jax.distances import DEGREE
 from warca_jax.evaluation import (
     evaluate,

@@ -1,4 +1,4 @@
-"""experiments.protocol refuses bad input and repairs a damaged workdir, never silently.
+"""warca_jax.experiments.protocol refuses bad input and repairs a damaged workdir, never silently.
 
 Every damaged file a resume relies on (a NaN, a file cut short, another split's, method's or
 config's copy, a truncated stored dataset, a truncated config.json) is redone, with a log
@@ -20,8 +20,8 @@ import pytest
 from processes import ROOT, cpu_env
 from test_protocol import _run_results, _tiny
 
-from experiments import protocol
 from warca_jax import methods, train
+from warca_jax.experiments import protocol
 
 MEASURES = ("rank1", "rank5", "mAP", "AUC")
 
@@ -347,8 +347,8 @@ def test_an_unknown_config_field_on_the_command_line_is_named():
         [
             sys.executable,
             "-m",
-            "experiments.protocol",
-            "--config=configs/protocol.py:small",
+            "warca_jax.experiments.protocol",
+            "--config=warca_jax/configs/protocol.py:small",
             "--config.cv.num_split=2",
             "--workdir=/nonexistent/never",
         ],
@@ -368,8 +368,8 @@ def _command_line(tmp_path, *overrides):
         [
             sys.executable,
             "-m",
-            "experiments.protocol",
-            "--config=configs/protocol.py:small",
+            "warca_jax.experiments.protocol",
+            "--config=warca_jax/configs/protocol.py:small",
             f"--workdir={tmp_path / 'w'}",
             *overrides,
         ],

@@ -18,9 +18,9 @@ _SCALE_MSG = "cannot train on features of this scale"
 
 
 def _method(name, variant=None, **overrides):
-    from configs import common
+    from warca_jax.configs import common
 
-    module = importlib.import_module(f"configs.{name}")
+    module = importlib.import_module(f"warca_jax.configs.{name}")
     cfg = module.get_config(variant) if variant else module.get_config()
     return common.overridden(cfg.method, **overrides)
 

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import common
-from configs.frml import get_config
 from warca_jax import data
+from warca_jax.configs import common
+from warca_jax.configs.frml import get_config
 from warca_jax.methods import frml
 
 

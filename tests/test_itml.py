@@ -9,9 +9,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
-from configs import common
-from configs.itml import get_config
 from warca_jax import data
+from warca_jax.configs import common
+from warca_jax.configs.itml import get_config
 from warca_jax.methods import itml
 
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from configs import common
-from configs.lfda import get_config
 from warca_jax import data
+from warca_jax.configs import common
+from warca_jax.configs.lfda import get_config
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
 

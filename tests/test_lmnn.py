@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import common
-from configs.lmnn import get_config
 from warca_jax import data
+from warca_jax.configs import common
+from warca_jax.configs.lmnn import get_config
 from warca_jax.methods import _constraints, lmnn
 
 

@@ -10,10 +10,10 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from configs import common
-from configs.lsml import get_config
 from warca_jax import data
 from warca_jax import sklearn as wsk
+from warca_jax.configs import common
+from warca_jax.configs.lsml import get_config
 from warca_jax.methods import lsml
 
 

@@ -1,4 +1,4 @@
-"""The method registry and every config file in configs/."""
+"""The method registry and every config file in warca_jax/configs/."""
 
 import importlib
 import pkgutil
@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-import configs
-from warca_jax import methods
+from warca_jax import configs, methods
 
 
 def test_registry_finds_warca_and_rejects_unknown_names():
@@ -17,7 +16,7 @@ def test_registry_finds_warca_and_rejects_unknown_names():
 
 
 def _is_driver_config(config) -> bool:
-    """An experiments/ driver's config: no method section of its own; checked for locking."""
+    """A driver's config (warca_jax/experiments/): no method section; checked for locking."""
     if "method" in config:
         return False
     with pytest.raises(AttributeError):
@@ -29,7 +28,7 @@ def _is_driver_config(config) -> bool:
     "name", [m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"]
 )
 def test_every_config_names_a_registered_method_and_is_locked(name):
-    module = importlib.import_module(f"configs.{name}")
+    module = importlib.import_module(f"warca_jax.configs.{name}")
     config = module.get_config()
     if _is_driver_config(config):
         return
@@ -44,7 +43,7 @@ def _documented_variants():
     for info in pkgutil.iter_modules(configs.__path__):
         if info.name == "common":
             continue
-        doc = importlib.import_module(f"configs.{info.name}").__doc__ or ""
+        doc = importlib.import_module(f"warca_jax.configs.{info.name}").__doc__ or ""
         listed = doc.split("Variants", 1)[1].split("\n\n", 1)[0] if "Variants" in doc else ""
         out += [(info.name, v) for v in re.findall(r"^  (\w+) {2,}", listed, flags=re.M)]
     return out
@@ -52,14 +51,14 @@ def _documented_variants():
 
 @pytest.mark.parametrize("name,variant", _documented_variants())
 def test_every_documented_variant_loads_and_is_locked(name, variant):
-    config = importlib.import_module(f"configs.{name}").get_config(variant)
+    config = importlib.import_module(f"warca_jax.configs.{name}").get_config(variant)
     if _is_driver_config(config):
         return
     assert config.method.name in methods.registry()
     with pytest.raises(AttributeError):
         config.method.not_a_field = 1
     if variant == "large":  # settings for 7,368 x 2,048 problems: cheaper than the default.
-        default = importlib.import_module(f"configs.{name}").get_config()
+        default = importlib.import_module(f"warca_jax.configs.{name}").get_config()
         assert config.method.to_dict() != default.method.to_dict()
 
 
@@ -69,7 +68,7 @@ def test_documented_variants_include_the_large_ones():
 
 
 def test_overridden_copies_and_refuses_unknown_fields():
-    from configs import common, warca
+    from warca_jax.configs import common, warca
 
     base = warca.get_config().method
     changed = common.overridden(base, lam=0.5)

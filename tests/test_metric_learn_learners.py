@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 
-from configs.protocol import get_config
-from experiments import protocol
 from warca_jax import methods
+from warca_jax.configs.protocol import get_config
+from warca_jax.experiments import protocol
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
@@ -19,19 +19,19 @@ LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
 def test_every_learner_is_registered_with_a_config():
     for name in LEARNERS:
         methods.get(name)
-        assert os.path.isfile(os.path.join(ROOT, "configs", f"{name}.py")), name
+        assert os.path.isfile(os.path.join(ROOT, "warca_jax", "configs", f"{name}.py")), name
 
 
 def test_every_learner_runs_from_the_command_line(tmp_path):
-    """``python -m warca_jax.main --config=configs/<name>.py:small`` for all of them at once
-    (one process each, started together so that their start-up overlaps)."""
+    """``python -m warca_jax.main --config=warca_jax/configs/<name>.py:small`` for all of
+    them at once (one process each, started together so that their start-up overlaps)."""
     procs = {
         name: subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "warca_jax.main",
-                f"--config=configs/{name}.py:small",
+                f"--config=warca_jax/configs/{name}.py:small",
                 f"--workdir={tmp_path / name}",
                 "--config.data.num_splits=1",
             ],

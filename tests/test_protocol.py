@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from configs import common
-from configs.protocol import get_config
-from experiments import protocol
 from warca_jax import datasets
+from warca_jax.configs import common
+from warca_jax.configs.protocol import get_config
+from warca_jax.experiments import protocol
 
 
 def _tiny(**changes):

@@ -9,10 +9,10 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from configs import common
-from configs.scml import get_config
 from warca_jax import data
 from warca_jax import sklearn as wsk
+from warca_jax.configs import common
+from warca_jax.configs.scml import get_config
 from warca_jax.methods import _constraints, scml
 
 # One chunk length and batch for the small fits below, so that they share one program.

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from processes import ROOT, cpu_env, run_python
 
-from configs import warca as warca_config
 from warca_jax import sharding, warca
+from warca_jax.configs import warca as warca_config
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
 # by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
@@ -24,7 +24,7 @@ SCRIPT = r"""
 import json
 import jax
 import numpy as np
-from configs import warca as warca_config
+from warca_jax.configs import warca as warca_config
 from warca_jax import warca
 
 rng = np.random.default_rng(0)
@@ -154,7 +154,7 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     env = cpu_env(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
-    common = ["--config=configs/warca.py:small", "--config.progress=False"]
+    common = ["--config=warca_jax/configs/warca.py:small", "--config.progress=False"]
     dist = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     procs = [
         subprocess.Popen(

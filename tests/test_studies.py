@@ -1,4 +1,4 @@
-"""The AON vs Frobenius study and the training-time study (experiments/), on shrunk configs."""
+"""The AON vs Frobenius study and the training-time study, on shrunk configs."""
 
 import json
 import time
@@ -6,11 +6,11 @@ import time
 import numpy as np
 import pytest
 
-from configs import aon_study as aon_config
-from configs import common
-from configs import training_time as tt_config
-from experiments import aon_study, training_time
 from warca_jax import datasets, plots, warca
+from warca_jax.configs import aon_study as aon_config
+from warca_jax.configs import common
+from warca_jax.configs import training_time as tt_config
+from warca_jax.experiments import aon_study, training_time
 from warca_jax.methods import rpcca
 
 PNG = b"\x89PNG\r\n\x1a\n"

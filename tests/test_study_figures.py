@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from configs.study_figures import get_config
-from experiments import study_figures
-from experiments.protocol import plan
 from warca_jax import data, datasets, evaluation, plots, train
+from warca_jax.configs.study_figures import get_config
+from warca_jax.experiments import study_figures
+from warca_jax.experiments.protocol import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ORL = str(fixture_trees.ORL)
@@ -46,8 +46,8 @@ def small_run(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "experiments.study_figures",
-            "--config=configs/study_figures.py:small",
+            "warca_jax.experiments.study_figures",
+            "--config=warca_jax/configs/study_figures.py:small",
             f"--workdir={workdir}",
         ],
         cwd=ROOT,

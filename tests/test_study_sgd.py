@@ -15,7 +15,7 @@ NAMES = ("pairwise_sgd", "triplet_sgd")
 
 
 def _method(name, **overrides):
-    cfg = copy.deepcopy(importlib.import_module(f"configs.{name}").get_config().method)
+    cfg = copy.deepcopy(importlib.import_module(f"warca_jax.configs.{name}").get_config().method)
     cfg.update(**overrides)
     return cfg
 

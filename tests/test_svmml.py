@@ -4,9 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import common
-from configs.svmml import get_config
 from warca_jax import data
+from warca_jax.configs import common
+from warca_jax.configs.svmml import get_config
 from warca_jax.methods import svmml
 from warca_jax.metric import Metric
 

@@ -10,8 +10,8 @@ import fixture_trees
 import numpy as np
 import pytest
 
-from configs.warca import get_config
 from warca_jax import data, datasets, methods, train
+from warca_jax.configs.warca import get_config
 from warca_jax.metric import Metric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def test_entry_point_writes_every_output(tmp_path):
             sys.executable,
             "-m",
             "warca_jax.main",
-            "--config=configs/warca.py:small",
+            "--config=warca_jax/configs/warca.py:small",
             f"--workdir={workdir}",
             "--config.method.lam=0.001",
             "--config.method.num_iters=40",
@@ -77,7 +77,7 @@ def test_unknown_config_field_fails_loudly(tmp_path):
             sys.executable,
             "-m",
             "warca_jax.main",
-            "--config=configs/warca.py:small",
+            "--config=warca_jax/configs/warca.py:small",
             f"--workdir={tmp_path}",
             "--config.method.lerning_rate=0.1",
         ],
@@ -157,7 +157,7 @@ ORL = fixture_trees.ORL
 
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
 def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
-    """configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
+    """warca_jax/configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
     c = get_config("orl")
     assert c.data.name == "orl" and Path(c.data.path) == ORL.resolve()
     c.unlock()
@@ -198,7 +198,7 @@ def test_registered_dataset_options_are_checked(tmp_path):
 def _val_config(module="warca", num_splits=2, **overrides):
     import importlib
 
-    c = importlib.import_module(f"configs.{module}").get_config("small")
+    c = importlib.import_module(f"warca_jax.configs.{module}").get_config("small")
     c.unlock()
     if module == "warca":
         c.method.num_iters = 60
@@ -358,7 +358,7 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
         metric = Metric("identity", ds.features.shape[1], name="euclidean")
         want = evaluation.evaluate_reranked(q, g, *ids, distance="euclidean")
     else:
-        from configs import kernel_nn
+        from warca_jax.configs import kernel_nn
 
         tr = split.train_idx
         metric, _ = train.fit_method(

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from configs import common
-from configs.warca import get_config
 from warca_jax import data, datasets, evaluation, kernels, training, warca
+from warca_jax.configs import common
+from warca_jax.configs.warca import get_config
 
 
 def _method(variant="linear", **overrides):

@@ -1,6 +1,6 @@
 r"""Command-line entry point: learn a metric and evaluate it on every split.
 
-  python -m warca_jax.main --config=configs/warca.py --workdir=/tmp/warca \
+  python -m warca_jax.main --config=warca_jax/configs/warca.py --workdir=/tmp/warca \
       [--config.method.lam=1e-3] [--config.data.name=npz --config.data.path=f.npz]
 
 Everything happens in ``warca_jax.train.train_and_evaluate``; this file only
@@ -17,7 +17,7 @@ from ml_collections import config_flags
 from warca_jax import cli, train
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True
+    "config", None, "Path to a config file (warca_jax/configs/*.py[:variant]).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the run's outputs.")
 _CACHE = flags.DEFINE_string(

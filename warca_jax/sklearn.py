@@ -1,6 +1,6 @@
 """scikit-learn estimators over the method registry (needs the optional ``scikit-learn``).
 
-Every registered method with a config file in ``configs/`` is an estimator whose
+Every registered method with a config file in ``warca_jax/configs/`` is an estimator whose
 hyper-parameters are the fields of its config's ``method`` section, with the config
 file's defaults::
 
@@ -62,21 +62,23 @@ _SCALARS = (bool, int, float, str, type(None))
 
 @functools.cache
 def _config_module(method: str) -> str:
-    """The configs/ module whose default ``get_config().method.name`` is ``method``."""
-    import configs
+    """The warca_jax/configs/ module whose default ``get_config().method.name`` is ``method``."""
+    from warca_jax import configs
 
     methods.get(method)  # an unknown method: ValueError listing the registered ones
 
     names = [m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"]
-    for name in sorted(names, key=lambda n: n != method):  # configs/<method>.py first
-        if importlib.import_module(f"configs.{name}").get_config().method.name == method:
+    for name in sorted(names, key=lambda n: n != method):  # warca_jax/configs/<method>.py first
+        if importlib.import_module(f"warca_jax.configs.{name}").get_config().method.name == method:
             return name
-    raise ValueError(f"no config file in configs/ defines method {method!r}; found {names}")
+    raise ValueError(
+        f"no config file in warca_jax/configs/ defines method {method!r}; found {names}"
+    )
 
 
 def default_config(method: str):
     """A locked copy of the ``method`` section of the method's config file (its defaults)."""
-    module = importlib.import_module(f"configs.{_config_module(method)}")
+    module = importlib.import_module(f"warca_jax.configs.{_config_module(method)}")
     return copy.deepcopy(module.get_config().method)
 
 
@@ -194,9 +196,9 @@ class _Named(_Learner):
 
 
 class WARCA(_Named):
-    """WARCA (Jose & Fleuret, ECCV 2016); the hyper-parameters of configs/warca.py.
+    """WARCA (Jose & Fleuret, ECCV 2016); the hyper-parameters of warca_jax/configs/warca.py.
 
-    See configs/warca.py for every field; ``kernel != "none"`` learns a kernel metric
+    See warca_jax/configs/warca.py for every field; ``kernel != "none"`` learns a kernel metric
     (``transform`` embeds new samples; it has no Mahalanobis matrix).
     """
 

@@ -350,7 +350,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     """Runs the configured method on every split of the configured dataset.
 
     Args:
-      config: a ConfigDict as returned by configs/warca.py.
+      config: a ConfigDict as returned by warca_jax/configs/warca.py.
       workdir: output folder (created if needed).
 
     Returns:

@@ -177,7 +177,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/frml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/frml.py).
       seed: PRNG seed (initial U and the sampling); same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
       progress: show a progress bar.

@@ -282,7 +282,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/itml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/itml.py).
       seed: draws the constraints (and the points the bounds are measured on).
       log_fn: called with each history row (one per ``log_every`` sweeps).
       progress: show a progress bar.

@@ -81,7 +81,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of configs/kissme.py.
+      cfg: the ``method`` section of warca_jax/configs/kissme.py.
       seed: PRNG seed of the negative-pair sample (unused when all pairs are used).
 
     Returns:

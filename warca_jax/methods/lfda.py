@@ -172,7 +172,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/lfda.py).
+      cfg: the ``method`` section of a config (see warca_jax/configs/lfda.py).
 
     Returns:
       (Metric, []): kind "linear" with W: [dim, D], or kind "kernel" with A: [dim, N].

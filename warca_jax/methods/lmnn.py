@@ -265,7 +265,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/lmnn.py).
+      cfg: the config's ``method`` section (warca_jax/configs/lmnn.py).
       seed: unused beyond the contract (LMNN is deterministic: fixed targets,
         identity or PCA initialisation, full-batch steps).
       log_fn: called with each history row (one per refresh round).

@@ -285,7 +285,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/lsml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/lsml.py).
       seed: seed of ``np.random.default_rng`` drawing the quadruplets; same seed, same
         result.
       log_fn: called with each history row (every ``log_every`` steps).

@@ -176,7 +176,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/mlapg.py).
+      cfg: the ``method`` section of a config (see warca_jax/configs/mlapg.py).
       log_fn: called with {"step", "loss", "rank", "step_size", "seconds"} every
         ``cfg.log_every`` iterations and at the last one.
       progress: show a progress bar.

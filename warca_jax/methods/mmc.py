@@ -356,7 +356,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/mmc.py).
+      cfg: the config's ``method`` section (warca_jax/configs/mmc.py).
       seed: seed of the pairs drawn from the labels (same seed, same pairs, same result).
       log_fn: called with each history row (one per ``log_every`` tries).
       progress: show a progress bar.

@@ -324,7 +324,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/nca.py).
+      cfg: the config's ``method`` section (warca_jax/configs/nca.py).
       seed: unused beyond the contract (NCA is deterministic here: identity or PCA
         initialisation, full-batch steps).
       log_fn: called with each history row (one per ``log_every`` steps).

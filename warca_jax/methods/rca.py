@@ -121,7 +121,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of configs/rca.py.
+      cfg: the ``method`` section of warca_jax/configs/rca.py.
       seed: seed of ``np.random.default_rng`` drawing the chunklets; same seed, same metric.
 
     Returns:

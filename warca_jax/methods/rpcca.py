@@ -163,7 +163,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/rpcca.py).
+      cfg: the ``method`` section of a config (see warca_jax/configs/rpcca.py).
       seed: PRNG seed (negative pairs, initialisation, minibatches); same seed, same result.
       log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
       progress: show a progress bar.

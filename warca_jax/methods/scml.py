@@ -254,7 +254,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/scml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/scml.py).
       seed: seed of the k-means of the basis and of the minibatches; same seed, same result.
       log_fn: called with each history row (every ``output_iter`` steps).
       progress: show a progress bar.

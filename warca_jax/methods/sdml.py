@@ -314,7 +314,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/sdml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/sdml.py).
       seed: draws the pairs.
       log_fn: called with each history row (one per ``log_every`` ADMM iterations).
       progress: show a progress bar.

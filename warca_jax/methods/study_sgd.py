@@ -258,7 +258,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
 
     Args:
       features: [N, D] training features. labels: [N] identities.
-      cfg: the ``method`` section of configs/pairwise_sgd.py or configs/triplet_sgd.py.
+      cfg: the ``method`` section of warca_jax/configs/pairwise_sgd.py or triplet_sgd.py.
       seed: PRNG seed (validation identities, init, shuffles, random triplets).
       log_fn: called with each history row.
       progress: show a progress bar over epochs.

@@ -224,7 +224,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/svmml.py).
+      cfg: the config's ``method`` section (warca_jax/configs/svmml.py).
       seed: seed of the sampled different-label pairs; same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
       progress: show a progress bar.

@@ -89,7 +89,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of configs/xqda.py (``dim``, ``reg``).
+      cfg: the ``method`` section of warca_jax/configs/xqda.py (``dim``, ``reg``).
 
     Returns:
       (linear Metric with projection [r, D], empty history).

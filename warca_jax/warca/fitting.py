@@ -118,7 +118,7 @@ def fit(
     Args:
       features: [N, D] training features (a NumPy array, or a memory-mapped ``.npy``).
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/warca.py).
+      cfg: the ``method`` section of a config (see warca_jax/configs/warca.py).
       seed: PRNG seed; same seed, same result.
       log_fn: called with a dict of metrics every ``cfg.log_every`` steps.
       progress: show a progress bar.
