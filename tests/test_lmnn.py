@@ -143,7 +143,7 @@ def test_num_iters_reached_says_so():
     assert hist[-1]["step"] == 150
     assert hist[-1]["stopped"].startswith("num_iters reached: 150 steps, relative change")
     _, hist = lmnn.fit(x, y, _method(num_iters=30, tol=0.0))  # too few rows for the rule
-    assert hist[-1]["stopped"] == "num_iters reached: 30 steps"
+    assert hist[-1]["stopped"] == "num_iters reached: 30 steps (tol 0: no early stop)"
 
 
 def test_default_beats_old_default_objective():

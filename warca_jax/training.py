@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax.metric import Metric
@@ -114,11 +115,53 @@ class Chunk(NamedTuple):
       metrics: the chunk's scalar metrics, as a plain ``advance`` returns them.
       steps: the steps it ran (at most the ``length`` asked for).
       stop: training is over (e.g. converged): no more chunks.
+      stopped: why training ended, on the last chunk (converged, or the step budget spent
+        and what the stopping rule measured then); ``run_in_chunks`` puts it in that row as
+        ``stopped`` and logs it, so that every learner reports the end of training alike.
     """
 
     metrics: dict
     steps: int
     stop: bool = False
+    stopped: str | None = None
+
+
+class StoppingRule:
+    """The loss's relative change over the last ``window`` logged rows, at most ``tol``: the
+    one convergence rule of the learners that stop on their loss (LMNN, NCA).
+
+    ``check(metrics, step)`` adds ``rel_change`` to a chunk's metrics (from the
+    ``window``-th row on) and says whether training is over; ``stopped`` says why it ended
+    (None until it has), for ``Chunk.stopped``.
+    """
+
+    def __init__(self, *, tol: float, window: int, num_iters: int, log_every: int):
+        self.tol, self.window, self.num_iters, self.log_every = tol, window, num_iters, log_every
+        self.losses: list[float] = []
+        self.stopped: str | None = None
+
+    def check(self, metrics: dict, step: int) -> bool:
+        self.losses.append(float(metrics["loss"]))
+        rel, converged = None, False
+        if len(self.losses) > self.window:
+            before = self.losses[-1 - self.window]
+            rel = abs(before - self.losses[-1]) / max(abs(before), 1e-30)
+            metrics["rel_change"] = rel
+            converged = bool(self.tol > 0 and rel <= self.tol)
+        if converged and step < self.num_iters:
+            self.stopped = (
+                f"converged: relative change {rel:.3g} <= tol {self.tol:g} over the last "
+                f"{self.window * self.log_every} steps, at step {step} of {self.num_iters}"
+            )
+            return True
+        if step >= self.num_iters:
+            change = "" if rel is None else f", relative change {rel:.3g} > tol {self.tol:g}"
+            if converged:
+                change = " (converged there too)"
+            elif self.tol == 0:
+                change = " (tol 0: no early stop)"
+            self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
+        return False
 
 
 def run_in_chunks(
@@ -189,6 +232,9 @@ def run_in_chunks(
             reference_loss = max(abs(row["loss"]), abs(reference_loss or 0.0), 1.0)
         if on_chunk is not None:
             t0 += call_hook(on_chunk, row, method=method, step=done)
+        if out.stopped is not None:
+            row["stopped"] = out.stopped
+            logging.info("%s stopped: %s", method, out.stopped)
         history.append(row)
         if log_fn is not None:
             log_fn(row)

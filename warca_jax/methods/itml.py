@@ -306,40 +306,31 @@ def fit(
     state.append(jnp.asarray(xi0, jnp.float32))
     gamma, tol = float(cfg.gamma), float(cfg.tol)
     logging.info("ITML: %d constraints, bounds u=%.4g l=%.4g", len(v), u, low)
-    stopped = None
 
     def advance(done, length):
-        nonlocal stopped
         a, lam, xi, k, conv = sweeps(*state, vj, dj, gamma, tol, length)
         state[:] = [a, lam, xi]
         k, conv = int(k), float(conv)
         check_definite(np.asarray(a, np.float64), sweeps=done + k, gamma=gamma)
         row = objective(a, xi, xi0, prior_inv, gamma)
         row.update(conv=conv, **constraint_measures(a, lam, vj, delta, (u, low)))
-        converged = conv < tol
+        converged, stopped = conv < tol, None
         if converged:
             stopped = f"converged: conv {conv:.3g} < tol {tol:g} after {done + k} sweeps"
         elif done + k >= cfg.max_iter:
             stopped = f"max_iter reached: {cfg.max_iter} sweeps, conv {conv:.3g} >= tol {tol:g}"
-        return training.Chunk(row, k, stop=converged)
+        return training.Chunk(row, k, stop=converged, stopped=stopped)
 
     def make_metric(a) -> Metric:
         proj = linalg.psd_factor(np.asarray(a, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=proj, name="itml")
-
-    def log_row(row):
-        if stopped is not None:
-            row["stopped"] = stopped
-            logging.info("ITML stopped: %s (loss %.6g)", stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
 
     history = training.run_in_chunks(
         advance,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
         method="ITML",
-        log_fn=log_row,
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(state[0])),

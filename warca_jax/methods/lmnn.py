@@ -45,7 +45,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
@@ -285,8 +284,6 @@ def fit(
       ValueError: bad data or config, before any work.
       training.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
-    # Over 60 lines: the round, the stopping rule and the row logger are closures over one
-    # training state (map, Adam state, losses, stop reason) that run_in_chunks drives.
     del seed
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -319,42 +316,19 @@ def fit(
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
 
-    tol, window, losses = float(cfg.tol), int(cfg.tol_window), []
-    stopped = None  # why training ended, once it has
+    rule = training.StoppingRule(
+        tol=float(cfg.tol),
+        window=int(cfg.tol_window),
+        num_iters=int(cfg.num_iters),
+        log_every=int(cfg.refresh_every),
+    )
 
     def advance_or_stop(done, length):
         # A round's metrics, with the relative change of the loss over the last
-        # ``window`` rounds; a Chunk that ends training when it is at most ``tol``.
-        nonlocal stopped
+        # ``window`` rounds; the last chunk says why training ended.
         metrics = jax.device_get(advance(done, length))
-        losses.append(float(metrics["loss"]))
-        step = done + length
-        converged = False
-        if len(losses) > window:
-            before = losses[-1 - window]
-            rel = abs(before - losses[-1]) / max(abs(before), 1e-30)
-            metrics["rel_change"] = rel
-            converged = bool(tol > 0 and rel <= tol)
-            if converged and step < cfg.num_iters:
-                stopped = (
-                    f"converged: relative change {rel:.3g} <= tol {tol:g} over the last "
-                    f"{window * int(cfg.refresh_every)} steps, at step {step} of {cfg.num_iters}"
-                )
-                return training.Chunk(metrics, length, stop=True)
-        if step >= cfg.num_iters:
-            rel = metrics.get("rel_change")
-            change = "" if rel is None else f", relative change {rel:.3g} > tol {tol:g}"
-            stopped = f"num_iters reached: {cfg.num_iters} steps{change}"
-            if converged:
-                stopped = f"num_iters reached: {cfg.num_iters} steps (converged there too)"
-        return metrics
-
-    def log_row(row):
-        if stopped is not None:  # the last row: say when and why training stopped
-            row["stopped"] = stopped
-            logging.info("LMNN stopped: %s (loss %.6g)", stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
+        stop = rule.check(metrics, done + length)
+        return training.Chunk(metrics, length, stop=stop, stopped=rule.stopped)
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     history = training.run_in_chunks(
@@ -362,7 +336,7 @@ def fit(
         num_iters=cfg.num_iters,
         chunk=int(cfg.refresh_every),
         method="LMNN",
-        log_fn=log_row,
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),

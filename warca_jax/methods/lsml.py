@@ -52,7 +52,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks, _constraints
@@ -317,32 +316,28 @@ def fit(
     grad, loss = grad_fn(m, v, u, pinv, pld)
     zero = jnp.zeros((), jnp.float32)
     state = LsmlState(m, grad, loss, zero, jnp.int32(0), jnp.int32(0))
-    stopped = None
 
     def advance(done, length):
-        nonlocal state, stopped
+        nonlocal state
         before = int(state.step)
         state, metrics = chunk(state, v, u, pinv, pld, tol, length)
-        stopped = _stopped(state, cfg)
-        return training.Chunk(metrics, int(state.step) - before, stop=int(state.status) != 0)
+        return training.Chunk(
+            metrics,
+            int(state.step) - before,
+            stop=int(state.status) != 0,
+            stopped=_stopped(state, cfg),
+        )
 
     def make_metric(m) -> Metric:
         w = linalg.psd_factor(np.asarray(m, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="lsml")
-
-    def log_row(row):
-        if stopped is not None:
-            row["stopped"] = stopped
-            logging.info("LSML stopped: %s (loss %.6g)", stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
 
     history = training.run_in_chunks(
         advance,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
         method="LSML",
-        log_fn=log_row,
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.m)),

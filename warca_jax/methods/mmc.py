@@ -50,7 +50,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks, _constraints
@@ -330,15 +329,7 @@ class _Tries:
             self.stopped = (
                 f"max_iter reached: {tries} tries, relative step {alpha:.3g} >= tol {tol:g}"
             )
-        return training.Chunk(row, it, stop=alpha < tol)
-
-    def log(self, row: dict, log_fn: Callable[[dict], None] | None) -> None:
-        """Hands ``row`` to ``log_fn``, the last one with ``stopped`` (also logged)."""
-        if self.stopped is not None:
-            row["stopped"] = self.stopped
-            logging.info("MMC stopped: %s (g %.6g)", self.stopped, row["objective"])
-        if log_fn is not None:
-            log_fn(row)
+        return training.Chunk(row, it, stop=alpha < tol, stopped=self.stopped)
 
 
 def fit(
@@ -388,7 +379,7 @@ def fit(
         num_iters=run.max_iter,
         chunk=int(cfg.log_every),
         method="MMC",
-        log_fn=lambda row: run.log(row, log_fn),
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(run.state.a)),

@@ -39,7 +39,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
@@ -236,48 +235,6 @@ def init_map(x: np.ndarray, dim: int) -> np.ndarray:
     return comps
 
 
-class StoppingRule:
-    """The loss's relative change over the last ``window`` logged rows, at most ``tol``:
-    ``check`` adds ``rel_change`` to a row and says whether training is over, ``stopped``
-    why it ended (None until it has)."""
-
-    def __init__(self, *, tol: float, window: int, num_iters: int, log_every: int):
-        self.tol, self.window, self.num_iters, self.log_every = tol, window, num_iters, log_every
-        self.losses: list[float] = []
-        self.stopped: str | None = None
-
-    def check(self, metrics: dict, step: int) -> bool:
-        self.losses.append(float(metrics["loss"]))
-        rel, converged = None, False
-        if len(self.losses) > self.window:
-            before = self.losses[-1 - self.window]
-            rel = abs(before - self.losses[-1]) / max(abs(before), 1e-30)
-            metrics["rel_change"] = rel
-            converged = bool(self.tol > 0 and rel <= self.tol)
-        if converged and step < self.num_iters:
-            self.stopped = (
-                f"converged: relative change {rel:.3g} <= tol {self.tol:g} over the last "
-                f"{self.window * self.log_every} steps, at step {step} of {self.num_iters}"
-            )
-            return True
-        if step >= self.num_iters:
-            change = "" if rel is None else f", relative change {rel:.3g} > tol {self.tol:g}"
-            if converged:
-                change = " (converged there too)"
-            elif self.tol == 0:
-                change = " (tol 0: no early stop)"
-            self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
-        return False
-
-    def log(self, row: dict, log_fn: Callable[[dict], None] | None) -> None:
-        """Hands ``row`` to ``log_fn``, the last one with ``stopped`` (also logged)."""
-        if self.stopped is not None:
-            row["stopped"] = self.stopped
-            logging.info("NCA stopped: %s (loss %.6g)", self.stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
-
-
 class _Trainer:
     """An NCA fit between chunks: L, the optimiser state and the stopping rule."""
 
@@ -289,7 +246,7 @@ class _Trainer:
         self.opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
         if cfg.optimizer == "lbfgs":  # Adam's settings unused: one program for every num_iters
             self.opt_key = ("lbfgs", 0.0, "constant", 0)
-        self.rule = StoppingRule(
+        self.rule = training.StoppingRule(
             tol=float(cfg.tol),
             window=int(cfg.tol_window),
             num_iters=num_iters,
@@ -306,7 +263,8 @@ class _Trainer:
             self.lmap, self.opt_state, self.x, self.labels
         )
         metrics = jax.device_get(metrics)
-        return training.Chunk(metrics, length, stop=self.rule.check(metrics, done + length))
+        stop = self.rule.check(metrics, done + length)
+        return training.Chunk(metrics, length, stop=stop, stopped=self.rule.stopped)
 
 
 def fit(
@@ -356,7 +314,7 @@ def fit(
         num_iters=int(cfg.num_iters),
         chunk=int(cfg.log_every),
         method="NCA",
-        log_fn=lambda row: state.rule.log(row, log_fn),
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.lmap)),

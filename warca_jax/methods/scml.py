@@ -46,7 +46,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from absl import logging
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks, _constraints, kmeans
@@ -286,10 +285,9 @@ def fit(
     state = ScmlState(zeros, zeros, zeros, jnp.int32(0))
     chunk = training.compiled(make_chunk, float(cfg.beta), float(cfg.gamma), int(cfg.batch_size))
     best = {"loss": np.inf, "w": np.zeros(k, np.float32)}
-    stopped = None
 
     def advance(done, length):
-        nonlocal state, stopped
+        nonlocal state
         state, metrics = chunk(state, xb, trip, key_train, length)
         metrics = {key: float(v) for key, v in jax.device_get(metrics).items()}
         before = best["loss"]
@@ -303,17 +301,11 @@ def fit(
                 f"converged: best objective improved by {gain:.3g} <= tol {cfg.tol:g} "
                 f"over the last {length} steps, at step {step} of {cfg.max_iter}"
             )
-            return training.Chunk(metrics, length, stop=True)
+            return training.Chunk(metrics, length, stop=True, stopped=stopped)
         if step >= cfg.max_iter:
             stopped = f"max_iter reached: {cfg.max_iter} steps (best objective {best['loss']:.6g})"
+            return training.Chunk(metrics, length, stopped=stopped)
         return metrics
-
-    def log_row(row):
-        if stopped is not None:
-            row["stopped"] = stopped
-            logging.info("SCML stopped: %s", stopped)
-        if log_fn is not None:
-            log_fn(row)
 
     def best_metric():
         return metric_from_weights(basis, best["w"])
@@ -323,7 +315,7 @@ def fit(
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.output_iter),
         method="SCML",
-        log_fn=log_row,
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if callback is None else lambda row: callback(row, best_metric()),

@@ -257,15 +257,15 @@ def solve(p, alpha, cfg, *, log_fn=None, progress=False, t0=None, on_chunk=None)
     z0 = jnp.asarray(np.diag(1.0 / diag), jnp.float32)
     state = AdmmState(z0, jnp.zeros_like(z0), jnp.asarray(cfg.rho, jnp.float32))
     tol = float(cfg.tol)
-    stopped = None
 
     def advance(done, length):
-        nonlocal state, stopped
+        nonlocal state
         state, k, stats, converged = admm_iterations(state, pj, float(alpha), tol, length)
         k, row = int(k), {key: float(v) for key, v in jax.device_get(stats).items()}
         z = np.asarray(state.z)
         d = z.shape[0]
         row["nonzero"] = float((np.count_nonzero(z) - np.count_nonzero(np.diag(z))) / (d * d - d))
+        stopped = None
         if bool(converged):
             stopped = (
                 f"converged: gap {row['gap']:.3g} and primal residual {row['primal_res']:.3g} "
@@ -276,21 +276,14 @@ def solve(p, alpha, cfg, *, log_fn=None, progress=False, t0=None, on_chunk=None)
                 f"max_iter reached: {cfg.max_iter} iterations, gap {row['gap']:.3g}, primal "
                 f"residual {row['primal_res']:.3g} (tol {tol:g})"
             )
-        return training.Chunk(row, k, stop=bool(converged))
-
-    def log_row(row):
-        if stopped is not None:
-            row["stopped"] = stopped
-            logging.info("SDML stopped: %s (loss %.6g)", stopped, row["loss"])
-        if log_fn is not None:
-            log_fn(row)
+        return training.Chunk(row, k, stop=bool(converged), stopped=stopped)
 
     history = training.run_in_chunks(
         advance,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
         method="SDML",
-        log_fn=log_row,
+        log_fn=log_fn,
         progress=progress,
         t0=t0,
         on_chunk=None if on_chunk is None else lambda row: on_chunk(row, np.asarray(state.z)),
