@@ -39,6 +39,20 @@ def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
     return mean.astype(np.float32), vt[:k].astype(np.float32)
 
 
+def initial_map(x: np.ndarray, dim: int) -> np.ndarray:
+    """The starting map L [dim, D] of a learned projection (LMNN, NCA): the identity for a
+    full-rank L (``dim`` 0 or D), the top ``dim`` principal directions otherwise, completed
+    with fixed random directions when there are fewer samples than ``dim``."""
+    d = x.shape[1]
+    if dim in (0, d):
+        return np.eye(d, dtype=np.float32)
+    _, comps = pca(x, variance=1.0, max_dim=dim)
+    if comps.shape[0] < dim:  # fewer samples than dim: complete with random directions
+        extra = np.random.default_rng(0).standard_normal((dim - comps.shape[0], d))
+        comps = np.concatenate([comps, extra.astype(np.float32) / np.sqrt(d)])
+    return comps
+
+
 def regularise(s: np.ndarray, *, eps: float = 1e-6, what: str = "matrix") -> np.ndarray:
     """s + r I with r = eps * trace(s) / D, warning when s was (near) singular.
 

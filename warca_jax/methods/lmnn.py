@@ -237,18 +237,6 @@ def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule,
     return tx, jax.jit(round_fn)
 
 
-def init_map(x: np.ndarray, dim: int) -> np.ndarray:
-    """Identity for a full-rank L, the top principal directions for D' < D."""
-    d = x.shape[1]
-    if dim in (0, d):
-        return np.eye(d, dtype=np.float32)
-    _, comps = linalg.pca(x, variance=1.0, max_dim=dim)
-    if comps.shape[0] < dim:  # fewer samples than dim: complete with random directions
-        extra = np.random.default_rng(0).standard_normal((dim - comps.shape[0], d))
-        comps = np.concatenate([comps, extra.astype(np.float32) / np.sqrt(d)])
-    return comps
-
-
 def fit(
     features,
     labels,
@@ -292,7 +280,7 @@ def fit(
     k, bs = int(cfg.k), int(cfg.block_size)
     targets, target_valid = nearest_by_label(xj, lj, k=k, same=True, block_size=bs)
     m = int(cfg.num_impostors)
-    lmap = jnp.asarray(init_map(x, int(cfg.dim)))
+    lmap = jnp.asarray(linalg.initial_map(x, int(cfg.dim)))
     opt_state = None
 
     def advance(done, length):

@@ -223,24 +223,12 @@ def make_chunk(length, block_size, optimizer, learning_rate, schedule, num_iters
     return tx, jax.jit(chunk_fn)
 
 
-def init_map(x: np.ndarray, dim: int) -> np.ndarray:
-    """Identity for a square L, the top ``dim`` principal directions otherwise."""
-    d = x.shape[1]
-    if dim in (0, d):
-        return np.eye(d, dtype=np.float32)
-    _, comps = linalg.pca(x, variance=1.0, max_dim=dim)
-    if comps.shape[0] < dim:  # fewer samples than dim: complete with random directions
-        extra = np.random.default_rng(0).standard_normal((dim - comps.shape[0], d))
-        comps = np.concatenate([comps, extra.astype(np.float32) / np.sqrt(d)])
-    return comps
-
-
 class _Trainer:
     """An NCA fit between chunks: L, the optimiser state and the stopping rule."""
 
     def __init__(self, x: np.ndarray, labels: np.ndarray, cfg):
         self.x, self.labels = jnp.asarray(x), jnp.asarray(labels, jnp.int32)
-        self.lmap = jnp.asarray(init_map(x, int(cfg.dim)))
+        self.lmap = jnp.asarray(linalg.initial_map(x, int(cfg.dim)))
         self.opt_state = None
         self.block_size, num_iters = int(cfg.block_size), int(cfg.num_iters)
         self.opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
