@@ -46,14 +46,12 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.digits import load, retrieval  # noqa: E402
 from warca_jax.configs import common  # noqa: E402
 from warca_jax.configs.itml import get_config  # noqa: E402
-from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import itml  # noqa: E402
 
 # argv: x.npy y.npy out.npy [pairs.npy bounds.npy]; with pairs, ITML on those pair
@@ -74,26 +72,6 @@ seconds = time.perf_counter() - t
 np.save(sys.argv[3], model.components_)
 print(seconds, metric_learn.__version__, model.n_iter_ + 1)
 """
-
-
-def load():
-    x, y = load_digits(return_X_y=True)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.5, stratify=y, random_state=0)
-    mean, sd = xtr.mean(0), xtr.std(0)
-    sd[sd == 0] = 1.0
-    return (
-        ((xtr - mean) / sd).astype(np.float32),
-        ((xte - mean) / sd).astype(np.float32),
-        ytr,
-        yte,
-    )
-
-
-def retrieval(lmap, x, y):
-    z = x @ np.asarray(lmap, np.float32).T
-    cams = np.arange(len(y))  # each query's own entry is junk (same id, same camera)
-    res = evaluate(z, z, y, y, cams, cams)
-    return res["rank1"], res["mAP"]
 
 
 def run_metric_learn(python, xtr, ytr, pairs=None, bounds=None):

@@ -46,11 +46,10 @@ import time
 
 import jax
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.digits import load  # noqa: E402
 from warca_jax.configs import common  # noqa: E402
 from warca_jax.configs.mmc import get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
@@ -74,19 +73,6 @@ seconds = time.perf_counter() - t
 np.save(sys.argv[3], model.get_mahalanobis_matrix())
 print(seconds, metric_learn.__version__, getattr(model, "n_iter_", -1))
 """
-
-
-def load():
-    x, y = load_digits(return_X_y=True)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.5, stratify=y, random_state=0)
-    mean, sd = xtr.mean(0), xtr.std(0)
-    sd[sd == 0] = 1.0
-    return (
-        ((xtr - mean) / sd).astype(np.float32),
-        ((xte - mean) / sd).astype(np.float32),
-        ytr,
-        yte,
-    )
 
 
 def retrieval(a, x, y):

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.bench_lmnn_vs_metric_learn import load, retrieval  # noqa: E402
+from benchmarks.digits import load, retrieval  # noqa: E402
 from warca_jax import linalg  # noqa: E402
 from warca_jax.configs import common  # noqa: E402
 from warca_jax.configs.rca import get_config  # noqa: E402

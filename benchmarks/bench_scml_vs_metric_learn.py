@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.bench_lmnn_vs_metric_learn import load, retrieval  # noqa: E402
+from benchmarks.digits import load, retrieval  # noqa: E402
 from warca_jax.configs.scml import get_config  # noqa: E402
 from warca_jax.methods import _constraints, scml  # noqa: E402
 

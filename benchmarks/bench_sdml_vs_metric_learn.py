@@ -53,14 +53,12 @@ import warnings
 import jax
 import numpy as np
 from sklearn.covariance import graphical_lasso
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.digits import load, retrieval  # noqa: E402
 from warca_jax.configs import common  # noqa: E402
 from warca_jax.configs.sdml import get_config  # noqa: E402
-from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import _constraints, sdml  # noqa: E402
 
 # argv: x.npy y.npy out.npy job.json; job: {"shim": bool, "balance": float or null,
@@ -92,26 +90,6 @@ seconds = time.perf_counter() - t
 np.save(sys.argv[3], model.components_)
 print("OK", metric_learn.__version__, seconds)
 """
-
-
-def load():
-    x, y = load_digits(return_X_y=True)
-    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.5, stratify=y, random_state=0)
-    mean, sd = xtr.mean(0), xtr.std(0)
-    sd[sd == 0] = 1.0
-    return (
-        ((xtr - mean) / sd).astype(np.float32),
-        ((xte - mean) / sd).astype(np.float32),
-        ytr,
-        yte,
-    )
-
-
-def retrieval(m, x, y):
-    z = x @ np.asarray(sdml.linalg.psd_factor(m), np.float32).T
-    cams = np.arange(len(y))  # each query's own entry is junk (same id, same camera)
-    res = evaluate(z, z, y, y, cams, cams)
-    return res["rank1"], res["mAP"]
 
 
 def run_metric_learn(python, xtr, ytr, job, pairs=None):
@@ -202,7 +180,7 @@ def main():
     for name, m, sec, stopped, ref in rows:
         off = ~np.eye(len(m), dtype=bool)
         zeros = float(np.mean(np.abs(m[off]) < 1e-5 * np.abs(m).max()))
-        r1, ap = retrieval(m, xte, yte)
+        r1, ap = retrieval(sdml.linalg.psd_factor(m), xte, yte)
         fn, fs = sdml.objective(m, p_norm, alpha), sdml.objective(m, p_sum, alpha)
         rel = "-" if ref is None else f"{np.linalg.norm(m - ref) / np.linalg.norm(ref):8.2e}"
         print(
