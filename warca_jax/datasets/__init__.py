@@ -98,6 +98,13 @@ def get_loader(name: str):
     return LOADERS[key]
 
 
+def option_names(name: str) -> list[str]:
+    """The keyword options the loader registered under ``name`` takes (its docstring says
+    what each means)."""
+    params = inspect.signature(get_loader(name)).parameters
+    return [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
 def load(name: str, root, **options):
     """Reads a dataset with the loader registered under `name`.
 
@@ -114,8 +121,7 @@ def load(name: str, root, **options):
       TypeError: for an option the loader does not take, listing those it does.
     """
     loader = get_loader(name)
-    params = inspect.signature(loader).parameters
-    valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    valid = option_names(name)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise TypeError(f"dataset {name!r} takes no option(s) {unknown}; valid options: {valid}")
@@ -234,8 +240,7 @@ def loader_options(value, name: str | None = None) -> dict:
         )
     options = dict(value.items())
     if name is not None:
-        params = inspect.signature(get_loader(name)).parameters
-        valid = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+        valid = option_names(name)
         unknown = sorted(set(options) - set(valid))
         if unknown:
             raise ValueError(
