@@ -283,7 +283,7 @@ def draw_pairs(labels: np.ndarray, num_constraints: int, seed: int) -> _constrai
 
 
 class _Tries:
-    """An MMC fit between chunks: the data on the device, the state, why it stopped."""
+    """An MMC fit between chunks: the data on the device and the state."""
 
     def __init__(self, x: np.ndarray, pairs: _constraints.LabelPairs, cfg):
         bs = int(cfg.block_size)
@@ -299,7 +299,6 @@ class _Tries:
         grad_g, g0 = jax.jit(dissimilar_grad)(a0, self.x, self.dissimilar)
         self.state = MMCState(a0, ascent_direction(grad_g, self.w), g0, jnp.float32(cfg.init_step))
         self.max_iter, self.tol = int(cfg.max_iter), float(cfg.tol)
-        self.stopped: str | None = None
 
     def advance(self, done: int, length: int) -> training.Chunk:
         """Up to ``length`` tries after ``done``; fewer when the step fell below ``tol``."""
@@ -319,17 +318,15 @@ class _Tries:
             "kept": kept,
             "projections": rounds / it,
         }
-        tries, tol = done + it, self.tol
+        tries, tol, stopped = done + it, self.tol, None
         if alpha < tol:
-            self.stopped = (
+            stopped = (
                 f"converged: relative step {alpha:.3g} < tol {tol:g} after {tries} of "
                 f"{self.max_iter} tries"
             )
         elif tries == self.max_iter:
-            self.stopped = (
-                f"max_iter reached: {tries} tries, relative step {alpha:.3g} >= tol {tol:g}"
-            )
-        return training.Chunk(row, it, stop=alpha < tol, stopped=self.stopped)
+            stopped = f"max_iter reached: {tries} tries, relative step {alpha:.3g} >= tol {tol:g}"
+        return training.Chunk(row, it, stop=alpha < tol, stopped=stopped)
 
 
 def fit(
