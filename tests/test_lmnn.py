@@ -1,7 +1,8 @@
-"""LMNN: it learns, its gradient is the autodiff one, its blocked search is exact, bad input."""
+"""LMNN: it learns, its loss and gradient are the paper's, its search is exact, bad input."""
 
 import functools
 
+import finite_differences
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,6 +56,79 @@ def test_closed_form_gradient_equals_autodiff():
         )
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(got_loss, loss, rtol=1e-12)
+
+
+def _target_neighbours(x, y, k):
+    """Each point's k nearest same-label points in the input space (all of them when its
+    class has fewer than k + 1 images), by a sort per point."""
+    out = []
+    for i in range(len(y)):
+        by_distance = np.argsort(np.sum((x - x[i]) ** 2, axis=1), kind="stable")
+        out.append([j for j in by_distance if j != i and y[j] == y[i]][:k])
+    return out
+
+
+def _lmnn_reference(lmap, x, y, targets, *, mu, margin):
+    """(pull, push, the triplets' hinge arguments) of eps(L) (Weinberger & Saul 2009, eq.
+    13, as the module writes it): a loop over every target pair (i, j) and every
+    differently labelled l, in float64 NumPy."""
+    n = len(y)
+    pull, push, slacks = 0.0, 0.0, []
+    for i in range(n):
+        for j in targets[i]:
+            d_ij = np.sum((lmap @ (x[i] - x[j])) ** 2)
+            pull += d_ij / n
+            for o in range(n):  # the paper's l
+                if y[o] != y[i]:
+                    slack = margin + d_ij - np.sum((lmap @ (x[i] - x[o])) ** 2)
+                    slacks.append(slack)
+                    push += max(slack, 0.0) / n
+    return pull, push, np.asarray(slacks)
+
+
+def test_loss_and_gradient_equal_a_loop_over_the_papers_triplets():
+    rng = np.random.default_rng(0)
+    sizes = [5, 4, 4, 4, 3, 3, 2, 1]  # a class with k = 1 target, a singleton with none
+    cls = np.repeat(np.arange(len(sizes)), sizes)
+    y = cls * 7 + 3  # labels need not be 0..C-1
+    x = rng.standard_normal((len(y), 5)) + 0.8 * rng.standard_normal((len(sizes), 5))[cls]
+    lmap = rng.standard_normal((3, 5)) * 0.5
+    k, mu, margin = 3, 0.7, 1.0
+    targets = _target_neighbours(x, y, k)
+    pull, push, slacks = _lmnn_reference(lmap, x, y, targets, mu=mu, margin=margin)
+    assert 0.1 < np.mean(slacks > 0) < 0.9  # both sides of the hinges
+    assert np.min(np.abs(slacks)) > 1e-3  # finite differences stay off the kinks
+
+    def loss_of(flat):
+        p, q, _ = _lmnn_reference(flat.reshape(lmap.shape), x, y, targets, mu=mu, margin=margin)
+        return p + mu * q
+
+    want_grad = finite_differences.gradient(loss_of, lmap.ravel()).reshape(lmap.shape)
+    with jax.enable_x64(True):
+        xj, lj = jnp.asarray(x), jnp.asarray(y, jnp.int32)
+        tgt, tv = _constraints.nearest_by_label(xj, lj, k=k, same=True, block_size=8)
+        imp, iv = _constraints.nearest_by_label(xj, lj, k=len(y) - 1, same=False, block_size=8)
+        args, kw = (jnp.asarray(lmap), xj, tgt, tv, imp, iv), dict(mu=mu, margin=margin)
+        loss, got_pull, got_push, active, _ = jax.jit(functools.partial(lmnn.lmnn_terms, **kw))(
+            *args
+        )
+        got_grad, grad_loss = jax.jit(functools.partial(lmnn.lmnn_grad, **kw))(*args)
+        autodiff = jax.jit(jax.grad(functools.partial(lmnn.lmnn_loss, **kw)))(*args)
+    np.testing.assert_allclose(float(got_pull), pull, rtol=1e-12)
+    np.testing.assert_allclose(float(got_push), push, rtol=1e-12)
+    np.testing.assert_allclose(float(loss), pull + mu * push, rtol=1e-12)
+    assert int(active.sum()) == int(np.sum(slacks > 0))
+    np.testing.assert_allclose(float(grad_loss), pull + mu * push, rtol=1e-12)
+    scale = np.abs(want_grad).max()
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-6, atol=1e-7 * scale)
+    np.testing.assert_allclose(autodiff, want_grad, rtol=1e-6, atol=1e-7 * scale)
+    # ``objective``: the same loss from the labels alone (its own target and impostor
+    # search, float32).
+    obj = lmnn.objective(lmap, x, y, k=k, mu=mu, margin=margin, block_size=8)
+    assert obj["pull"] == pytest.approx(pull, rel=1e-5)
+    assert obj["push"] == pytest.approx(push, rel=1e-5)
+    assert obj["loss"] == pytest.approx(pull + mu * push, rel=1e-5)
+    assert obj["active_triplets"] == int(np.sum(slacks > 0))
 
 
 @pytest.mark.parametrize("same", [True, False])

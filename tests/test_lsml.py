@@ -1,7 +1,8 @@
-"""LSML: it learns, its gradient is the autodiff one, its line search, seeds, bad input."""
+"""LSML: it learns, its loss and gradient are the paper's, its line search, seeds, bad input."""
 
 import functools
 
+import finite_differences
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,6 +61,59 @@ def test_closed_form_gradient_equals_autodiff():
         want = 0.5 * (want + want.T)  # the gradient on symmetric matrices
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
         np.testing.assert_allclose(loss, lsml.lsml_loss(*args, **kw), rtol=1e-12)
+
+
+def _lsml_reference(m, x, quads, prior_inv, *, lam):
+    """(f(M), the quadruplets' residuals d_M(a, b) - d_M(c, d)) of LSML (Liu et al. 2012,
+    eq. 3 and 7, as the module writes it): a loop over the quadruplets with weights
+    1 / Q, plus lam times the LogDet divergence tr(M0^-1 M) - log det(M0^-1 M) - D, in
+    float64 NumPy."""
+
+    def dist(i, j):
+        return np.sqrt((x[i] - x[j]) @ m @ (x[i] - x[j]))
+
+    residuals = np.array([dist(a, b) - dist(c, d) for a, b, c, d in quads])
+    f = sum(max(r, 0.0) ** 2 / len(quads) for r in residuals)
+    p = prior_inv @ m
+    f += lam * (np.trace(p) - np.linalg.slogdet(p)[1] - m.shape[0])
+    return f, residuals
+
+
+def test_loss_and_gradient_equal_a_loop_over_the_papers_quadruplets():
+    x, y = _small_problem()
+    x = x.astype(np.float64)
+    quads = lsml.draw_quadruplets(y, 60, np.random.default_rng(0))
+    assert quads.shape == (60, 4)
+    assert np.all(y[quads[:, 0]] == y[quads[:, 1]]) and np.all(quads[:, 0] != quads[:, 1])
+    assert np.all(y[quads[:, 2]] != y[quads[:, 3]])
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 10, 10))
+    m = a @ a.T / 10 + 0.5 * np.eye(10)
+    prior_inv = b @ b.T / 10 + np.eye(10)
+    lam = 0.7
+    want, residuals = _lsml_reference(m, x, quads, prior_inv, lam=lam)
+    assert 0.05 < np.mean(residuals > 0) < 0.95  # both sides of the hinge
+    want_grad = finite_differences.gradient(
+        lambda flat: _lsml_reference(flat.reshape(10, 10), x, quads, prior_inv, lam=lam)[0],
+        m.ravel(),
+    ).reshape(10, 10)
+    with jax.enable_x64(True):
+        xj = jnp.asarray(x)
+        v, u = xj[quads[:, 0]] - xj[quads[:, 1]], xj[quads[:, 2]] - xj[quads[:, 3]]
+        args = (jnp.asarray(m), v, u, jnp.asarray(prior_inv), np.linalg.slogdet(prior_inv)[1])
+        loss, residual, divergence, violated = jax.jit(functools.partial(lsml.lsml_terms, lam=lam))(
+            *args
+        )
+        got_grad, grad_loss = jax.jit(functools.partial(lsml.lsml_grad, lam=lam))(*args)
+    np.testing.assert_allclose(float(loss), want, rtol=1e-12)
+    np.testing.assert_allclose(float(grad_loss), want, rtol=1e-12)
+    np.testing.assert_allclose(float(residual), np.mean(np.maximum(residuals, 0) ** 2), rtol=1e-12)
+    assert float(violated) == pytest.approx(np.mean(residuals > 0))
+    assert float(divergence) > 0  # M != M0
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-6, atol=1e-7 * np.abs(want_grad).max())
+    # ``objective``, the float32 form the fits are compared by.
+    obj = lsml.objective(m, x, quads, prior_inv, lam=lam)
+    assert obj["loss"] == pytest.approx(want, rel=1e-4)
 
 
 def test_loss_falls_and_the_last_row_says_why():

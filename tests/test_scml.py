@@ -1,5 +1,6 @@
-"""SCML: it learns, its subgradient and RDA step, its LDA basis, seeds, bad input."""
+"""SCML: it learns, its objective is the paper's, its RDA step, LDA basis, seeds, bad input."""
 
+import finite_differences
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,6 +63,63 @@ def test_closed_form_subgradient_equals_autodiff():
         assert float(jnp.min(jnp.abs(slack))) > 1e-6  # away from the kinks
         want = jax.grad(scml.hinge_loss)(w, z)
         np.testing.assert_allclose(scml.hinge_grad(w, z), want, rtol=1e-12, atol=1e-12)
+
+
+def _knn_triplets_reference(x, y, k_genuine, k_impostor):
+    """(a, p, n): p one of a's k_genuine nearest same-label points, n one of its k_impostor
+    nearest other-label points, every combination; by a sort per anchor."""
+    out = []
+    for a in range(len(y)):
+        by_distance = np.argsort(np.sum((x - x[a]) ** 2, axis=1), kind="stable")
+        same = [j for j in by_distance if j != a and y[j] == y[a]]
+        other = [j for j in by_distance if y[j] != y[a]]
+        out += [(a, p, n) for p in same[:k_genuine] for n in other[:k_impostor]]
+    return np.array(out)
+
+
+def _scml_reference(w, basis, x, triplets, *, beta):
+    """(F(w), the triplets' hinge arguments) of SCML (Shi et al. 2014, eq. 3, the global
+    metric): M = sum_i w_i b_i b_i^T, then a loop over the triplets of
+    [1 + d_M(a, p) - d_M(a, n)]_+ / T, plus beta ||w||_1; float64 NumPy."""
+    m = sum(wi * np.outer(bi, bi) for wi, bi in zip(w, basis, strict=True))
+
+    def d(i, j):
+        return (x[i] - x[j]) @ m @ (x[i] - x[j])
+
+    slacks = np.array([1.0 + d(a, p) - d(a, n) for a, p, n in triplets])
+    return sum(max(s, 0.0) for s in slacks) / len(triplets) + beta * np.sum(np.abs(w)), slacks
+
+
+def test_objective_and_subgradient_equal_a_loop_over_the_papers_triplets():
+    rng = np.random.default_rng(3)
+    y = np.repeat(np.arange(30), [5] * 28 + [2, 1])  # one genuine neighbour; no anchor
+    x = rng.standard_normal((143, 8)) + 0.7 * rng.standard_normal((30, 8))[y]
+    triplets = _knn_triplets_reference(x, y, 3, 10)
+    assert len(triplets) == 140 * 3 * 10 + 2 * 1 * 10 > scml._BLOCK  # two blocks of F
+    np.testing.assert_array_equal(_constraints.knn_triplets(x, y, k_same=3, k_other=10), triplets)
+    basis = rng.standard_normal((12, 8))
+    basis /= np.linalg.norm(basis, axis=1, keepdims=True)  # unit rank-one bases
+    w, beta = rng.exponential(0.3, 12), 0.05
+    want, slacks = _scml_reference(w, basis, x, triplets, beta=beta)
+    assert 0.05 < np.mean(slacks > 0) < 0.95  # both sides of the hinge
+    assert np.min(np.abs(slacks)) > 1e-6  # finite differences stay off the kinks
+    want_grad = finite_differences.gradient(
+        lambda v: _scml_reference(v, basis, x, triplets, beta=beta)[0], w
+    )
+    with jax.enable_x64(True):
+        xb, trip = jnp.asarray(x @ basis.T), jnp.asarray(triplets)
+        got = jax.jit(scml.full_objective)(jnp.asarray(w), xb, trip, beta)
+        sub = jax.jit(lambda w: scml.hinge_grad(w, scml.triplet_terms(xb, trip)))(jnp.asarray(w))
+        sub = np.asarray(sub)
+    assert float(got["loss"]) == pytest.approx(want, rel=1e-12)
+    assert float(got["l1"]) == pytest.approx(beta * np.sum(w), rel=1e-12)
+    assert float(got["violated_frac"]) == pytest.approx(np.mean(slacks > 0))
+    # d/dw of beta ||w||_1 is beta where w > 0
+    np.testing.assert_allclose(sub + beta, want_grad, rtol=1e-6, atol=1e-8)
+    # ``objective`` reads F from the linear map of the weights alone (float32).
+    metric = scml.metric_from_weights(basis.astype(np.float32), w.astype(np.float32))
+    obj = scml.objective(metric.projection, x, triplets, beta=beta)
+    assert obj["loss"] == pytest.approx(want, rel=1e-4)
 
 
 def test_rda_step_solves_its_subproblem():
