@@ -23,12 +23,11 @@ def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     c.method.name = "svmml"
     c.method.pca_variance = 0.95  # share of the variance PCA keeps (used when pca_dim == 0).
     c.method.pca_dim = 0  # PCA components (0: as many as pca_variance needs).
-    c.method.neg_ratio = 10.0  # different-label pairs drawn per same-label pair.
-    c.method.lam = 1e-2  # weight of lam/2 (||A||^2 + ||B||^2 + ||c||^2).
-    c.method.loss = "hinge"  # 'hinge' or 'squared_hinge'.
-    c.method.num_iters = 500  # full-batch Adam steps, each followed by the PSD projections.
-    c.method.learning_rate = 1e-2  # Adam step size.
-    c.method.log_every = 100  # steps between history rows.
+    c.method.neg_ratio = 50.0  # different-label pairs per same-label pair (all if fewer).
+    c.method.lam = 1e-3  # weight of lam/2 (||A||^2 + ||B||^2 + ||c||^2), on whitened inputs.
+    c.method.num_iters = 2000  # most accelerated projected-gradient steps.
+    c.method.tol = 1e-3  # stop once the projected-gradient (KKT) residual is below it.
+    c.method.log_every = 100  # steps between history rows (and residual checks).
     if arg == "small":
         c.method.num_iters = 100
         c.method.log_every = 50

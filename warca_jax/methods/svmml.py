@@ -1,28 +1,61 @@
 """SVMML: locally-adaptive decision functions (Li et al., CVPR 2013, "LADF").
 
 On PCA-reduced features (``pca_variance`` of the variance, 0.95 as the WARCA
-paper did, or ``pca_dim`` components), a second-order decision function on
-pairs (paper eq. 5),
+paper did, or ``pca_dim`` components), whitened (every component scaled to
+variance 1/p: mean squared norm 1), a second-order decision function on pairs
+(paper eq. 5),
 
     f(x, z) = 1/2 x^T A x + 1/2 z^T A z - x^T B z + c^T (x + z) + b,
 
 which joins a Mahalanobis distance and a threshold that adapts to where the
 pair lies: A = B = 2 M, c = 0, b = -t gives (x - z)^T M (x - z) - t. We use f
 as a dissimilarity (f < 0: same identity, so that f ranks a gallery like a
-distance; the paper's f is our -f) and learn it as an SVM on pairs:
+distance; the paper's f is our -f) and learn it as an L2-SVM on pairs:
 
     min lam/2 (||A||_F^2 + ||B||_F^2 + ||c||^2)
-        + mean_{same} ell(1 + f) + mean_{different} ell(1 - f),  A, B PSD,
+        + mean_{same} [1 + f]_+^2 + mean_{different} [1 - f]_+^2,  A, B PSD,
 
-with ell the hinge [.]_+ or its square, the two classes weighted equally
-(there are far more different pairs). Pairs: every same-label pair of the
-training set and ``neg_ratio`` times as many different-label pairs drawn
-uniformly (seeded). The paper solves the dual with a QP solver; we solve the
-primal by full-batch Adam (jitted, a ``lax.scan`` of steps) with A and B
-projected on the PSD cone after every step (projected gradient): the
-constraints are the paper's, the solver differs. The PCA input is scaled by
-one scalar so that the mean squared norm is 1, which makes the default step
-size work on any data scale.
+the two classes weighted equally. Pairs: every same-label pair of the training
+set and ``neg_ratio`` times as many different-label pairs (all of them when
+there are no more, else drawn uniformly, seeded). The paper solves the dual
+with a QP solver; we solve this convex primal by accelerated projected gradient
+(FISTA with gradient restart; A and B projected on the PSD cone each step) with
+the step 1/L from a bound on the gradient's Lipschitz constant, and stop when
+the projected-gradient (KKT) residual is below ``tol``.
+
+Diagnosis (2025, before -> after; VIPeR colour+LBP, 316/316 ids, PCA 95% = 110
+dims). The former learner gave rank-1 1.9 / rank-5 8.2 on VIPeR split 0, and
+rank-1 1.9 on its own *training* pairs too: it had not learned. Measured causes:
+
+* The solver did not converge. Full-batch Adam (lr 1e-2, 500 steps) followed by
+  a PSD projection is not a projected-gradient method and, on the non-smooth
+  hinge, stalled and oscillated: objective 2 -> 1.375 and rising again (1.3746,
+  1.3759, 1.3769 over the last chunks); nothing checked optimality. The same
+  objective solved accurately (squared hinge, FISTA) reached 1.20 and ranked
+  4.4 (train 9.5). Now: FISTA on the squared hinge (smooth, so the iterates
+  converge and the KKT residual is a valid stop); the hinge option is gone.
+* The regulariser drowned the discriminative directions. The PCA input was
+  scaled by one scalar, so component variances spanned 0.27 .. 0.00076 (350x):
+  using a low-variance direction (where identity lives once illumination and
+  pose took the top components) costs ~1/var^2 more in ||A||_F^2. With lam 1e-2
+  the converged unwhitened model ranked 4.4; lam 1e-3: 11.7; lam 1e-4: 12.7.
+  Whitening the kept components (the rule: a Frobenius regulariser weighs all
+  directions alike only when they have equal variance) gave 10.1 / 17.4 / 15.5
+  / 15.2 at lam 1e-2 / 1e-3 / 3e-4 / 1e-4 (split 0): lam 1e-3 is the default.
+* More different-label pairs: neg_ratio 10 -> 50 (all pairs when fewer) took
+  split 0 from 17.4 to 18-19; the class balancing keeps it a two-class mean.
+
+After (defaults): VIPeR rank-1 / rank-5 18.0 / 41.5 (split 0), 18.2 / 43.4
+(splits 1-2), mean of 3 splits 18.1 / 42.7, converged (residual < 1e-3) in
+~700 steps; KISSME gives 20.6 on split 0. The paper's 23.28 is not reached
+(5 points short): the paper cross-validated (lam, eta) over a grid and used the
+authors' dual QP with its own pair sampling, which we did not reproduce.
+ORL faces (color_lbp, 20/20 ids, 3 splits): rank-1 74.3 (before 70) against
+Euclidean 93.3; lam 1e-2 / 1e-1 gave 70.7 / 68.7 and pca_variance 0.99 75.7.
+This is not the solver (all fits converged) but the model: 95% PCA keeps only
+27 dims on ORL (PCA-Euclidean 88, whitened 90 on split 0) and the learned
+per-sample terms 1/2 z^T A z + c^T z shift every gallery item alike; SVMML
+stays below Euclidean there. Synthetic (tests): rank-1 well above Euclidean.
 """
 
 from __future__ import annotations
@@ -35,14 +68,10 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from warca_jax import linalg, training
 from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
-
-LOSSES = ("hinge", "squared_hinge")
-
 
 @dataclasses.dataclass(frozen=True)
 class SvmmlMetric(Metric):
@@ -122,20 +151,17 @@ def pair_decisions(params, x, i, j):
     return h[i] + h[j] - jnp.sum(xb[i] * x[j], axis=1) + bias
 
 
-def svmml_loss(params, x, i, j, dissimilar, *, lam, loss="hinge"):
-    """The regularised, class-balanced pair SVM objective (module docstring).
+def svmml_loss(params, x, i, j, dissimilar, *, lam):
+    """The regularised, class-balanced squared-hinge pair SVM objective (module docstring).
 
     Args:
       params: (A [p, p], B [p, p], c [p], b []).
       x: [N, p] reduced features; i, j: [P] indices of the pairs.
       dissimilar: [P] bool, the pair's identities differ.
       lam: regularisation weight.
-      loss: ``hinge`` or ``squared_hinge``.
     """
     y = jnp.where(dissimilar, 1.0, -1.0)
-    margin = jnp.maximum(1.0 - y * pair_decisions(params, x, i, j), 0.0)
-    if loss == "squared_hinge":
-        margin = margin**2
+    margin = jnp.maximum(1.0 - y * pair_decisions(params, x, i, j), 0.0) ** 2
     n_dis = jnp.maximum(jnp.sum(dissimilar), 1)
     n_sim = jnp.maximum(jnp.sum(~dissimilar), 1)
     data = jnp.sum(jnp.where(dissimilar, margin / n_dis, margin / n_sim))
@@ -148,6 +174,47 @@ def _psd(m):
     return (v * jnp.maximum(w, 0.0)) @ v.T
 
 
+def project(params):
+    """The projection on the feasible set: A and B on the PSD cone, c and b free."""
+    a, b, c, bias = params
+    return _psd(a), _psd(b), c, bias
+
+
+def lipschitz_bound(x, i, j, dissimilar, lam) -> float:
+    """An upper bound on the Lipschitz constant of ``svmml_loss``'s gradient.
+
+    f is linear in the parameters, f = <psi_ij, theta>, and the squared hinge has second
+    derivative at most 2, so the data term's Hessian is at most 2 sum_class mean_class
+    psi psi^T, whose norm is at most its trace: 2 sum_class mean_class ||psi||^2, with
+    ||psi||^2 = ||(x x^T + z z^T) / 2||_F^2 + ||x z^T||_F^2 + ||x + z||^2 + 1.
+    """
+    x = np.asarray(x, np.float64)
+    xi, xj = x[i], x[j]
+    ni, nj, dot = np.sum(xi * xi, 1), np.sum(xj * xj, 1), np.sum(xi * xj, 1)
+    psi2 = 0.25 * (ni**2 + nj**2 + 2 * dot**2) + ni * nj + ni + nj + 2 * dot + 1.0
+    dis = np.asarray(dissimilar, bool)
+    total = sum(psi2[m].mean() for m in (dis, ~dis) if m.any())
+    return 2.0 * float(total) + float(lam)
+
+
+def projected_gradient_residual(params, x, i, j, dissimilar, *, lam, step) -> float:
+    """||theta - P(theta - step grad F(theta))|| / step: 0 exactly at the constrained optimum.
+
+    The optimality (KKT) measure of the PSD-constrained problem; ``fit`` reports it in every
+    history row (``residual``) and stops once it is below ``cfg.tol``. In float32 it
+    levels off near 1e-4 (rounding of the parameters, divided by the step).
+    """
+    return float(_residual(params, x, i, j, dissimilar, jnp.float32(step), lam=float(lam)))
+
+
+@functools.partial(jax.jit, static_argnames="lam")
+def _residual(params, x, i, j, dissimilar, step, *, lam):
+    g = jax.grad(functools.partial(svmml_loss, lam=lam))(params, x, i, j, dissimilar)
+    moved = project(jax.tree.map(lambda p, d: p - step * d, params, g))
+    sq = sum(jnp.sum((p - m) ** 2) for p, m in zip(params, moved, strict=True))
+    return jnp.sqrt(sq) / step
+
+
 def check_config(cfg, data: _checks.TrainingData) -> None:
     """Raises ValueError for an SVMML config that cannot run on this data."""
     top = min(data.x.shape)
@@ -155,10 +222,10 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
     _checks.check_number(cfg, "pca_dim", integer=True)
     note = "0: by pca_variance; at most min(N, D)"
     _checks.check_range(cfg.pca_dim, 0, top, what="pca_dim", note=note)
-    _checks.check_numbers(cfg, ("neg_ratio", "learning_rate"), low=0, low_open=True)
-    _checks.check_number(cfg, "lam", low=0)
+    _checks.check_number(cfg, "neg_ratio", low=0, low_open=True)
+    _checks.check_number(cfg, "lam", low=0, low_open=True)
+    _checks.check_number(cfg, "tol", low=0)
     _checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
-    _checks.check_choice(cfg, "loss", LOSSES)
 
 
 # SVMML rescales the features itself: its result does not depend on their scale.
@@ -166,7 +233,8 @@ validate = _checks.validator("SVMML", check_config)
 
 
 def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
-    """All same-label pairs (i < j) and neg_ratio times as many random different-label pairs.
+    """All same-label pairs (i < j) and neg_ratio times as many different-label pairs: all of
+    them (i < j) when there are no more than that, else that many drawn uniformly (seeded).
 
     Returns:
       (i [P], j [P], dissimilar [P] bool), int32 indices.
@@ -176,37 +244,44 @@ def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
     iu, ju = np.triu_indices(n, k=1)
     same = labels[iu] == labels[ju]
     pi, pj = iu[same], ju[same]
-    rng = np.random.default_rng(seed)
     want = int(np.ceil(neg_ratio * len(pi)))
-    ni, nj = rng.integers(0, n, (2, 4 * want + 16))
-    keep = labels[ni] != labels[nj]
-    ni, nj = ni[keep][:want], nj[keep][:want]
+    if want >= len(iu) - len(pi):
+        ni, nj = iu[~same], ju[~same]
+    else:
+        rng = np.random.default_rng(seed)
+        ni, nj = rng.integers(0, n, (2, 4 * want + 16))
+        keep = labels[ni] != labels[nj]
+        ni, nj = ni[keep][:want], nj[keep][:want]
     i = np.concatenate([pi, ni]).astype(np.int32)
     j = np.concatenate([pj, nj]).astype(np.int32)
     dis = np.concatenate([np.zeros(len(pi), bool), np.ones(len(ni), bool)])
     return i, j, dis
 
 
-def make_chunk(lam: float, loss: str, learning_rate: float):
-    """``tx`` and the jitted ``chunk(params, opt_state, x, i, j, dis, length)``.
+def make_chunk(lam: float):
+    """The jitted ``chunk(state, x, i, j, dis, step, length)`` of accelerated projected
+    gradient (FISTA with the gradient restart of O'Donoghue & Candes 2015).
 
-    Built once per setting through ``training.compiled``.
+    ``state`` is (params, extrapolated params, momentum t). Built once per ``lam`` through
+    ``training.compiled``.
     """
-    tx = optax.adam(learning_rate)
-    grad_fn = jax.value_and_grad(functools.partial(svmml_loss, lam=lam, loss=loss))
+    grad_fn = jax.value_and_grad(functools.partial(svmml_loss, lam=lam))
 
-    def chunk(params, opt_state, x, i, j, dis, length):
-        def step(carry, _):
-            params, opt_state = carry
-            value, g = grad_fn(params, x, i, j, dis)
-            updates, opt_state = tx.update(g, opt_state, params)
-            a, b, c, bias = optax.apply_updates(params, updates)
-            return ((_psd(a), _psd(b), c, bias), opt_state), {"loss": value}
+    def chunk(state, x, i, j, dis, step, length):
+        def one(carry, _):
+            params, ext, t = carry
+            value, g = grad_fn(ext, x, i, j, dis)
+            new = project(jax.tree.map(lambda p, d: p - step * d, ext, g))
+            # restart the momentum when it points uphill
+            uphill = sum(jnp.sum(d * (n - p)) for d, n, p in zip(g, new, params, strict=True)) > 0
+            t_next = jnp.where(uphill, 1.0, 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * t * t)))
+            w = jnp.where(uphill, 0.0, (t - 1.0) / t_next)
+            ext = jax.tree.map(lambda n, p: n + w * (n - p), new, params)
+            return (new, ext, t_next), {"loss": value}
 
-        (params, opt_state), metrics = training.scan_steps(step, (params, opt_state), length=length)
-        return params, opt_state, metrics
+        return training.scan_steps(one, state, length=length)
 
-    return tx, jax.jit(chunk, static_argnums=6)
+    return jax.jit(chunk, static_argnums=6)
 
 
 def fit(
@@ -234,7 +309,9 @@ def fit(
         (``training.run_in_chunks``).
 
     Returns:
-      (SvmmlMetric, history rows: step, loss (mean over the chunk), seconds).
+      (SvmmlMetric, history rows: step, loss (mean over the chunk), residual (the
+      projected-gradient residual at the chunk's end), seconds; the last row's ``stopped``
+      says whether the residual reached ``cfg.tol``).
 
     Raises:
       ValueError: bad data or config, before any work.
@@ -243,20 +320,37 @@ def fit(
     x, y, feature_scale = validate(features, labels, cfg)
     t0 = time.perf_counter()
     mean, comps = linalg.pca(x, variance=float(cfg.pca_variance), max_dim=int(cfg.pca_dim) or None)
-    xr = (x - mean) @ comps.T
-    scale = float(np.sqrt(np.mean(np.sum(xr * xr, axis=1))))
-    comps = comps / max(scale, 1e-30)
-    xr = jnp.asarray(xr / max(scale, 1e-30), jnp.float32)
+    xr = (x.astype(np.float64) - mean) @ comps.T.astype(np.float64)
+    # Whiten: every kept component gets variance 1/p (mean squared norm 1), so that the
+    # Frobenius regulariser weighs all directions alike; components without variance
+    # (more asked for than the data's rank) carry nothing and are dropped.
+    sd = xr.std(axis=0)
+    keep = sd > 1e-6 * sd.max()
+    sd = sd[keep] * np.sqrt(keep.sum())
+    comps = comps[keep] / sd[:, None]
+    xr = xr[:, keep] / sd
     i, j, dis = make_pairs(y, neg_ratio=float(cfg.neg_ratio), seed=seed)
+    lam = float(cfg.lam)
+    step = 1.0 / lipschitz_bound(xr, i, j, dis, lam)
+    xr = jnp.asarray(xr, jnp.float32)
     p = comps.shape[0]
     params = (jnp.zeros((p, p)), jnp.zeros((p, p)), jnp.zeros((p,)), jnp.zeros(()))
-    tx, chunk = training.compiled(make_chunk, float(cfg.lam), cfg.loss, float(cfg.learning_rate))
-    opt_state = tx.init(params)
+    state = (params, params, jnp.ones(()))
+    chunk = training.compiled(make_chunk, lam)
     ij = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(dis))
+    tol = float(cfg.tol)
 
     def advance(done, length):
-        nonlocal params, opt_state
-        params, opt_state, metrics = chunk(params, opt_state, xr, *ij, length)
+        nonlocal state
+        state, metrics = chunk(state, xr, *ij, jnp.float32(step), length)
+        res = projected_gradient_residual(state[0], xr, *ij, lam=lam, step=step)
+        metrics = {**metrics, "residual": res}
+        if res <= tol:
+            why = f"converged: projected-gradient residual {res:.3g} <= tol {tol:g}"
+            return training.Chunk(metrics, length, stop=True, stopped=why)
+        if done + length >= cfg.num_iters:
+            why = f"num_iters spent: projected-gradient residual {res:.3g} > tol {tol:g}"
+            return training.Chunk(metrics, length, stop=True, stopped=why)
         return metrics
 
     def make_metric(params) -> SvmmlMetric:
@@ -274,7 +368,7 @@ def fit(
             feature_scale=feature_scale,
         )
 
-    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
+    hint = "raise lam"
     history = training.run_in_chunks(
         advance,
         num_iters=cfg.num_iters,
@@ -283,12 +377,12 @@ def fit(
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
+        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state[0])),
         # the objective at the start (A = B = 0, c = b = 0: every margin 1) is 2
         reference_loss=2.0,
         hint=hint,
     )
-    metric = make_metric(params)
+    metric = make_metric(state[0])
     return training.check_model(metric, method="SVMML", hint=hint), history
 
 
