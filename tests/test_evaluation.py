@@ -14,6 +14,7 @@ from warca_jax.evaluation import (
     pairwise_distances,
     single_shot_evaluate,
 )
+from warca_jax.evaluation import metrics
 from warca_jax.plots import plot_cmc
 
 
@@ -40,14 +41,21 @@ def reference(dist, ql, gl, qc, gc):
         "mAP": 100.0 * np.mean(aps),
         "mINP": 100.0 * np.mean(inps),
         "AUC": cmc.mean(),
+        "AUC_top30": auc_top30_by_hand(cmc),
         "num_valid": len(firsts),
         "num_skipped": len(ql) - len(firsts),
     }
 
 
+def auc_top30_by_hand(cmc):
+    """trapz(CMC(1..30)) / 30 by a loop over the 29 unit intervals, CMC(G) beyond G."""
+    at = [cmc[min(r, len(cmc)) - 1] for r in range(1, 31)]
+    return sum((at[i] + at[i + 1]) / 2 for i in range(29)) / 30
+
+
 def assert_matches_reference(res, ref):
     np.testing.assert_allclose(res["cmc"], ref["cmc"], rtol=1e-6, atol=1e-9)
-    for key in ("rank1", "rank5", "mAP", "mINP", "AUC"):
+    for key in ("rank1", "rank5", "mAP", "mINP", "AUC", "AUC_top30"):
         np.testing.assert_allclose(res[key], ref[key], rtol=1e-6, err_msg=key)
     assert res["num_valid"] == ref["num_valid"]
     assert res["num_skipped"] == ref["num_skipped"]
@@ -128,6 +136,9 @@ def test_hand_computed_case():
     np.testing.assert_allclose(res["mAP"], 100 * (1 / 3 + (1 / 4 + 2 / 5) / 2) / 2)
     np.testing.assert_allclose(res["mINP"], 100 * (1 / 3 + 2 / 5) / 2)
     np.testing.assert_allclose(res["AUC"], 50.0)
+    # CMC(1..30) = 0, 0, 50, then 100 (CMC(G) beyond G = 5): (0/2 + 0 + 50 + 26 * 100
+    # + 100/2) / 30 = 2700 / 30
+    np.testing.assert_allclose(res["AUC_top30"], 90.0)
     json.dumps({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in res.items()})
 
 
@@ -138,7 +149,37 @@ def test_perfect_ranking():
     dist = (ql[:, None] != gl[None, :]).astype(np.float32)
     res = evaluate_distances(dist, ql, gl, qc, gc, max_rank=30)
     assert res["rank1"] == res["mAP"] == res["AUC"] == res["mINP"] == 100.0
+    assert res["AUC_top30"] == pytest.approx(100.0 * 29 / 30)  # trapz over 29 unit steps
     assert res["cmc"].shape == (30,) and np.all(res["cmc"] == 100.0)
+
+
+def test_auc_top30_by_hand_on_a_small_cmc():
+    # 4 queries, first matches at positions 1, 2, 2 and 40 in a gallery of G = 50:
+    # CMC = 25 at r = 1, 75 for r = 2..39, 100 from r = 40 on
+    cmc = np.array([25.0] + [75.0] * 38 + [100.0] * 11)
+    want = (25 / 2 + 28 * 75 + 75 / 2) / 30  # the trapezoid over ranks 1..30
+    assert metrics.auc_top(cmc) == pytest.approx(want)
+    assert metrics.auc_top(cmc, 2) == pytest.approx((25 + 75) / 2 / 2)
+    assert metrics.auc_top(cmc, 1) == 0.0  # one point: no area
+    # the same first positions through the evaluation: query q's match is gallery entry
+    # q (distance 1), with p - 1 other entries nearer (0) and the rest farther (2)
+    ql, qc = np.arange(4), np.zeros(4, int)
+    gl, gc = np.arange(50), np.ones(50, int)
+    dist = np.full((4, 50), 2.0)
+    for q, p in enumerate((1, 2, 2, 40)):
+        dist[q, q] = 1.0
+        dist[q, np.setdiff1d(np.arange(p), [q])[: p - 1]] = 0.0
+    res = evaluate_distances(dist, ql, gl, qc, gc)
+    np.testing.assert_allclose(res["cmc"], cmc)
+    assert res["AUC_top30"] == pytest.approx(want)
+    assert res["AUC"] == pytest.approx(cmc.mean())  # the whole-gallery AUC stays
+
+
+def test_auc_top30_extends_a_gallery_shorter_than_30():
+    cmc = np.array([50.0, 100.0])  # G = 2: CMC(r) = 100 for r = 2..30
+    assert metrics.auc_top(cmc) == pytest.approx((50 / 2 + 28 * 100 + 100 / 2) / 30)
+    with pytest.raises(ValueError, match="num_ranks"):
+        metrics.auc_top(cmc, 0)
 
 
 def test_max_rank_shorter_than_gallery():

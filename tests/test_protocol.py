@@ -68,7 +68,7 @@ def test_writes_every_run_table_and_plot(tiny_run):
     workdir, results = tiny_run
     for name in ("table2.md", "study.md", "study.csv", "results.json", "cmc_synthetic.png"):
         assert os.path.exists(os.path.join(workdir, name)), name
-    for key in ("rank1", "rank5", "auc"):
+    for key in ("rank1", "rank5", "auc", "auc_top30"):
         with open(os.path.join(workdir, f"table2_{key}.csv")) as f:
             rows = list(csv.reader(f))
         assert rows[0][0] == "dataset" and rows[1][0] == "synthetic"
@@ -84,7 +84,7 @@ def test_writes_every_run_table_and_plot(tiny_run):
     assert not os.path.exists(os.path.join(workdir, "runs", "synthetic", "nn-chi2"))
     table = _read(workdir, "table2.md")
     assert "| dataset | WARCA-L | kNN Euclidean | kNN chi2 |" in table
-    assert table.count("| synthetic |") == 3 and "| - |" in table
+    assert table.count("| synthetic |") == 4 and "| - |" in table  # one row per measure
     assert results["synthetic"]["warca:linear"]["num_done"] == 2
     with Image.open(os.path.join(workdir, "cmc_synthetic.png")) as im:
         assert im.size[0] > 300 and im.size[1] > 300

@@ -51,6 +51,7 @@ SUMMARY_KEYS = (
     "mAP",
     "mINP",
     "AUC",
+    "AUC_top30",
     "MAP_at_R",
     "R_precision",
     "train_seconds",

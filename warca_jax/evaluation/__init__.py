@@ -1,4 +1,4 @@
-"""Re-identification evaluation: CMC, rank-k, mAP, mINP and AUC.
+"""Re-identification evaluation: CMC, rank-k, mAP, mINP, AUC and the paper's AUC_top30.
 
 Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
 ``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot;
@@ -51,8 +51,11 @@ Results: a dict of plain Python numbers and one numpy array. All rates are perce
 - ``mAP``: mean over valid queries of AP = mean over true matches of precision at their
   position.
 - ``mINP``: mean of (number of true matches) / (position of the last true match).
-- ``AUC``: normalised area under the CMC curve, mean of CMC(r) for r = 1..G (paper,
-  Table 2c); 100 iff every first match is at rank 1.
+- ``AUC``: normalised area under the CMC curve over the whole gallery, mean of CMC(r)
+  for r = 1..G; 100 iff every first match is at rank 1. Not the paper's Table 2c.
+- ``AUC_top30``: the paper's Table 2c AUC, the trapezoidal area under CMC(1..30)
+  divided by 30 (CMC(r) = CMC(G) beyond G; 96.67 for a perfect ranking); the
+  definition and the evidence for it are in ``metrics``' docstring.
 - ``MAP_at_R``: MAP@R (Musgrave, Belongie and Lim, "A Metric Learning Reality Check",
   ECCV 2020): with R the query's number of true matches, the mean over r = 1..R of
   precision at r counted only where position r holds a true match; ``R_precision``: the

@@ -71,8 +71,8 @@ def evaluate(
 
     Returns:
       dict of plain Python numbers and one numpy array (package docstring: Results):
-      ``cmc``, ``rank1``, ``rank5``, ``rank10``, ``rank20``, ``mAP``, ``mINP``, ``AUC``
-      (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
+      ``cmc``, ``rank1``, ``rank5``, ``rank10``, ``rank20``, ``mAP``, ``mINP``, ``AUC``,
+      ``AUC_top30`` (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
     """
     # Rescaled by a common power of two: the same ranking, at any finite scale.
     x, y, _ = scaled_features(query_features, gallery_features, distance, block_size)
@@ -126,8 +126,8 @@ def evaluate_distances(
 
     Returns:
       dict of plain Python numbers and one numpy array (package docstring: Results):
-      ``cmc``, ``rank1``, ``rank5``, ``rank10``, ``rank20``, ``mAP``, ``mINP``, ``AUC``
-      (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
+      ``cmc``, ``rank1``, ``rank5``, ``rank10``, ``rank20``, ``mAP``, ``mINP``, ``AUC``,
+      ``AUC_top30`` (percentages), ``num_queries``, ``num_valid``, ``num_skipped``.
     """
     _check_positive_int("block_size", block_size)
     dist, ql, gl, qc, gc = _check_distance_input(
