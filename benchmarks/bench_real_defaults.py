@@ -1,0 +1,171 @@
+"""WARCA's defaults on real descriptors: lambda, step size, input scale, and why.
+
+Real data is the judge of a default: this script runs WARCA's default configs
+(``configs/warca.py`` linear and ``:chi2``) with one field changed at a time on
+
+* VIPeR read from its images (``--viper``, the published cam_a/ cam_b/ layout; the
+  2,580-d colour + LBP descriptor, D' = 100, the loader's 316/316 random splits),
+* the same descriptor reduced by PCA to 76 dimensions (fitted on each split's training
+  images; D' = 40), the size of many published VIPeR feature sets,
+* VIPeR's LOMO descriptor (26,960-d; kernel form only: the primal W would be 100 x 26,960),
+* the ORL faces shipped in data/orl_faces (D' = 40),
+* the built-in synthetic data (Gaussian for the linear form, its histogram variant for
+  the chi2 kernel; D' = 40),
+
+and prints JSON lines and markdown tables of rank-1 / mAP (mean over ``--splits``).
+
+Tables (``--tables``):
+  lam       lambda in {1e-4, 1e-3, 1e-2} for both forms on every dataset.
+  eta       the step size in {1e-3, 1e-2, 1e-1} at the defaults, on VIPeR.
+  scale     the features multiplied by 1e-4, 1 and 1e4 at the defaults, on VIPeR.
+  geometry  why lambda matters: at lambda 1e-4 and 1e-2, the learned W's mean squared
+            projected distances of same- and different-identity training pairs and the
+            share of (i, j, k) triplets inside the margin (d_ik < d_ij + 1).
+
+  python benchmarks/bench_real_defaults.py --viper=PATH/VIPeR [--tables=lam,eta,scale,geometry]
+      [--splits=3] [--cache_dir=/tmp/warca_cache]
+"""
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+import numpy as np
+
+from warca_jax import datasets, train
+from warca_jax.configs import common
+from warca_jax.configs.warca import ORL_PATH, get_config
+
+LAMS = (1e-4, 1e-3, 1e-2)
+ETAS = (1e-3, 1e-2, 1e-1)
+SCALES = (1e-4, 1.0, 1e4)
+
+
+def _pca_split(ds, split, k):
+    """The dataset with features projected on the top k principal axes of the split's training
+    images (fitted on them alone)."""
+    x = ds.features.astype(np.float64)
+    tr = x[split.train_idx]
+    mean = tr.mean(0)
+    _, _, vt = np.linalg.svd(tr - mean, full_matrices=False)
+    return ds._replace(features=((x - mean) @ vt[:k].T).astype(np.float32))
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.cache = {}
+        self.eval_cfg = common.base_config().eval
+
+    def data(self, name):
+        if name not in self.cache:
+            a = self.args
+            if name in ("viper", "viper_pca76", "viper_lomo"):
+                desc = "lomo" if name == "viper_lomo" else "color_lbp"
+                ds = datasets.read("viper", a.viper, descriptor=desc, cache_dir=a.cache_dir)
+            elif name == "orl":
+                ds = datasets.read("orl", ORL_PATH, descriptor="color_lbp", cache_dir=a.cache_dir)
+            else:
+                ds = datasets.from_config(common.base_config(histogram=name == "synth_hist").data)
+            self.cache[name] = ds
+        return self.cache[name]
+
+    def run(self, name, form, scale=1.0, **overrides):
+        ds = self.data(name)
+        method = get_config("chi2" if form == "chi2" else "linear").method
+        dim = 100 if name in ("viper", "viper_lomo") else 40
+        method = common.overridden(method, dim=dim, **overrides)
+        scores, t0 = [], time.perf_counter()
+        for s, split in enumerate(ds.splits[: self.args.splits]):
+            d = _pca_split(ds, split, 76) if name == "viper_pca76" else ds
+            if scale != 1.0:
+                d = d._replace(features=(d.features.astype(np.float64) * scale).astype(np.float32))
+            x, y = d.features[split.train_idx], d.labels[split.train_idx]
+            metric, _ = train.fit_method(x, y, method, seed=s)
+            r = train.evaluate_metric(metric, d, split, self.eval_cfg)
+            scores.append((r["rank1"], r["mAP"]))
+        r1, mAP = np.mean(scores, 0)
+        return dict(data=name, form=form, scale=scale, lam=float(method.lam),
+                    eta=float(method.learning_rate), rank1=round(float(r1), 2),
+                    mAP=round(float(mAP), 2), seconds=round(time.perf_counter() - t0, 1))
+
+
+def geometry(bench, name, lam):
+    """Projected pair distances and the share of margin-violating triplets, split 0."""
+    ds = bench.data(name)
+    split = ds.splits[0]
+    method = common.overridden(get_config("linear").method, dim=100, lam=lam)
+    x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
+    metric, _ = train.fit_method(x, y, method, seed=0)
+    z = np.asarray(metric.transform(x), np.float64)
+    sq = np.sum(z * z, 1)
+    d = sq[:, None] + sq[None, :] - 2 * z @ z.T
+    same = (y[:, None] == y[None, :]) & ~np.eye(len(y), dtype=bool)
+    diff = y[:, None] != y[None, :]
+    inside = [np.mean(d[i, diff[i]] < d[i, j] + 1.0) for i, j in zip(*np.nonzero(same))]
+    r = train.evaluate_metric(metric, ds, split, bench.eval_cfg)
+    return dict(data=name, lam=lam, same_msd=round(float(d[same].mean()), 3),
+                diff_msd=round(float(d[diff].mean()), 3),
+                inside_margin=round(float(np.mean(inside)), 3), rank1=round(r["rank1"], 2))
+
+
+def _cell(rows, **match):
+    for r in rows:
+        if all(r[k] == v for k, v in match.items()):
+            return f"{r['rank1']:.2f} / {r['mAP']:.2f}"
+    return "-"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--viper", required=True, help="VIPeR folder holding cam_a/ and cam_b/")
+    p.add_argument("--tables", default="lam,eta,scale,geometry")
+    p.add_argument("--splits", type=int, default=3)
+    p.add_argument("--cache_dir", default="", help="descriptor cache ('' : none)")
+    args = p.parse_args()
+    if not os.path.isdir(os.path.join(args.viper, "cam_a")):
+        p.error(f"--viper={args.viper!r} has no cam_a/ folder; expected VIPeR's published layout")
+    print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
+                          device=str(jax.devices()[0]), splits=args.splits)), flush=True)
+    bench, tables = Bench(args), args.tables.split(",")
+
+    def emit(row):
+        print(json.dumps(row), flush=True)
+        return row
+
+    if "lam" in tables:
+        plan = [("viper", "linear"), ("viper", "chi2"), ("viper_pca76", "linear"),
+                ("viper_lomo", "chi2"), ("orl", "linear"), ("orl", "chi2"),
+                ("synth", "linear"), ("synth_hist", "chi2")]
+        rows = [emit(bench.run(n, f, lam=lam)) for n, f in plan for lam in LAMS]
+        print("\n| data | form | " + " | ".join(f"lambda={v:g}" for v in LAMS) + " |")
+        print("| --- | --- |" + " --- |" * len(LAMS))
+        for n, f in plan:
+            cells = [_cell(rows, data=n, form=f, lam=v) for v in LAMS]
+            print(f"| {n} | {f} | " + " | ".join(cells) + " |")
+    if "eta" in tables:
+        rows = [emit(bench.run("viper", f, learning_rate=e)) for f in ("linear", "chi2") for e in ETAS]
+        print("\n| VIPeR, defaults | " + " | ".join(f"eta={v:g}" for v in ETAS) + " |")
+        print("| --- |" + " --- |" * len(ETAS))
+        for f in ("linear", "chi2"):
+            print(f"| {f} | " + " | ".join(_cell(rows, form=f, eta=v) for v in ETAS) + " |")
+    if "scale" in tables:
+        rows = [emit(bench.run("viper", f, scale=s)) for f in ("linear", "chi2") for s in SCALES]
+        print("\n| VIPeR, defaults | " + " | ".join(f"features x {v:g}" for v in SCALES) + " |")
+        print("| --- |" + " --- |" * len(SCALES))
+        for f in ("linear", "chi2"):
+            print(f"| {f} | " + " | ".join(_cell(rows, form=f, scale=v) for v in SCALES) + " |")
+    if "geometry" in tables:
+        rows = [emit(geometry(bench, "viper", lam)) for lam in (1e-4, 1e-2)]
+        print("\n| VIPeR, linear, split 0 | same-id msd | different-id msd | inside the margin | rank-1 |")
+        print("| --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| lambda={r['lam']:g} | {r['same_msd']} | {r['diff_msd']} | "
+                  f"{r['inside_margin']} | {r['rank1']} |")
+
+
+if __name__ == "__main__":
+    main()
