@@ -250,7 +250,7 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ("--config.method.lam.x=1", "config.method.lam is a value (0.01), not a section"),
+        ("--config.method.lam.x=1", "config.method.lam is a value (0.0001), not a section"),
         ("--config.optim.lr=1", "unknown config field 'optim' in config; its fields are"),
         ("--config.data.synthetic.num_id=3", "unknown config field 'num_id' in config.data"),
     ],

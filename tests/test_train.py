@@ -46,7 +46,10 @@ def test_entry_point_writes_every_output(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert summary["mean"]["rank1"] > 0
+    # Even 40 steps learn: above Euclidean distance on the same splits (about 24 rank-1).
+    base = summary["baseline_euclidean"]["mean"]
+    assert summary["mean"]["rank1"] > base["rank1"] + 10
+    assert summary["mean"]["mAP"] > base["mAP"] + 10
     assert json.loads((workdir / "config.json").read_text())["method"]["lam"] == 0.001
     lines = [json.loads(ln) for ln in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [(r["split"], r["step"]) for r in lines] == [(0, 20), (0, 40), (1, 20), (1, 40)]
@@ -161,14 +164,17 @@ def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
     c = get_config("orl")
     assert c.data.name == "orl" and Path(c.data.path) == ORL.resolve()
     c.unlock()
-    c.data.num_splits = 1
+    c.data.num_splits = 2
     c.data.cache_dir = str(tmp_path / "cache")
-    c.method.num_iters = 300
     c.progress = False
     results = train.train_and_evaluate(c, str(tmp_path / "run"))
-    assert results["dataset"] == "orl" and results["num_splits"] == 1
-    # 20 test people, 5 queries and 5 gallery images each: faces are easy for the descriptor.
-    assert results["mean"]["rank1"] >= 80 and results["baseline_euclidean"]["mean"]["rank1"] >= 80
+    assert results["dataset"] == "orl" and results["num_splits"] == 2
+    # 20 test people, 5 queries and 5 gallery images each: faces are easy for the descriptor
+    # (Euclidean about 92 rank-1), so the learned metric must keep up with Euclidean distance
+    # on rank-1 and beat it on mAP, where Euclidean leaves room (about 75).
+    base = results["baseline_euclidean"]["mean"]
+    assert results["mean"]["rank1"] >= base["rank1"]
+    assert results["mean"]["mAP"] > base["mAP"]
     assert len(list((tmp_path / "cache").glob("color_lbp_*.npy"))) == 1
 
 

@@ -1,0 +1,204 @@
+"""Every learner on real images, against a named baseline: the VIPeR subset and the ORL faces.
+
+The synthetic problem of the other tests is easy and Gaussian; a learner can pass them and
+be at chance on real descriptors (SVMML was). Here each learner's default config is fitted on
+real images shipped in data/ (data/README.md) and must beat a named baseline measured on the
+same splits:
+
+* ``data/viper_subset``: 80 VIPeR people, one image per camera, read by the project's own
+  VIPeR loader, 30 test people per split (probe cam_a, gallery cam_b), 50 for training;
+* ``data/orl_faces``: 40 people x 10 images, 20 test people per split.
+
+Features: the 2,580-d colour + LBP histograms for the chi2-kernel learners (their baseline is
+nearest neighbour under the chi2 distance, stronger than Euclidean on histograms); for the
+linear learners the same histograms projected on the top 64 principal axes of each split's
+training images (a full D x D Mahalanobis matrix on 2,580 dims is 6.7 M parameters for 100
+training images), with Euclidean distance on those 64 dims as the baseline.
+
+Baselines follow the paper's ordering (Table 2): every learned metric beats plain distances,
+and the chi2 kernel methods WARCA-chi2 and LFDA-chi2 beat KISSME by a wide margin. Scores
+are mAP (on a 30-image single-shot gallery, rank-1 moves by 3.3 points per query) averaged
+over the splits; rank-1 is checked for the WARCA forms too. ``nn``, ``kernel_nn`` and
+``kmeans_nn`` are fixed distances (the baselines themselves), not learners. MMC is left out:
+its default (alternating projections of a full matrix, to convergence) took 19 minutes on
+the VIPeR subset on 2 cores; it is below the within-class Mahalanobis on ORL (61.2 mAP
+against 80.6), an open defect.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from warca_jax import datasets, train
+from warca_jax.configs import common
+from warca_jax.experiments.protocol import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+VIPER = ROOT / "data" / "viper_subset"
+ORL = ROOT / "data" / "orl_faces"
+PCA_DIMS = 64
+NUM_SPLITS = {"viper": 3, "orl": 2}
+
+# learners on the chi2 histograms (baseline: nearest neighbour under chi2)
+CHI2 = ("warca:chi2", "lfda:chi2", "rpcca:chi2")
+# learners on the PCA features (baseline: Euclidean)
+LINEAR = (
+    "warca:linear",
+    "rpcca",
+    "mlapg",
+    "frml",
+    "svmml",
+    "lfda",
+    "kissme",
+    "xqda",
+    "mahalanobis",
+    "itml",
+    "lmnn",
+    "lsml",
+    "sdml",
+    "scml",
+    "nca",
+    "rca",
+    "pairwise_sgd",
+    "triplet_sgd",
+)
+
+pytestmark = pytest.mark.skipif(
+    not (VIPER.is_dir() and ORL.is_dir()), reason="data/viper_subset or data/orl_faces missing"
+)
+
+
+def _pca(ds, split):
+    x = ds.features.astype(np.float64)
+    tr = x[split.train_idx]
+    mean = tr.mean(0)
+    _, _, vt = np.linalg.svd(tr - mean, full_matrices=False)
+    return ds._replace(features=((x - mean) @ vt[:PCA_DIMS].T).astype(np.float32))
+
+
+class RealData:
+    """Scores of config labels on one real dataset, computed once per (label, features)."""
+
+    def __init__(self, name):
+        if name == "viper":
+            self.ds = datasets.read("viper", VIPER, num_test_ids=30, num_splits=NUM_SPLITS[name])
+        else:
+            self.ds = datasets.read("orl", ORL, num_splits=NUM_SPLITS[name])
+        self.name = name
+        self.eval_cfg = common.base_config().eval
+        self.pca = [_pca(self.ds, sp) for sp in self.ds.splits]
+        self.cache = {}
+
+    def score(self, label, features="pca"):
+        key = (label, features)
+        if key not in self.cache:
+            method = plan.method_config(label)
+            rows = []
+            for s, split in enumerate(self.ds.splits):
+                d = self.pca[s] if features == "pca" else self.ds
+                x, y = d.features[split.train_idx], d.labels[split.train_idx]
+                metric, _ = train.fit_method(x, y, method, seed=s)
+                r = train.evaluate_metric(metric, d, split, self.eval_cfg)
+                rows.append((r["rank1"], r["mAP"]))
+            self.cache[key] = dict(zip(("rank1", "mAP"), np.mean(rows, 0)))
+        return self.cache[key]
+
+
+@pytest.fixture(scope="module", params=["viper", "orl"])
+def real(request):
+    return RealData(request.param)
+
+
+# Learners that do not beat the named baseline on these images (measured; open defects,
+# listed in the issue tracker). strict=True: the test fails once one of them does, so the
+# mark has to go.
+BELOW = {
+    ("viper", "sdml"): "SDML's mAP ties Euclidean's on the VIPeR subset (38.5 against 39.9)",
+    ("viper", "scml"): "SCML falls below Euclidean on the VIPeR subset (33.4 against 39.9)",
+    ("viper", "pairwise_sgd"): "the study's pairwise SGD ties Euclidean (39.5 against 39.9)",
+    ("orl", "mlapg"): "MLAPG is below the within-class Mahalanobis on ORL (80.0 against 80.6)",
+    ("orl", "svmml"): "SVMML is below the within-class Mahalanobis on ORL (74.6 against 80.6)",
+    ("orl", "lmnn"): "LMNN is below the within-class Mahalanobis on ORL (73.8 against 80.6)",
+    ("orl", "scml"): "SCML is below the within-class Mahalanobis on ORL (51.7 against 80.6)",
+    ("orl", "nca"): "NCA is below the within-class Mahalanobis on ORL (77.2 against 80.6)",
+}
+
+# The named baseline of each dataset. On the VIPeR subset: Euclidean distance. The ORL faces
+# are matched almost perfectly by plain distances on this descriptor (Euclidean 94 rank-1,
+# chi2 97.5), above every learner, so there the baseline is the within-class Mahalanobis
+# distance (the covariance of same-person differences, inverted): a learner must at least
+# match the simplest learned metric.
+BASELINE = {"viper": "nn", "orl": "mahalanobis"}
+
+
+def _refused(real, label, features):
+    """LMNN's k = 3 target neighbours, and RCA's 100 chunklets, cannot be had from 50 people
+    with two images each: refused before training, with a message saying so."""
+    try:
+        return real.score(label, features) and None
+    except ValueError as e:
+        if real.name == "viper" and label in ("lmnn", "rca"):
+            return str(e)
+        raise
+
+
+def _check(real, label, features, got, base, base_label):
+    ok = got["mAP"] > base["mAP"]
+    reason = BELOW.get((real.name, label))
+    if reason:
+        # strict expected failure: pass only while the defect is there.
+        assert not ok, f"{label} now beats {base_label} on {real.name}: remove it from BELOW"
+        pytest.xfail(reason)
+    assert ok, (real.name, label, got, base_label, base)
+
+
+@pytest.mark.parametrize("label", LINEAR)
+def test_linear_learner_beats_the_named_baseline_on_real_images(real, label):
+    reason = _refused(real, label, "pca")
+    if reason:
+        assert "neighbour" in reason or "cannot be drawn" in reason, reason
+        return
+    base_label = BASELINE[real.name]
+    if label == base_label:
+        pytest.skip(f"{label} is the baseline on {real.name}")
+    _check(real, label, "pca", real.score(label), real.score(base_label), base_label)
+
+
+@pytest.mark.parametrize("label", CHI2)
+def test_chi2_learner_beats_the_named_baseline_on_real_images(real, label):
+    # VIPeR: nearest neighbour under the chi2 distance on the same histograms. ORL: the
+    # within-class Mahalanobis, as for the linear learners.
+    if real.name == "viper":
+        base_label, base = "nn:chi2", real.score("nn:chi2", "hist")
+    else:
+        base_label, base = BASELINE[real.name], real.score(BASELINE[real.name])
+    _check(real, label, "hist", real.score(label, "hist"), base, base_label)
+
+
+@pytest.mark.parametrize("label", ["warca:chi2", "lfda:chi2"])
+def test_chi2_kernel_methods_beat_kissme_on_viper(real, label):
+    """The paper's ordering on VIPeR (37.5 and 36.8 rank-1 against KISSME's 20.9)."""
+    if real.name != "viper":
+        pytest.skip("the ordering is VIPeR's")
+    got, kissme = real.score(label, "hist"), real.score("kissme")
+    assert got["mAP"] > kissme["mAP"] + 5, (label, got, kissme)
+
+
+def test_warca_defaults_learn_on_viper(real):
+    """The defaults WARCA ships must learn on real person images, in the paper's order.
+
+    On the full VIPeR (316 training people) the lambda = 1e-2 default of an earlier release
+    lost 7 rank-1 points (benchmarks/RESULTS.md, "Defaults on real descriptors"); on this
+    50-person subset lambda = 1e-2 is the better one (67.8 mAP against 61.7): the best
+    lambda falls as the training set grows, which is what the protocol's cross-validation
+    is for. This test checks what holds at both sizes."""
+    if real.name != "viper":
+        pytest.skip("ORL is matched almost perfectly by plain distances")
+    for label, features, base in (("warca:linear", "pca", "nn"), ("warca:chi2", "hist", "nn:chi2")):
+        got, ref = real.score(label, features), real.score(base, features)
+        assert got["rank1"] >= ref["rank1"] and got["mAP"] > ref["mAP"], (label, got, ref)
+    # The paper's ordering: WARCA-L at least KISSME's (20.86 and 20.89 rank-1 in Table 2).
+    # The lambda = 1e-2 default fell below it on VIPeR (18.35 against 22.15).
+    linear, kissme = real.score("warca:linear"), real.score("kissme")
+    assert linear["mAP"] >= kissme["mAP"], (linear, kissme)
