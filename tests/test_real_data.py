@@ -121,6 +121,8 @@ BELOW = {
     ("orl", "svmml"): "SVMML is below the within-class Mahalanobis on ORL (74.6 against 80.6)",
     ("orl", "lmnn"): "LMNN is below the within-class Mahalanobis on ORL (73.8 against 80.6)",
     ("orl", "scml"): "SCML is below the within-class Mahalanobis on ORL (51.7 against 80.6)",
+    ("orl", "rpcca:chi2"): "rPCCA-chi2 is below the within-class Mahalanobis on ORL (79.9 "
+    "against 80.6)",
     ("orl", "nca"): "NCA is below the within-class Mahalanobis on ORL (77.2 against 80.6)",
 }
 
@@ -132,15 +134,30 @@ BELOW = {
 BASELINE = {"viper": "nn", "orl": "mahalanobis"}
 
 
+# Learners that refuse a dataset before training, with a message naming why: LMNN's k = 3
+# target neighbours and RCA's 100 chunklets cannot be had from 50 people with two images
+# each; the study's SGD optimisers hold out 20 validation people, all of ORL's 20
+# training people.
+REFUSED = {
+    ("viper", "lmnn"): "target neighbours",
+    ("viper", "rca"): "cannot be drawn",
+    ("orl", "pairwise_sgd"): "num_val_ids must leave",
+    ("orl", "triplet_sgd"): "num_val_ids must leave",
+}
+
+
 def _refused(real, label, features):
-    """LMNN's k = 3 target neighbours, and RCA's 100 chunklets, cannot be had from 50 people
-    with two images each: refused before training, with a message saying so."""
+    """None when the label trains on the dataset; the refusal's message when it refuses."""
+    expected = REFUSED.get((real.name, label))
     try:
-        return real.score(label, features) and None
+        real.score(label, features)
     except ValueError as e:
-        if real.name == "viper" and label in ("lmnn", "rca"):
-            return str(e)
-        raise
+        if expected is None:
+            raise
+        assert expected in str(e), str(e)
+        return str(e)
+    assert expected is None, f"{label} now trains on {real.name}: remove it from REFUSED"
+    return None
 
 
 def _check(real, label, features, got, base, base_label):
@@ -157,8 +174,7 @@ def _check(real, label, features, got, base, base_label):
 def test_linear_learner_beats_the_named_baseline_on_real_images(real, label):
     reason = _refused(real, label, "pca")
     if reason:
-        assert "neighbour" in reason or "cannot be drawn" in reason, reason
-        return
+        pytest.skip(f"{label} refuses {real.name} before training: {reason}")
     base_label = BASELINE[real.name]
     if label == base_label:
         pytest.skip(f"{label} is the baseline on {real.name}")
@@ -178,7 +194,11 @@ def test_chi2_learner_beats_the_named_baseline_on_real_images(real, label):
 
 @pytest.mark.parametrize("label", ["warca:chi2", "lfda:chi2"])
 def test_chi2_kernel_methods_beat_kissme_on_viper(real, label):
-    """The paper's ordering on VIPeR (37.5 and 36.8 rank-1 against KISSME's 20.9)."""
+    """The paper's ordering on VIPeR (37.5 and 36.8 rank-1 against KISSME's 20.9).
+
+    It also guards the bandwidth rule (gamma = 1 / mean chi2 distance): WARCA-chi2 with a
+    gamma 100 times larger scored 19.7 mAP here, against KISSME's 50.5 (78.96 with the rule).
+    """
     if real.name != "viper":
         pytest.skip("the ordering is VIPeR's")
     got, kissme = real.score(label, "hist"), real.score("kissme")
