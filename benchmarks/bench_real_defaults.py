@@ -41,7 +41,7 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, train
+from warca_jax import datasets, linalg, train
 from warca_jax.configs import common
 from warca_jax.configs.warca import ORL_PATH, get_config
 
@@ -53,11 +53,8 @@ SCALES = (1e-4, 1.0, 1e4)
 def _pca_split(ds, split, k):
     """The dataset with features projected on the top k principal axes of the split's training
     images (fitted on them alone)."""
-    x = ds.features.astype(np.float64)
-    tr = x[split.train_idx]
-    mean = tr.mean(0)
-    _, _, vt = np.linalg.svd(tr - mean, full_matrices=False)
-    return ds._replace(features=((x - mean) @ vt[:k].T).astype(np.float32))
+    mean, comps = linalg.pca(ds.features[split.train_idx], variance=1.0, max_dim=k)
+    return ds._replace(features=((ds.features - mean) @ comps.T).astype(np.float32))
 
 
 class Bench:
@@ -157,31 +154,27 @@ def main():
         for n, f in plan:
             cells = [_cell(rows, data=n, form=f, lam=v) for v in LAMS]
             print(f"| {n} | {f} | " + " | ".join(cells) + " |")
+    def sweep(field, key, values, default, header):
+        """The defaults on VIPeR with ``field`` (a ``Bench.run`` keyword, ``key`` in its
+        rows) set to each of ``values``; the default value's runs are reused when done."""
+        for f in ("linear", "chi2"):
+            for v in values:
+                if v == default and any(r["data"] == "viper" and r["form"] == f and
+                                        r["lam"] == default_lam(f) and r["eta"] == 1e-2 and
+                                        r["scale"] == 1.0 for r in done):
+                    continue
+                emit(bench.run("viper", f, **({} if v == default else {field: v})))
+        rows = [r for r in done if r["data"] == "viper" and r["lam"] == default_lam(r["form"])
+                and (r["eta"] == 1e-2 or key == "eta") and (r["scale"] == 1.0 or key == "scale")]
+        print("\n| VIPeR, defaults | " + " | ".join(header.format(v) for v in values) + " |")
+        print("| --- |" + " --- |" * len(values))
+        for f in ("linear", "chi2"):
+            print(f"| {f} | " + " | ".join(_cell(rows, form=f, **{key: v}) for v in values) + " |")
+
     if "eta" in tables:
-        for f in ("linear", "chi2"):
-            if not any(r["data"] == "viper" and r["form"] == f and r["lam"] == default_lam(f)
-                       for r in done):
-                emit(bench.run("viper", f))
-            for e in ETAS:
-                if e != 1e-2:  # 1e-2 is the default
-                    emit(bench.run("viper", f, learning_rate=e))
-        rows = [r for r in done if r["data"] == "viper" and r["scale"] == 1.0
-                and r["lam"] == default_lam(r["form"])]
-        print("\n| VIPeR, defaults | " + " | ".join(f"eta={v:g}" for v in ETAS) + " |")
-        print("| --- |" + " --- |" * len(ETAS))
-        for f in ("linear", "chi2"):
-            print(f"| {f} | " + " | ".join(_cell(rows, form=f, eta=v) for v in ETAS) + " |")
+        sweep("learning_rate", "eta", ETAS, 1e-2, "eta={:g}")
     if "scale" in tables:
-        for f in ("linear", "chi2"):
-            for s in SCALES:
-                if s != 1.0:
-                    emit(bench.run("viper", f, scale=s))
-        rows = [r for r in done if r["data"] == "viper" and r["eta"] == 1e-2
-                and r["lam"] == default_lam(r["form"])]
-        print("\n| VIPeR, defaults | " + " | ".join(f"features x {v:g}" for v in SCALES) + " |")
-        print("| --- |" + " --- |" * len(SCALES))
-        for f in ("linear", "chi2"):
-            print(f"| {f} | " + " | ".join(_cell(rows, form=f, scale=v) for v in SCALES) + " |")
+        sweep("scale", "scale", SCALES, 1.0, "features x {:g}")
     if "geometry" in tables:
         rows = [emit(geometry(bench, "viper", lam)) for lam in (1e-4, 1e-2)]
         print("\n| VIPeR, linear, split 0 | same-id msd | different-id msd | inside the margin | rank-1 |")

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels, training
+from warca_jax import kernels, linalg, training
 from warca_jax.methods import Method, _checks
 from warca_jax.metric import Metric
 
@@ -131,14 +131,15 @@ def pair_set(labels, *, negatives_per_positive: float, key: jax.Array):
 
 
 def whitened_pca_map(feats: np.ndarray, dim: int) -> np.ndarray:
-    """[dim, F]: the top ``dim`` principal directions of the rows of ``feats``, each divided
-    by the square root of its variance (whitening PCA, Xiong et al.'s start for rPCCA)."""
+    """[dim, F]: the top ``dim`` principal directions of the rows of ``feats`` (``linalg.pca``),
+    each divided by the square root of its variance (whitening PCA, Xiong et al.'s start for
+    rPCCA); directions without variance, and those beyond the data's rank, are zero rows."""
     f = np.asarray(feats, np.float64)
-    fc = f - f.mean(axis=0)
-    _, s, vt = np.linalg.svd(fc, full_matrices=False)
-    var = s[:dim] ** 2 / max(f.shape[0] - 1, 1)
+    mean, comps = linalg.pca(f, variance=1.0, max_dim=dim)
+    comps = comps.astype(np.float64)
+    var = np.sum(((f - mean) @ comps.T) ** 2, axis=0) / max(f.shape[0] - 1, 1)
     keep = var > var[0] * 1e-10
-    comps = vt[:dim] / np.sqrt(np.where(keep, var, 1.0))[:, None]
+    comps = comps / np.sqrt(np.where(keep, var, 1.0))[:, None]
     comps[~keep] = 0.0
     if comps.shape[0] < dim:
         comps = np.concatenate([comps, np.zeros((dim - comps.shape[0], f.shape[1]))])
