@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half:
 
-* warca_jax ITML with ``warca_jax/configs/itml.py``'s defaults (gamma 1, tol 1e-3, at most 1,000
+* warca_jax ITML with ``configs/itml.py``'s defaults (gamma 1, tol 1e-3, at most 1,000
   sweeps, 20 C^2 = 2,000 pairs of each kind drawn from seed 0, identity prior, bounds
   the 5th / 95th percentiles of the squared distances, as the paper's d_A);
 * warca_jax ITML with ``bounds="euclidean"``: metric-learn's bounds (percentiles of the
@@ -50,8 +50,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.itml import get_config  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/itml.py").get_config  # noqa: E402
 from warca_jax.methods import itml  # noqa: E402
 
 # argv: x.npy y.npy out.npy [pairs.npy bounds.npy]; with pairs, ITML on those pair
@@ -117,7 +118,7 @@ def main():
         f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPU cores"
     )
     rows = [("Euclidean (A = I)", np.eye(xtr.shape[1], dtype=np.float32), 0.0, "-")]
-    ml_cfg = common.overridden(get_config().method, bounds="euclidean")
+    ml_cfg = defaults.overridden(get_config().method, bounds="euclidean")
     for name, cfg in [
         ("warca_jax ITML, defaults", get_config().method),
         ("warca_jax ITML, bounds='euclidean'", ml_cfg),

@@ -23,8 +23,10 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import data, evaluation, warca
-from warca_jax.configs.warca import get_config
+from warca_jax import data, defaults, evaluation
+from warca_jax.methods import warca
+
+get_config = defaults.load_config_module("configs/warca.py").get_config
 
 
 def main():

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from warca_jax import evaluation, warca
-from warca_jax.configs.warca import get_config
+from warca_jax import defaults, evaluation
+from warca_jax.methods import warca
+
+get_config = defaults.load_config_module("configs/warca.py").get_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 

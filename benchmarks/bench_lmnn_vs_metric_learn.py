@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half with k = 3 target neighbours:
 
-* warca_jax LMNN with ``warca_jax/configs/lmnn.py``'s defaults (at most 3,000 cosine-decayed Adam
+* warca_jax LMNN with ``configs/lmnn.py``'s defaults (at most 3,000 cosine-decayed Adam
   steps from 1e-2, early stop at a relative change <= 1e-4 over 100 steps);
 * warca_jax LMNN with the old defaults (300 Adam steps at a constant 1e-3), for reference;
 * metric-learn 0.7.0's ``LMNN(n_neighbors=3)``, otherwise its defaults, when
@@ -47,8 +47,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.lmnn import get_config  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/lmnn.py").get_config  # noqa: E402
 from warca_jax.methods import lmnn  # noqa: E402
 
 K = 3
@@ -99,7 +100,7 @@ def main():
         ),
     ]
     for name, overrides in variants:
-        cfg = common.overridden(get_config().method, k=K, **overrides)
+        cfg = defaults.overridden(get_config().method, k=K, **overrides)
         t = time.perf_counter()
         metric, hist = lmnn.fit(xtr, ytr, cfg)
         seconds = time.perf_counter() - t

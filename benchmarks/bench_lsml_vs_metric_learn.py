@@ -11,7 +11,7 @@ singular prior.
 Learners, all on the training half, with 20 * 10^2 = 2,000 quadruplets (both libraries'
 default count):
 
-* warca_jax LSML with ``warca_jax/configs/lsml.py``'s defaults (identity prior, lam = 1, tol 1e-3,
+* warca_jax LSML with ``configs/lsml.py``'s defaults (identity prior, lam = 1, tol 1e-3,
   at most 1,000 natural-gradient steps), quadruplets drawn from seed 0;
 * metric-learn 0.7.0's weakly supervised ``LSML`` given the same quadruplets (its defaults:
   identity prior, tol 1e-3, max_iter 1000, gradient steps with a grid search over 10 step
@@ -51,9 +51,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax import linalg  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.lsml import get_config  # noqa: E402
+from warca_jax import (
+    defaults,  # noqa: E402
+    linalg,  # noqa: E402
+)
+
+get_config = defaults.load_config_module("configs/lsml.py").get_config  # noqa: E402
 from warca_jax.methods import lsml  # noqa: E402
 
 PCA_DIM = 40  # the covariance-prior rows: the training half's top principal components
@@ -95,7 +98,7 @@ def run_metric_learn(python, x, y, quads, *, supervised, prior):
 def block(xtr, ytr, python, prior):
     """(name, W, seconds, steps, reference W or None) rows for one prior."""
     quads = lsml.draw_quadruplets(ytr, 0, np.random.default_rng(0))
-    cfg = common.overridden(get_config().method, prior=prior)
+    cfg = defaults.overridden(get_config().method, prior=prior)
     ref = None
     rows = []
     if python:

@@ -6,7 +6,7 @@ queries from camera 0 and gallery from camera 1):
   large: 7,368 training samples, 2,048-d, with the real identity labels of the CUHK03
          new-protocol training set (767 identities) from data/reid_protocols.
 
-Each config file in warca_jax/configs/ is run with its default variant (plus the ``:chi2``
+Each config file in configs/ is run with its default variant (plus the ``:chi2``
 variants, on the histogram version of the data, and on the large problem the ``:large``
 variants of the learners that have one). A learner whose fit takes longer than
 --timeout seconds is stopped and reported as such.

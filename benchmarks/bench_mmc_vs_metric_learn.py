@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half, the full-matrix form from A = I:
 
-* warca_jax MMC with ``warca_jax/configs/mmc.py``'s defaults (20 C^2 = 2,000 similar and 2,000
+* warca_jax MMC with ``configs/mmc.py``'s defaults (20 C^2 = 2,000 similar and 2,000
   dissimilar pairs drawn from seed 0, at most 100 tries, tol 1e-6, the paper's
   alternating projections), and the same with ``projection='exact'``;
 * metric-learn 0.7.0's ``MMC_Supervised(random_state=0)``, otherwise its defaults (the
@@ -50,8 +50,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.mmc import get_config  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/mmc.py").get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import mmc  # noqa: E402
 
@@ -119,7 +120,7 @@ def main():
     rows = [("Euclidean (A = I)", np.eye(xtr.shape[1]), 0.0, "-")]
     for name, overrides in [("defaults", {}), ("projection='exact'", {"projection": "exact"})]:
         t = time.perf_counter()
-        metric, hist = mmc.fit(xtr, ytr, common.overridden(cfg, **overrides), seed=0)
+        metric, hist = mmc.fit(xtr, ytr, defaults.overridden(cfg, **overrides), seed=0)
         seconds = time.perf_counter() - t
         rows.append(
             (f"warca_jax MMC, {name}", metric.mahalanobis_matrix(), seconds, hist[-1]["stopped"])

@@ -6,7 +6,7 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half, L: [64, 64] starting at the identity:
 
-* warca_jax NCA with ``warca_jax/configs/nca.py``'s defaults (at most 1,000 cosine-decayed Adam
+* warca_jax NCA with ``configs/nca.py``'s defaults (at most 1,000 cosine-decayed Adam
   steps from 1e-2, early stop at a relative change <= 1e-4 over 100 steps);
 * metric-learn 0.7.0's ``NCA()`` with its defaults (``init='auto'``, which is the
   identity here: D' = D = 64 is more than the 9 LDA directions and not below
@@ -47,7 +47,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax.configs.nca import get_config  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/nca.py").get_config  # noqa: E402
 from warca_jax.methods import nca  # noqa: E402
 
 ML_SCRIPT = """

@@ -11,7 +11,7 @@ compare the closed forms.
 
 Learners, all on the training half:
 
-* warca_jax RCA with ``warca_jax/configs/rca.py``'s defaults (100 chunklets of 2 drawn from seed 0,
+* warca_jax RCA with ``configs/rca.py``'s defaults (100 chunklets of 2 drawn from seed 0,
   ridge reg = 1e-3 * trace(C) / D), and with reg = 1e-9 (next to no ridge);
 * metric-learn 0.7.0's ``RCA_Supervised(random_state=0)`` (its defaults: 100 chunklets of
   2 drawn by its own generator, no ridge; 200 of 4 in the second block), when
@@ -48,10 +48,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax import linalg  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.rca import get_config  # noqa: E402
-from warca_jax.methods import _constraints, rca  # noqa: E402
+from warca_jax import (
+    defaults,  # noqa: E402
+    linalg,  # noqa: E402
+)
+
+get_config = defaults.load_config_module("configs/rca.py").get_config  # noqa: E402
+from warca_jax.methods import constraints, rca  # noqa: E402
 
 PCA_DIM = 40  # the second block: the training half's top principal components
 
@@ -109,7 +112,7 @@ def rel_diff(w, ref):
 def block(title, xtr, ytr, python, *, n_chunks, chunk_size):
     """Rows of the table for one version of the data and one chunklet setting."""
     d = xtr.shape[1]
-    chunks = _constraints.chunklets(ytr, n_chunks, chunk_size, np.random.default_rng(0))
+    chunks = constraints.chunklets(ytr, n_chunks, chunk_size, np.random.default_rng(0))
     title = f"{title}, {n_chunks}x{chunk_size}"
     rows = []
     kw = dict(n_chunks=n_chunks, chunk_size=chunk_size)
@@ -118,7 +121,7 @@ def block(title, xtr, ytr, python, *, n_chunks, chunk_size):
         if python:
             ref, info = run_metric_learn(python, xtr, ytr, chunks, supervised=False, dim=dim, **kw)
         for reg in (1e-3, 1e-9):
-            cfg = common.overridden(get_config().method, dim=dim, reg=reg, **kw)
+            cfg = defaults.overridden(get_config().method, dim=dim, reg=reg, **kw)
             t = time.perf_counter()
             metric, _ = rca.fit(xtr, ytr, cfg, seed=0)
             name = f"{title}: warca_jax RCA dim={dim or d} reg={reg:g}"

@@ -41,9 +41,11 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, linalg, train
-from warca_jax.configs import common
-from warca_jax.configs.warca import ORL_PATH, get_config
+from warca_jax import datasets, defaults, evaluation, linalg, pipeline
+
+_warca_config = defaults.load_config_module("configs/warca.py")
+ORL_PATH = _warca_config.ORL_PATH
+get_config = _warca_config.get_config
 
 LAMS = (1e-4, 1e-3, 1e-2)
 ETAS = (1e-3, 1e-2, 1e-1)
@@ -61,7 +63,7 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.cache = {}
-        self.eval_cfg = common.base_config().eval
+        self.eval_cfg = defaults.base_config().eval
 
     def data(self, name):
         if name not in self.cache:
@@ -72,7 +74,7 @@ class Bench:
             elif name == "orl":
                 ds = datasets.read("orl", ORL_PATH, descriptor="color_lbp", cache_dir=a.cache_dir)
             else:
-                ds = datasets.from_config(common.base_config(histogram=name == "synth_hist").data)
+                ds = datasets.from_config(defaults.base_config(histogram=name == "synth_hist").data)
             self.cache[name] = ds
         return self.cache[name]
 
@@ -80,15 +82,15 @@ class Bench:
         ds = self.data(name)
         method = get_config("chi2" if form == "chi2" else "linear").method
         dim = 100 if name in ("viper", "viper_lomo") else 40
-        method = common.overridden(method, dim=dim, **overrides)
+        method = defaults.overridden(method, dim=dim, **overrides)
         scores, t0 = [], time.perf_counter()
         for s, split in enumerate(ds.splits[: self.args.splits]):
             d = _pca_split(ds, split, 76) if name == "viper_pca76" else ds
             if scale != 1.0:
                 d = d._replace(features=(d.features.astype(np.float64) * scale).astype(np.float32))
             x, y = d.features[split.train_idx], d.labels[split.train_idx]
-            metric, _ = train.fit_method(x, y, method, seed=s)
-            r = train.evaluate_metric(metric, d, split, self.eval_cfg)
+            metric, _ = pipeline.fit_method(x, y, method, seed=s)
+            r = evaluation.evaluate_metric(metric, d, split, self.eval_cfg)
             scores.append((r["rank1"], r["mAP"]))
         r1, mAP = np.mean(scores, 0)
         return dict(data=name, form=form, scale=scale, lam=float(method.lam),
@@ -100,16 +102,16 @@ def geometry(bench, name, lam):
     """Projected pair distances and the share of margin-violating triplets, split 0."""
     ds = bench.data(name)
     split = ds.splits[0]
-    method = common.overridden(get_config("linear").method, dim=100, lam=lam)
+    method = defaults.overridden(get_config("linear").method, dim=100, lam=lam)
     x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
-    metric, _ = train.fit_method(x, y, method, seed=0)
+    metric, _ = pipeline.fit_method(x, y, method, seed=0)
     z = np.asarray(metric.transform(x), np.float64)
     sq = np.sum(z * z, 1)
     d = sq[:, None] + sq[None, :] - 2 * z @ z.T
     same = (y[:, None] == y[None, :]) & ~np.eye(len(y), dtype=bool)
     diff = y[:, None] != y[None, :]
     inside = [np.mean(d[i, diff[i]] < d[i, j] + 1.0) for i, j in zip(*np.nonzero(same))]
-    r = train.evaluate_metric(metric, ds, split, bench.eval_cfg)
+    r = evaluation.evaluate_metric(metric, ds, split, bench.eval_cfg)
     return dict(data=name, lam=lam, same_msd=round(float(d[same].mean()), 3),
                 diff_msd=round(float(d[diff].mean()), 3),
                 inside_margin=round(float(np.mean(inside)), 3), rank1=round(r["rank1"], 2))
@@ -187,16 +189,16 @@ def main():
 
 def cv_view(bench, lam, s):
     """WARCA-chi2 trained as the protocol's validation trains it; scored on val and on test."""
-    from warca_jax.experiments.protocol import datasets as protocol_datasets
+    from warca_jax.protocol import datasets as protocol_datasets
 
     ds = bench.data("viper")
     split = ds.splits[s]
     val = protocol_datasets.validation_split(ds, s, fraction=0.3, seed=0)
-    method = common.overridden(get_config("chi2").method, dim=100, lam=lam)
-    metric, _ = train.fit_method(ds.features[val.train_idx], ds.labels[val.train_idx], method,
+    method = defaults.overridden(get_config("chi2").method, dim=100, lam=lam)
+    metric, _ = pipeline.fit_method(ds.features[val.train_idx], ds.labels[val.train_idx], method,
                                  seed=s)
-    on_val = train.evaluate_metric(metric, ds, val, bench.eval_cfg)
-    on_test = train.evaluate_metric(metric, ds, split, bench.eval_cfg)
+    on_val = evaluation.evaluate_metric(metric, ds, val, bench.eval_cfg)
+    on_test = evaluation.evaluate_metric(metric, ds, split, bench.eval_cfg)
     return dict(split=s, lam=lam, val_rank1=round(on_val["rank1"], 2),
                 val_mAP=round(on_val["mAP"], 2), test_rank1=round(on_test["rank1"], 2),
                 test_mAP=round(on_test["mAP"], 2))

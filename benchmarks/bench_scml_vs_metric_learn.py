@@ -8,7 +8,7 @@ Learners, all on the training half, all with metric-learn's defaults (triplets f
 genuine and 10 impostor neighbours, beta 1e-5, gamma 5e-3, 10,000 steps of 10 triplets,
 F checked every 500 steps, the best kept):
 
-* warca_jax SCML with ``warca_jax/configs/scml.py``'s defaults (its 'lda' basis: k-means++ from
+* warca_jax SCML with ``configs/scml.py``'s defaults (its 'lda' basis: k-means++ from
   seed 0, local LDAs with a ridge), seed 0;
 * metric-learn 0.7.0's ``SCML_Supervised(random_state=0)`` (its own 'lda' basis from
   scikit-learn's KMeans and LDA, its own minibatches);
@@ -47,8 +47,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax.configs.scml import get_config  # noqa: E402
-from warca_jax.methods import _constraints, scml  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/scml.py").get_config  # noqa: E402
+from warca_jax.methods import constraints, scml  # noqa: E402
 
 ML_SCRIPT = """
 import sys, json, time, warnings, numpy as np, metric_learn
@@ -91,7 +93,7 @@ def main():
     args = ap.parse_args()
     xtr, xte, ytr, yte = load()
     cfg = get_config().method
-    triplets = _constraints.knn_triplets(xtr, ytr, k_same=cfg.k_genuine, k_other=cfg.k_impostor)
+    triplets = constraints.knn_triplets(xtr, ytr, k_same=cfg.k_genuine, k_other=cfg.k_impostor)
     rows = [("Euclidean", np.eye(xtr.shape[1], dtype=np.float32), 0.0, "")]
     t = time.perf_counter()
     metric, hist = scml.fit(xtr, ytr, cfg, seed=0)

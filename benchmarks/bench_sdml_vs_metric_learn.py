@@ -7,8 +7,8 @@ training half's mean and standard deviation (constant pixels left at 0).
 Problems, all from the training half's 20 C^2 = 2,000 similar and 2,000 dissimilar
 pairs (warca_jax: drawn from seed 0) and the identity prior, alpha = 0.01:
 
-* P_norm: ``warca_jax/configs/sdml.py``'s default, the normalized loss matrix, balance_param 0.5;
-* P_sum: metric-learn's loss matrix, the pairs' sum (``warca_jax/configs/sdml.py:metric_learn``).
+* P_norm: ``configs/sdml.py``'s default, the normalized loss matrix, balance_param 0.5;
+* P_sum: metric-learn's loss matrix, the pairs' sum (``configs/sdml.py:metric_learn``).
   At metric-learn's balance_param 0.5 its diagonal is negative (no minimiser: warca_jax
   refuses it); the rows below use half the largest balance_param for which P_sum is
   positive definite (named by that refusal), for warca_jax and metric-learn alike.
@@ -57,9 +57,10 @@ from sklearn.covariance import graphical_lasso
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax.configs import common  # noqa: E402
-from warca_jax.configs.sdml import get_config  # noqa: E402
-from warca_jax.methods import _constraints, sdml  # noqa: E402
+from warca_jax import defaults  # noqa: E402
+
+get_config = defaults.load_config_module("configs/sdml.py").get_config  # noqa: E402
+from warca_jax.methods import constraints, sdml  # noqa: E402
 
 # argv: x.npy y.npy out.npy job.json; job: {"shim": bool, "balance": float or null,
 # "n_similar": int or absent}; with n_similar, SDML on the pairs in pairs.npy.
@@ -113,7 +114,7 @@ def run_metric_learn(python, xtr, ytr, job, pairs=None):
 
 
 def fit_ours(xtr, ytr, **overrides):
-    cfg = common.overridden(get_config().method, **overrides)
+    cfg = defaults.overridden(get_config().method, **overrides)
     t = time.perf_counter()
     metric, hist = sdml.fit(xtr, ytr, cfg)
     return metric.mahalanobis_matrix().astype(np.float64), time.perf_counter() - t, hist
@@ -143,7 +144,7 @@ def main():
     eta = feasible_balance(xtr, ytr)
     alpha = float(get_config().method.sparsity_param)
     p_norm = sdml.lasso_input(xtr, ytr, get_config().method, np.random.default_rng(0))
-    sum_cfg = common.overridden(get_config("metric_learn").method, balance_param=eta)
+    sum_cfg = defaults.overridden(get_config("metric_learn").method, balance_param=eta)
     p_sum = sdml.lasso_input(xtr, ytr, sum_cfg, np.random.default_rng(0))
     rows = [("Euclidean (M = I)", np.eye(xtr.shape[1]), 0.0, "-", None)]
     m, sec, hist = fit_ours(xtr, ytr)
@@ -165,7 +166,7 @@ def main():
         job = {"shim": True, "balance": eta}
         m, sec, _ = run_metric_learn(py, xtr, ytr, job)
         rows.append((f"metric-learn SDML_Supervised(eta {eta:.3g}), shim", m, sec, "-", None))
-        pairs = _constraints.label_pairs(ytr, 20 * 10**2, np.random.default_rng(0))
+        pairs = constraints.label_pairs(ytr, 20 * 10**2, np.random.default_rng(0))
         idx = np.concatenate([pairs.similar, pairs.dissimilar])
         diff = (xtr[idx[:, 0]] - xtr[idx[:, 1]]).astype(np.float64)
         job["n_similar"] = len(pairs.similar)

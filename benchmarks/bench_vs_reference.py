@@ -109,8 +109,9 @@ def _worker(args: argparse.Namespace) -> None:
     """One warca_jax fit + test embedding in this fresh process; prints one JSON line."""
     import jax
 
-    from warca_jax import warca
-    from warca_jax.configs.warca import get_config
+    from warca_jax import defaults
+    from warca_jax.methods import warca
+    get_config = defaults.load_config_module("configs/warca.py").get_config
 
     imports_s = time.perf_counter() - _T_START
     folder = args._worker

@@ -2,19 +2,19 @@
 
 Three tables, each printed as JSON lines and a markdown table:
 
-* ``kernel``: kernel WARCA with the defaults of ``warca_jax/configs/warca.py:chi2`` on the shared
+* ``kernel``: kernel WARCA with the defaults of ``configs/warca.py:chi2`` on the shared
   synthetic problem (``synthetic.make_reference_problem``, 256-d histograms;
   ``--kernel_size`` training images, as many test images; gallery = image 0 of each
   test identity, probes = images 1-3), over the step sizes ``--etas``, preconditioned
   and plain, and the same without the cosine schedule and the input normalisation
   (``schedule="constant"``, ``normalize="none"``) to show what each does.
-* ``linear``: primal WARCA with the defaults of ``warca_jax/configs/warca.py`` on the built-in
+* ``linear``: primal WARCA with the defaults of ``configs/warca.py`` on the built-in
   data (the main job's first ``--splits`` splits), over the step sizes and over
   features multiplied by ``--scales``, with ``normalize="msd"`` (the default) and
   ``"none"``.
 * ``forms``: on the real-valued features of the shared problem, primal WARCA against
   kernel WARCA with the linear kernel (the form the C++ release would run), both with
-  the defaults of ``warca_jax/configs/warca.py``.
+  the defaults of ``configs/warca.py``.
 
   python benchmarks/bench_warca_robustness.py [--tables=kernel,linear,forms]
       [--etas=1e-3,1e-2,1e-1] [--scales=1e-4,1e-2,1,1e2,1e4] [--kernel_size=2400]
@@ -30,9 +30,10 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, evaluation, synthetic, warca
-from warca_jax.configs import common
-from warca_jax.configs.warca import get_config
+from warca_jax import datasets, defaults, evaluation, synthetic
+from warca_jax.methods import warca
+
+get_config = defaults.load_config_module("configs/warca.py").get_config
 
 
 def _floats(text):
@@ -49,7 +50,7 @@ def _fit_eval(method, xtr, ytr, probes, gallery, seed):
 
 
 def _method(variant, **overrides):
-    return common.overridden(get_config(variant).method, **overrides)
+    return defaults.overridden(get_config(variant).method, **overrides)
 
 
 def _reference_split(size, kind):

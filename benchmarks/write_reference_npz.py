@@ -8,8 +8,8 @@ as ``features``, ``labels``, ``cams`` and one fixed split (``train_idx``, ``quer
 images 1-3 of each test identity, ``gallery_idx`` = image 0), so that e.g. the
 training-time study runs on it:
 
-  python -m warca_jax.experiments.training_time \\
-      --config=warca_jax/configs/training_time.py --workdir=/tmp/tt \\
+  python -m experiments.training_time \\
+      --config=configs/training_time.py --workdir=/tmp/tt \\
       --config.data.name=npz --config.data.path=OUT.npz
 """
 

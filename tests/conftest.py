@@ -2,8 +2,7 @@
 
 import pytest
 
-from warca_jax import datasets, train
-from warca_jax.configs import common
+from warca_jax import datasets, defaults, evaluation
 from warca_jax.metric import Metric
 
 
@@ -11,7 +10,7 @@ class ReidProblem:
     """A dataset, one of its splits, and ``score(metric)`` -> evaluation dict on it."""
 
     def __init__(self, *, histogram: bool):
-        cfg = common.base_config(histogram=histogram)
+        cfg = defaults.base_config(histogram=histogram)
         self.dataset = datasets.from_config(cfg.data)
         self.split = self.dataset.splits[0]
         self.eval_cfg = cfg.eval
@@ -21,7 +20,7 @@ class ReidProblem:
         self.euclidean = self.score(Metric("identity", self.x_train.shape[1], name="euclidean"))
 
     def score(self, metric: Metric) -> dict:
-        return train.evaluate_metric(metric, self.dataset, self.split, self.eval_cfg)
+        return evaluation.evaluate_metric(metric, self.dataset, self.split, self.eval_cfg)
 
 
 @pytest.fixture(scope="session")

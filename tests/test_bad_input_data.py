@@ -14,13 +14,15 @@ import sys
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import cli, datasets, features, train, workdir
-from warca_jax import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax.configs import nn as nn_config
-from warca_jax.configs import warca as warca_config
-from warca_jax.configs.common import overridden
+from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
+from warca_jax import cli, datasets, features, pipeline, workdir
+
+nn_config = config_module("nn")
+warca_config = config_module("warca")
 from warca_jax.datasets import npz_file
+from warca_jax.defaults import overridden
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
 
@@ -238,7 +240,7 @@ def test_bad_data_config(overrides, fragment):
 
 def test_unknown_config_field_on_the_command_line(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "warca_jax.main", "--config=warca_jax/configs/nn.py:small",
+        [sys.executable, "-m", "experiments.main", "--config=configs/nn.py:small",
          f"--workdir={tmp_path}", "--config.method.distanse=cosine"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -256,7 +258,7 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
     ],
 )
 def test_unknown_config_field_is_explained(override, fragment, capsys):
-    argv = ["main", "--config=warca_jax/configs/warca.py:small", "--workdir=/tmp/x", override]
+    argv = ["main", "--config=configs/warca.py:small", "--workdir=/tmp/x", override]
     cwd = os.getcwd()
     os.chdir(REPO)
     try:
@@ -289,42 +291,42 @@ def test_workdir_that_is_a_file(tmp_path, good_npz):
     target = tmp_path / "results"
     target.write_text("")
     with pytest.raises(NotADirectoryError, match="exists and is not a folder"):
-        train.train_and_evaluate(_nn_config(good_npz), str(target))
+        pipeline.train_and_evaluate(_nn_config(good_npz), str(target))
 
 
 def test_workdir_under_a_file(tmp_path, good_npz):
     (tmp_path / "f").write_text("")
     with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
-        train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "f" / "run"))
+        pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "f" / "run"))
 
 
 def test_workdir_of_another_config(tmp_path, good_npz):
-    train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
     with pytest.raises(ValueError, match="holds a run with a different config"):
-        train.train_and_evaluate(_nn_config(good_npz, distance="cosine"), str(tmp_path / "w"))
+        pipeline.train_and_evaluate(_nn_config(good_npz, distance="cosine"), str(tmp_path / "w"))
 
 
 def test_workdir_on_changed_data(tmp_path, good_npz, arrays):
-    train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
     f, lab, c = arrays
     np.savez(good_npz, features=f * 2 + 1, labels=lab, cams=c)
     with pytest.raises(ValueError, match=r"good.npz changed since that run"):
-        train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+        pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
 
 
 def test_workdir_on_the_same_data_touched(tmp_path, good_npz):
-    first = train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    first = pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
     os.utime(good_npz, ns=(1, 1))  # same bytes, new mtime: still the same data
-    assert train.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w")) == first
+    assert pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w")) == first
 
 
 def test_damaged_config_file(tmp_path, good_npz):
     wd = tmp_path / "w"
-    train.train_and_evaluate(_nn_config(good_npz), str(wd))
+    pipeline.train_and_evaluate(_nn_config(good_npz), str(wd))
     text = (wd / "config.json").read_text()
     (wd / "config.json").write_text(text[: len(text) // 2])
     with pytest.raises(workdir.DamagedFileError, match=r"config.json: the config file .* damaged"):
-        train.train_and_evaluate(_nn_config(good_npz), str(wd))
+        pipeline.train_and_evaluate(_nn_config(good_npz), str(wd))
 
 
 @pytest.fixture(scope="module")
@@ -333,7 +335,7 @@ def finished(tmp_path_factory, arrays):
     root = tmp_path_factory.mktemp("finished")
     f, lab, c = arrays
     np.savez(root / "data.npz", features=f, labels=lab, cams=c)
-    results = train.train_and_evaluate(_warca_config(str(root / "data.npz")), str(root / "w"))
+    results = pipeline.train_and_evaluate(_warca_config(str(root / "data.npz")), str(root / "w"))
     return root, results
 
 
@@ -380,7 +382,7 @@ def test_damaged_split_files_are_redone(tmp_path, finished, damage, reason, capl
     wd, config, results = _copy(finished, tmp_path)
     damage(wd)
     with caplog.at_level(logging.WARNING):
-        again = train.train_and_evaluate(config, str(wd))
+        again = pipeline.train_and_evaluate(config, str(wd))
     assert reason in caplog.text
     for key in ("rank1", "mAP", "mINP", "AUC"):
         assert again["mean"][key] == results["mean"][key]
@@ -394,7 +396,7 @@ def test_cut_metrics_line_is_dropped_on_resume(tmp_path, finished, caplog):
     with open(wd / "metrics.jsonl", "a") as f:
         f.write('{"split": 1, "ste')
     with caplog.at_level(logging.WARNING):
-        again = train.train_and_evaluate(config, str(wd))
+        again = pipeline.train_and_evaluate(config, str(wd))
     assert "metrics.jsonl line" in caplog.text and "damaged; dropping it" in caplog.text
     assert again["mean"]["rank1"] == results["mean"]["rank1"]
     rows = [json.loads(line) for line in (wd / "metrics.jsonl").read_text().splitlines()]
@@ -414,8 +416,8 @@ def test_non_utf8_paths(tmp_path, arrays):
     f, lab, c = arrays
     path = tmp_path / f"{name}.npz"
     np.savez(path, features=f, labels=lab, cams=c)
-    res = train.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
-    again = train.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
+    res = pipeline.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
+    again = pipeline.train_and_evaluate(_nn_config(str(path)), str(tmp_path / f"{name}-run"))
     assert res["cmc"] == again["cmc"] and 0 < res["mean"]["rank1"] <= 100
 
 

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
-from warca_jax import datasets, kernels, train
-from warca_jax.configs import common
+from warca_jax import datasets, defaults, evaluation, kernels
 from warca_jax.distances import DEGREE
 from warca_jax.evaluation import (
     evaluate,
@@ -82,16 +81,16 @@ def test_single_shot_evaluate_ranks_the_same_at_any_scale(metric):
 @pytest.mark.parametrize("single_shot", [False, True])
 def test_nn_baseline_ranks_the_same_at_any_scale(single_shot):
     """The nearest-neighbour baseline (and every results.json's Euclidean baseline)."""
-    cfg = common.base_config(small=True)
+    cfg = defaults.base_config(small=True)
     cfg.eval.single_shot = single_shot
     cfg.eval.repeats = 2
     dataset = datasets.from_config(cfg.data)
     split = dataset.splits[0]
     metric = Metric("identity", dataset.features.shape[1], name="euclidean")
-    want = train.evaluate_metric(metric, dataset, split, cfg.eval)
+    want = evaluation.evaluate_metric(metric, dataset, split, cfg.eval)
     for scale in (1e30, 1e-30):
         scaled = dataset._replace(features=(dataset.features * scale).astype(np.float32))
-        same_metrics(train.evaluate_metric(metric, scaled, split, cfg.eval), want)
+        same_metrics(evaluation.evaluate_metric(metric, scaled, split, cfg.eval), want)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""warca_jax.experiments.protocol refuses bad input and repairs a damaged workdir, never silently.
+"""warca_jax.protocol refuses bad input and repairs a damaged workdir, never silently.
 
 Every damaged file a resume relies on (a NaN, a file cut short, another split's, method's or
 config's copy, a truncated stored dataset, a truncated config.json) is redone, with a log
@@ -20,8 +20,7 @@ import pytest
 from processes import ROOT, cpu_env
 from test_protocol import _run_results, _tiny
 
-from warca_jax import methods, train
-from warca_jax.experiments import protocol
+from warca_jax import methods, pipeline, protocol
 
 MEASURES = ("rank1", "rank5", "mAP", "AUC")
 
@@ -115,7 +114,7 @@ def _other_config(path):  # another run's numbers, as if copied from another wor
     _dump(path, {**_load(path), "rank1": 99.0, "config_sha256": "0" * 64})
 
 
-def _no_record(path):  # the file as train.run_split writes it, without its job
+def _no_record(path):  # the file as pipeline.run_split writes it, without its job
     obj = _load(path)
     for key in ("dataset", "method", "config_sha256", "data_sha256"):
         obj.pop(key, None)
@@ -221,7 +220,7 @@ def test_a_method_that_cannot_run_on_a_dataset_is_not_applicable(tmp_path, monke
 
 
 def _failing_fit(fit, *, fail_all_warca=False):
-    """train.fit_method, but WARCA with step size 0.1 (or any) diverges and kNN fails on split 1."""
+    """pipeline.fit_method, but WARCA with step size 0.1 (or any) diverges and kNN fails on split 1."""
 
     def fit_method(features, labels, method_cfg, *, seed=0, **kw):
         if method_cfg.name == "warca" and (fail_all_warca or method_cfg.learning_rate == 0.1):
@@ -235,7 +234,7 @@ def _failing_fit(fit, *, fail_all_warca=False):
 
 def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
-    monkeypatch.setattr(train, "fit_method", _failing_fit(train.fit_method))
+    monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method))
     with pytest.raises(RuntimeError, match=r"1 runs failed .* synthetic nn split 1: ValueError"):
         protocol.run_protocol(_tiny(), workdir)
     # the diverged grid point is never selected, and selected.json says why
@@ -266,7 +265,7 @@ def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkey
 
 def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
-    monkeypatch.setattr(train, "fit_method", _failing_fit(train.fit_method, fail_all_warca=True))
+    monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True))
     with pytest.raises(RuntimeError, match="every grid point of warca:linear"):
         protocol.run_protocol(_tiny(), workdir)
     results = _load(os.path.join(workdir, "results.json"))
@@ -347,8 +346,8 @@ def test_an_unknown_config_field_on_the_command_line_is_named():
         [
             sys.executable,
             "-m",
-            "warca_jax.experiments.protocol",
-            "--config=warca_jax/configs/protocol.py:small",
+            "experiments.protocol",
+            "--config=configs/protocol.py:small",
             "--config.cv.num_split=2",
             "--workdir=/nonexistent/never",
         ],
@@ -368,8 +367,8 @@ def _command_line(tmp_path, *overrides):
         [
             sys.executable,
             "-m",
-            "warca_jax.experiments.protocol",
-            "--config=warca_jax/configs/protocol.py:small",
+            "experiments.protocol",
+            "--config=configs/protocol.py:small",
             f"--workdir={tmp_path / 'w'}",
             *overrides,
         ],

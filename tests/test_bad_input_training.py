@@ -8,9 +8,11 @@ import importlib
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import kernels, methods, training, warca
+from warca_jax import kernels, learner_loop, methods
 from warca_jax import metric as metric_lib
+from warca_jax.methods import warca
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
 
@@ -18,11 +20,11 @@ _SCALE_MSG = "cannot train on features of this scale"
 
 
 def _method(name, variant=None, **overrides):
-    from warca_jax.configs import common
+    from warca_jax import defaults
 
-    module = importlib.import_module(f"warca_jax.configs.{name}")
+    module = config_module(name)
     cfg = module.get_config(variant) if variant else module.get_config()
-    return common.overridden(cfg.method, **overrides)
+    return defaults.overridden(cfg.method, **overrides)
 
 
 def _warca(**overrides):
@@ -189,21 +191,21 @@ def test_non_finite_hyperparameters_are_refused_before_any_work(name, field, val
 # ----------------------------------------------------------------------------- divergence
 def test_a_huge_learning_rate_is_a_divergence_error_not_a_model():
     x, y, _, _ = _PROBLEM
-    with pytest.raises(training.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"):
+    with pytest.raises(learner_loop.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"):
         methods.get("warca").fit(x, y, _warca(learning_rate=1e6))
 
 
 def test_run_in_chunks_refuses_a_loss_that_blows_up():
     losses = iter([2.0, 30.0, 5e6])
-    with pytest.raises(training.TrainingDivergedError, match="step 30: loss 5e.06 is more than"):
-        training.run_in_chunks(
+    with pytest.raises(learner_loop.TrainingDivergedError, match="step 30: loss 5e.06 is more than"):
+        learner_loop.run_in_chunks(
             lambda done, n: {"loss": next(losses)}, num_iters=30, chunk=10, method="m"
         )
 
 
 def test_run_in_chunks_measures_the_first_row_against_the_reference():
     with pytest.raises(RuntimeError, match=r"m diverged by step 10.*lower learning_rate \(now 9\)"):
-        training.run_in_chunks(
+        learner_loop.run_in_chunks(
             lambda done, n: {"loss": 1e9},
             num_iters=10,
             chunk=10,
@@ -236,7 +238,7 @@ def test_every_learners_result_is_checked_by_the_registry(projection, match):
     x, y, _, _ = _PROBLEM
     x = x.copy()
     x[:, 10:] = 0  # the last 6 dimensions carry nothing
-    with pytest.raises(training.TrainingDivergedError, match=match):
+    with pytest.raises(learner_loop.TrainingDivergedError, match=match):
         _fake_fit(projection)(x, y, None)
     assert methods.get("warca").fit.unchecked is warca.fit
 
@@ -288,9 +290,9 @@ def test_an_npz_without_the_model_entries_is_a_damaged_model_error(tmp_path):
 
 
 def test_training_data_check_is_shared_and_rescales_only_extreme_features():
-    _checks = importlib.import_module("warca_jax.methods._checks")
+    checks = importlib.import_module("warca_jax.methods.checks")
     x, y, _, _ = _PROBLEM
-    ok = _checks.training_data(x, y, method="m")
+    ok = checks.training_data(x, y, method="m")
     assert ok.scale == 1.0 and ok.x is x and ok.y.dtype == np.int64
-    tiny = _checks.training_data(_scaled(x, 1e-30), y, method="m")
-    assert np.frexp(tiny.scale)[0] == 0.5 and 0.5 < _checks.feature_size(tiny.x) < 2
+    tiny = checks.training_data(_scaled(x, 1e-30), y, method="m")
+    assert np.frexp(tiny.scale)[0] == 0.5 and 0.5 < checks.feature_size(tiny.x) < 2

@@ -11,10 +11,10 @@ from warca_jax.evaluation import (
     DISTANCES,
     evaluate,
     evaluate_distances,
+    metrics,
     pairwise_distances,
     single_shot_evaluate,
 )
-from warca_jax.evaluation import metrics
 from warca_jax.plots import plot_cmc
 
 

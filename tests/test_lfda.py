@@ -2,16 +2,17 @@
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.lfda import get_config
+from warca_jax import data, defaults
+
+get_config = config_module("lfda").get_config
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
 
 
 def _method(variant="linear", **overrides):
-    return common.overridden(get_config(variant).method, **overrides)
+    return defaults.overridden(get_config(variant).method, **overrides)
 
 
 def _direct_scatter(x, y, knn):

@@ -7,15 +7,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.lmnn import get_config
-from warca_jax.methods import _constraints, lmnn
+from warca_jax import data, defaults
+
+get_config = config_module("lmnn").get_config
+from warca_jax.methods import constraints, lmnn
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):
@@ -40,8 +41,8 @@ def test_closed_form_gradient_equals_autodiff():
     with jax.enable_x64(True):
         x = jnp.asarray(x, jnp.float64)
         labels = jnp.asarray(y, jnp.int32)
-        targets, tv = _constraints.nearest_by_label(x, labels, k=3, same=True, block_size=16)
-        imps, iv = _constraints.nearest_by_label(x, labels, k=10, same=False, block_size=16)
+        targets, tv = constraints.nearest_by_label(x, labels, k=3, same=True, block_size=16)
+        imps, iv = constraints.nearest_by_label(x, labels, k=10, same=False, block_size=16)
         lmap = jnp.asarray(np.random.default_rng(1).standard_normal((5, 12)) * 0.3)
         kw = dict(mu=0.7, margin=1.0)
         loss, _, push, active, _ = jax.jit(functools.partial(lmnn.lmnn_terms, **kw))(
@@ -106,8 +107,8 @@ def test_loss_and_gradient_equal_a_loop_over_the_papers_triplets():
     want_grad = finite_differences.gradient(loss_of, lmap.ravel()).reshape(lmap.shape)
     with jax.enable_x64(True):
         xj, lj = jnp.asarray(x), jnp.asarray(y, jnp.int32)
-        tgt, tv = _constraints.nearest_by_label(xj, lj, k=k, same=True, block_size=8)
-        imp, iv = _constraints.nearest_by_label(xj, lj, k=len(y) - 1, same=False, block_size=8)
+        tgt, tv = constraints.nearest_by_label(xj, lj, k=k, same=True, block_size=8)
+        imp, iv = constraints.nearest_by_label(xj, lj, k=len(y) - 1, same=False, block_size=8)
         args, kw = (jnp.asarray(lmap), xj, tgt, tv, imp, iv), dict(mu=mu, margin=margin)
         loss, got_pull, got_push, active, _ = jax.jit(functools.partial(lmnn.lmnn_terms, **kw))(
             *args
@@ -136,7 +137,7 @@ def test_blocked_search_equals_brute_force(same):
     rng = np.random.default_rng(0)
     z = rng.standard_normal((37, 5)).astype(np.float32)
     y = np.concatenate([np.repeat(np.arange(9), 4), [9]])  # one singleton class
-    idx, valid = _constraints.nearest_by_label(
+    idx, valid = constraints.nearest_by_label(
         jnp.asarray(z), jnp.asarray(y), k=3, same=same, block_size=8
     )
     d = ((z[:, None] - z[None]) ** 2).sum(-1)

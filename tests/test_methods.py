@@ -1,12 +1,12 @@
-"""The method registry and every config file in warca_jax/configs/."""
+"""The method registry and every config file in configs/."""
 
-import importlib
 import pkgutil
 import re
 
 import pytest
+from repo_configs import CONFIGS, config_module
 
-from warca_jax import configs, methods
+from warca_jax import methods
 
 
 def test_registry_finds_warca_and_rejects_unknown_names():
@@ -16,7 +16,7 @@ def test_registry_finds_warca_and_rejects_unknown_names():
 
 
 def _is_driver_config(config) -> bool:
-    """A driver's config (warca_jax/experiments/): no method section; checked for locking."""
+    """A driver's config (the protocol's, a study's): no method section; checked for locking."""
     if "method" in config:
         return False
     with pytest.raises(AttributeError):
@@ -24,11 +24,9 @@ def _is_driver_config(config) -> bool:
     return True
 
 
-@pytest.mark.parametrize(
-    "name", [m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"]
-)
+@pytest.mark.parametrize("name", [m.name for m in pkgutil.iter_modules([CONFIGS])])
 def test_every_config_names_a_registered_method_and_is_locked(name):
-    module = importlib.import_module(f"warca_jax.configs.{name}")
+    module = config_module(name)
     config = module.get_config()
     if _is_driver_config(config):
         return
@@ -40,10 +38,8 @@ def test_every_config_names_a_registered_method_and_is_locked(name):
 def _documented_variants():
     """(config, variant) for every variant a config's docstring lists under 'Variants'."""
     out = []
-    for info in pkgutil.iter_modules(configs.__path__):
-        if info.name == "common":
-            continue
-        doc = importlib.import_module(f"warca_jax.configs.{info.name}").__doc__ or ""
+    for info in pkgutil.iter_modules([CONFIGS]):
+        doc = config_module(info.name).__doc__ or ""
         listed = doc.split("Variants", 1)[1].split("\n\n", 1)[0] if "Variants" in doc else ""
         out += [(info.name, v) for v in re.findall(r"^  (\w+) {2,}", listed, flags=re.M)]
     return out
@@ -51,14 +47,14 @@ def _documented_variants():
 
 @pytest.mark.parametrize("name,variant", _documented_variants())
 def test_every_documented_variant_loads_and_is_locked(name, variant):
-    config = importlib.import_module(f"warca_jax.configs.{name}").get_config(variant)
+    config = config_module(name).get_config(variant)
     if _is_driver_config(config):
         return
     assert config.method.name in methods.registry()
     with pytest.raises(AttributeError):
         config.method.not_a_field = 1
     if variant == "large":  # settings for 7,368 x 2,048 problems: cheaper than the default.
-        default = importlib.import_module(f"warca_jax.configs.{name}").get_config()
+        default = config_module(name).get_config()
         assert config.method.to_dict() != default.method.to_dict()
 
 
@@ -68,10 +64,11 @@ def test_documented_variants_include_the_large_ones():
 
 
 def test_overridden_copies_and_refuses_unknown_fields():
-    from warca_jax.configs import common, warca
+    from warca_jax import defaults
+    warca = config_module("warca")
 
     base = warca.get_config().method
-    changed = common.overridden(base, lam=0.5)
+    changed = defaults.overridden(base, lam=0.5)
     assert changed.lam == 0.5 and base.lam != 0.5
     with pytest.raises(KeyError, match="lerning_rate"):
-        common.overridden(base, lerning_rate=0.1)
+        defaults.overridden(base, lerning_rate=0.1)

@@ -8,10 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
 from warca_jax import methods
-from warca_jax.configs.protocol import get_config
-from warca_jax.experiments import protocol
+
+get_config = config_module("protocol").get_config
+from warca_jax import protocol
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
@@ -24,15 +26,15 @@ def test_every_learner_is_registered_with_a_config():
 
 
 def test_every_learner_runs_from_the_command_line(tmp_path):
-    """``python -m warca_jax.main --config=warca_jax/configs/<name>.py:small`` for all of
+    """``python -m experiments.main --config=configs/<name>.py:small`` for all of
     them at once (one process each, started together so that their start-up overlaps)."""
     procs = {
         name: subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "warca_jax.main",
-                f"--config=warca_jax/configs/{name}.py:small",
+                "experiments.main",
+                f"--config=configs/{name}.py:small",
                 f"--workdir={tmp_path / name}",
                 "--config.data.num_splits=1",
             ],

@@ -4,15 +4,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.mlapg import get_config
+from warca_jax import data, defaults
+
+get_config = config_module("mlapg").get_config
 from warca_jax.methods import mlapg
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(dim=6):

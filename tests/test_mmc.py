@@ -5,21 +5,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data
+from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
-from warca_jax.configs import common
-from warca_jax.configs.mmc import get_config
+
+get_config = config_module("mmc").get_config
 from warca_jax.methods import mmc
 
 EXACT = dict(projection="exact")  # tens of eigendecompositions per try, not thousands
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):

@@ -6,19 +6,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data
+from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
-from warca_jax.configs import common
-from warca_jax.configs.nca import get_config
+
+get_config = config_module("nca").get_config
 from warca_jax.methods import nca
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):

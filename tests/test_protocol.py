@@ -7,11 +7,12 @@ import os
 import numpy as np
 import pytest
 from PIL import Image
+from repo_configs import config_module
 
-from warca_jax import datasets
-from warca_jax.configs import common
-from warca_jax.configs.protocol import get_config
-from warca_jax.experiments import protocol
+from warca_jax import datasets, defaults
+
+get_config = config_module("protocol").get_config
+from warca_jax import protocol
 
 
 def _tiny(**changes):
@@ -231,11 +232,11 @@ def test_every_variant_loads_and_plans():
         for label in c.methods:
             protocol.method_config(label)
         if arg in ("all", "viper"):
-            c = common.overridden(c, data_root="/data")
+            c = defaults.overridden(c, data_root="/data")
         plan = protocol.Plan(c)
         assert plan.dim("viper") == 100 and plan.dim("market1501") == 200
         assert plan.dim("cuhk03") == 40
-    plan = protocol.Plan(common.overridden(get_config("all"), data_root="/data"))
+    plan = protocol.Plan(defaults.overridden(get_config("all"), data_root="/data"))
     assert len(plan.datasets) == 9
     assert "warca:chi2" not in plan.runs("market1501")
     assert "warca:linear" in plan.runs("market1501") and "kissme" in plan.runs("market1501")

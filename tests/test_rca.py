@@ -2,19 +2,20 @@
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data
+from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
-from warca_jax.configs import common
-from warca_jax.configs.rca import get_config
-from warca_jax.methods import _constraints, rca
+
+get_config = config_module("rca").get_config
+from warca_jax.methods import constraints, rca
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):
@@ -27,7 +28,7 @@ def _small_problem(seed=0):
 def _dense_rca(x, y, *, n_chunks, chunk_size, reg, dim, seed):
     """RCA written out: chunklets one by one, M = C'^{-1} or, with dim < D, the
     whitened subspace of the smallest eigenvalues of S'^{-1} C' (metric-learn's form)."""
-    chunks = _constraints.chunklets(y, n_chunks, chunk_size, np.random.default_rng(seed))
+    chunks = constraints.chunklets(y, n_chunks, chunk_size, np.random.default_rng(seed))
     x = x.astype(np.float64)
     d = x.shape[1]
     within, members = np.zeros((d, d)), []
@@ -71,7 +72,7 @@ def test_equals_dense_numpy_rca(dim, reg):
 def test_whitens_the_chunklets():
     x, y = _small_problem()
     metric, _ = rca.fit(x, y, _method(n_chunks=50, reg=1e-6), seed=1)
-    chunks = _constraints.chunklets(y, 50, 2, np.random.default_rng(1))
+    chunks = constraints.chunklets(y, 50, 2, np.random.default_rng(1))
     within, _ = rca.chunklet_covariances(metric.transform(x), chunks)
     np.testing.assert_allclose(within, np.eye(12), atol=1e-3)
 

@@ -30,9 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from warca_jax import datasets, linalg, train
-from warca_jax.configs import common
-from warca_jax.experiments.protocol import plan
+from warca_jax import datasets, defaults, evaluation, linalg, pipeline
+from warca_jax.protocol import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 VIPER = ROOT / "data" / "viper_subset"
@@ -84,7 +83,7 @@ class RealData:
         else:
             self.ds = datasets.read("orl", ORL, num_splits=NUM_SPLITS[name])
         self.name = name
-        self.eval_cfg = common.base_config().eval
+        self.eval_cfg = defaults.base_config().eval
         self.pca = [_pca(self.ds, sp) for sp in self.ds.splits]
         self.cache = {}
 
@@ -96,8 +95,8 @@ class RealData:
             for s, split in enumerate(self.ds.splits):
                 d = self.pca[s] if features == "pca" else self.ds
                 x, y = d.features[split.train_idx], d.labels[split.train_idx]
-                metric, _ = train.fit_method(x, y, method, seed=s)
-                r = train.evaluate_metric(metric, d, split, self.eval_cfg)
+                metric, _ = pipeline.fit_method(x, y, method, seed=s)
+                r = evaluation.evaluate_metric(metric, d, split, self.eval_cfg)
                 rows.append((r["rank1"], r["mAP"]))
             self.cache[key] = dict(zip(("rank1", "mAP"), np.mean(rows, 0)))
         return self.cache[key]

@@ -4,16 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.rpcca import get_config
+from warca_jax import data, defaults
+
+get_config = config_module("rpcca").get_config
 from warca_jax.methods import rpcca
 from warca_jax.metric import Metric
 
 
 def _method(variant="linear", **overrides):
-    return common.overridden(get_config(variant).method, **overrides)
+    return defaults.overridden(get_config(variant).method, **overrides)
 
 
 def _small_problem(hist=False):

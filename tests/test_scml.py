@@ -5,23 +5,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data
+from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
-from warca_jax.configs import common
-from warca_jax.configs.scml import get_config
-from warca_jax.methods import _constraints, scml
+
+get_config = config_module("scml").get_config
+from warca_jax.methods import constraints, scml
 
 # One chunk length and batch for the small fits below, so that they share one program.
 FAST = dict(max_iter=400, output_iter=200)
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _split_problem():
@@ -96,7 +97,7 @@ def test_objective_and_subgradient_equal_a_loop_over_the_papers_triplets():
     x = rng.standard_normal((143, 8)) + 0.7 * rng.standard_normal((30, 8))[y]
     triplets = _knn_triplets_reference(x, y, 3, 10)
     assert len(triplets) == 140 * 3 * 10 + 2 * 1 * 10 > scml._BLOCK  # two blocks of F
-    np.testing.assert_array_equal(_constraints.knn_triplets(x, y, k_same=3, k_other=10), triplets)
+    np.testing.assert_array_equal(constraints.knn_triplets(x, y, k_same=3, k_other=10), triplets)
     basis = rng.standard_normal((12, 8))
     basis /= np.linalg.norm(basis, axis=1, keepdims=True)  # unit rank-one bases
     w, beta = rng.exponential(0.3, 12), 0.05
@@ -166,7 +167,7 @@ def test_same_seed_same_result_and_stopping_rule():
     assert ha[-1]["stopped"].startswith("max_iter reached: 400 steps")
     # F of the returned metric, recomputed from W alone (beta tr(M) = beta ||w||_1 for unit
     # bases), is the best logged objective.
-    triplets = _constraints.knn_triplets(x, y, k_same=3, k_other=10)
+    triplets = constraints.knn_triplets(x, y, k_same=3, k_other=10)
     obj = scml.objective(a.projection, x, triplets, beta=get_config().method.beta)
     assert obj["loss"] == pytest.approx(min(r["loss"] for r in ha), rel=1e-4)
     # tol = 1: any relative gain of the best objective is <= 100 %, so the rule fires at

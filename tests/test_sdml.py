@@ -5,20 +5,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 from sklearn.covariance import graphical_lasso
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.sdml import get_config
+from warca_jax import data, defaults
+
+get_config = config_module("sdml").get_config
 from warca_jax.methods import sdml
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):
@@ -90,11 +91,11 @@ def test_solution_equals_scikit_learn_graphical_lasso():
 
 def test_unbounded_problem_is_refused_with_the_balance_that_works():
     x, y = _small_problem()
-    cfg = common.overridden(get_config("metric_learn").method)  # the pairs' sum, eta 0.5
+    cfg = defaults.overridden(get_config("metric_learn").method)  # the pairs' sum, eta 0.5
     with pytest.raises(ValueError, match=r"has no minimiser; lower method.balance_param") as err:
         sdml.fit(x, y, cfg)
     largest = float(str(err.value).split(" below ")[1].split(",")[0])
-    metric, hist = sdml.fit(x, y, common.overridden(cfg, balance_param=0.5 * largest))
+    metric, hist = sdml.fit(x, y, defaults.overridden(cfg, balance_param=0.5 * largest))
     assert metric.is_finite() and hist[-1]["stopped"].startswith("converged")
 
 

@@ -13,9 +13,12 @@ import jax
 import numpy as np
 import pytest
 from processes import ROOT, cpu_env, run_python
+from repo_configs import config_module
 
-from warca_jax import sharding, warca
-from warca_jax.configs import warca as warca_config
+from warca_jax import sharding
+from warca_jax.methods import warca
+
+warca_config = config_module("warca")
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
 # by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
@@ -24,8 +27,8 @@ SCRIPT = r"""
 import json
 import jax
 import numpy as np
-from warca_jax.configs import warca as warca_config
-from warca_jax import warca
+warca_config = config_module("warca")
+from warca_jax.methods import warca
 
 rng = np.random.default_rng(0)
 y = np.repeat(np.arange(50), 4)[:197]
@@ -62,7 +65,7 @@ for name, over in cases.items():
 # collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
 import re
 from warca_jax import sampling, sharding
-from warca_jax.warca import prepare
+from warca_jax.methods.warca import prepare
 cfg = warca_config.get_config("small").method
 mesh = sharding.make_mesh(8)
 chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
@@ -154,14 +157,14 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     env = cpu_env(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
-    common = ["--config=warca_jax/configs/warca.py:small", "--config.progress=False"]
+    common = ["--config=configs/warca.py:small", "--config.progress=False"]
     dist = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "warca_jax.main",
+                "experiments.main",
                 "--distributed",
                 *dist,
                 f"--process_id={i}",
@@ -181,7 +184,7 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
         assert p.returncode == 0, err[-3000:]
     assert "process 0 of 2; 2 devices in all" in outs[0][1]
     assert "process 1 of 2; 2 devices in all" in outs[1][1]
-    run_python(["-m", "warca_jax.main", f"--workdir={tmp_path / 'one'}", *common], env)
+    run_python(["-m", "experiments.main", f"--workdir={tmp_path / 'one'}", *common], env)
     results = [
         json.loads((tmp_path / path / "results.json").read_text())
         for path in ("two", "two/process_1", "one")

@@ -5,13 +5,18 @@ import time
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import datasets, plots, warca
-from warca_jax.configs import aon_study as aon_config
-from warca_jax.configs import common
-from warca_jax.configs import training_time as tt_config
-from warca_jax.experiments import aon_study, training_time
+from warca_jax import datasets, plots
+from warca_jax.methods import warca
+
+aon_config = config_module("aon_study")
+from warca_jax import defaults
+
+tt_config = config_module("training_time")
 from warca_jax.methods import rpcca
+from warca_jax.studies import aon as aon_study
+from warca_jax.studies import training_time
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -60,7 +65,7 @@ def test_aon_at_large_lambda_is_near_orthonormal_and_frobenius_is_not(small_spli
     # lambda = 10: large against the hinge of inputs normalised to unit mean squared
     # distance, where every negative is inside the margin and pushes W outwards
     for penalty in ("aon", "frobenius"):
-        cfg = common.overridden(method, penalty=penalty, lam=10.0)
+        cfg = defaults.overridden(method, penalty=penalty, lam=10.0)
         metric, _ = warca.fit(x, y, cfg, seed=0)
         conds[penalty] = aon_study.condition_number(metric.projection)
         if penalty == "aon":

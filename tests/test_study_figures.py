@@ -10,11 +10,13 @@ import fixture_trees
 import numpy as np
 import pytest
 from PIL import Image
+from repo_configs import config_module
 
-from warca_jax import data, datasets, evaluation, plots, train
-from warca_jax.configs.study_figures import get_config
-from warca_jax.experiments import study_figures
-from warca_jax.experiments.protocol import plan
+from warca_jax import data, datasets, evaluation, pipeline, plots
+
+get_config = config_module("study_figures").get_config
+from warca_jax.protocol import plan
+from warca_jax.studies import figures as study_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 ORL = str(fixture_trees.ORL)
@@ -46,8 +48,8 @@ def small_run(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "warca_jax.experiments.study_figures",
-            "--config=warca_jax/configs/study_figures.py:small",
+            "experiments.study_figures",
+            "--config=configs/study_figures.py:small",
             f"--workdir={workdir}",
         ],
         cwd=ROOT,
@@ -118,7 +120,7 @@ def test_restart_reuses_fits_and_other_config_is_refused(small_run, monkeypatch,
     def no_fit(*args, **kwargs):
         raise AssertionError("a finished fit was redone")
 
-    monkeypatch.setattr(train, "fit_method", no_fit)
+    monkeypatch.setattr(pipeline, "fit_method", no_fit)
     again = study_figures.run(get_config("small"), str(workdir))
     assert again["methods"] == first["methods"] and again["ranked_list"] == first["ranked_list"]
     with pytest.raises(ValueError, match="different config"):
@@ -277,7 +279,7 @@ def test_bad_configs_for_the_data_are_refused_before_any_fit(
     def no_fit(*args, **kwargs):
         raise AssertionError("a method was fitted for a bad config")
 
-    monkeypatch.setattr(train, "fit_method", no_fit)
+    monkeypatch.setattr(pipeline, "fit_method", no_fit)
     with pytest.raises(ValueError, match=message):
         study_figures.run(_small(**fields), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()

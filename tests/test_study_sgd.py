@@ -1,12 +1,12 @@
 """The study's SGD optimisers: losses and gradients, mining, schedule, learning, bad input."""
 
 import copy
-import importlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 
 from warca_jax import losses, sampling
 from warca_jax.methods import study_sgd
@@ -15,7 +15,7 @@ NAMES = ("pairwise_sgd", "triplet_sgd")
 
 
 def _method(name, **overrides):
-    cfg = copy.deepcopy(importlib.import_module(f"warca_jax.configs.{name}").get_config().method)
+    cfg = copy.deepcopy(config_module(name).get_config().method)
     cfg.update(**overrides)
     return cfg
 

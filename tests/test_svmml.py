@@ -3,16 +3,17 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data
-from warca_jax.configs import common
-from warca_jax.configs.svmml import get_config
+from warca_jax import data, defaults
+
+get_config = config_module("svmml").get_config
 from warca_jax.methods import svmml
 from warca_jax.metric import Metric
 
 
 def _method(**overrides):
-    return common.overridden(get_config().method, **overrides)
+    return defaults.overridden(get_config().method, **overrides)
 
 
 def _small_problem(seed=0):
@@ -174,6 +175,6 @@ def test_fit_reaches_the_constrained_optimum():
     assert f_got < 2.0 - 0.5  # well below the start (every margin 1: objective 2)
     assert abs(f_got - f_ref) <= 1e-3 * f_ref
     # An unconverged learner is told apart: a few steps leave a large residual.
-    _, short = svmml.fit(x, y, common.overridden(cfg, num_iters=5, log_every=5), seed=0)
+    _, short = svmml.fit(x, y, defaults.overridden(cfg, num_iters=5, log_every=5), seed=0)
     assert short[-1]["stopped"].startswith("num_iters spent")
     assert short[-1]["residual"] > 30 * hist[-1]["residual"]

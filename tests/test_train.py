@@ -9,9 +9,11 @@ from pathlib import Path
 import fixture_trees
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data, datasets, methods, train
-from warca_jax.configs.warca import get_config
+from warca_jax import data, datasets, evaluation, methods, pipeline
+
+get_config = config_module("warca").get_config
 from warca_jax.metric import Metric
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +34,8 @@ def test_entry_point_writes_every_output(tmp_path):
         [
             sys.executable,
             "-m",
-            "warca_jax.main",
-            "--config=warca_jax/configs/warca.py:small",
+            "experiments.main",
+            "--config=configs/warca.py:small",
             f"--workdir={workdir}",
             "--config.method.lam=0.001",
             "--config.method.num_iters=40",
@@ -79,8 +81,8 @@ def test_unknown_config_field_fails_loudly(tmp_path):
         [
             sys.executable,
             "-m",
-            "warca_jax.main",
-            "--config=warca_jax/configs/warca.py:small",
+            "experiments.main",
+            "--config=configs/warca.py:small",
             f"--workdir={tmp_path}",
             "--config.method.lerning_rate=0.1",
         ],
@@ -94,7 +96,7 @@ def test_unknown_config_field_fails_loudly(tmp_path):
 
 def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
     config = _small()
-    first = train.train_and_evaluate(config, str(tmp_path))
+    first = pipeline.train_and_evaluate(config, str(tmp_path))
     os.remove(tmp_path / "split_1.json")  # as if interrupted during split 1
     calls = []
     real = methods.get("warca")
@@ -104,7 +106,7 @@ def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
         return real.fit(*args, **kwargs)
 
     monkeypatch.setitem(methods.registry(), "warca", real._replace(fit=counting_fit))
-    second = train.train_and_evaluate(config, str(tmp_path))
+    second = pipeline.train_and_evaluate(config, str(tmp_path))
     assert len(calls) == 1  # only split 1 was trained again
     assert second["splits"][0] == first["splits"][0]
     assert second["splits"][1]["rank1"] == pytest.approx(first["splits"][1]["rank1"])
@@ -113,11 +115,11 @@ def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
 
 
 def test_other_config_on_same_workdir_is_refused(tmp_path):
-    train.train_and_evaluate(_small(), str(tmp_path))
+    pipeline.train_and_evaluate(_small(), str(tmp_path))
     other = _small()
     other.method.lam = 0.5
     with pytest.raises(ValueError, match="different config"):
-        train.train_and_evaluate(other, str(tmp_path))
+        pipeline.train_and_evaluate(other, str(tmp_path))
 
 
 def test_user_npz_with_fixed_splits(tmp_path):
@@ -139,7 +141,7 @@ def test_user_npz_with_fixed_splits(tmp_path):
     )
     config = _small(name="npz", path=str(path))
     config.method.dim = 8
-    results = train.train_and_evaluate(config, str(tmp_path / "run"))
+    results = pipeline.train_and_evaluate(config, str(tmp_path / "run"))
     assert results["dataset"] == "feats" and results["num_splits"] == 1
     assert results["splits"][0]["num_queries"] == len(query_idx)
 
@@ -148,11 +150,11 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
     config = _small()
     config.method.kernel = "chi2"  # the real-valued synthetic data has negative entries
     with pytest.raises(ValueError, match="non-negative"):
-        train.train_and_evaluate(config, str(tmp_path / "run"))
+        pipeline.train_and_evaluate(config, str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
     missing = _small(name="npz", path=str(tmp_path / "nope.npz"))
     with pytest.raises(FileNotFoundError, match="nope.npz"):
-        train.train_and_evaluate(missing, str(tmp_path / "run2"))
+        pipeline.train_and_evaluate(missing, str(tmp_path / "run2"))
 
 
 ORL = fixture_trees.ORL
@@ -160,14 +162,14 @@ ORL = fixture_trees.ORL
 
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
 def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
-    """warca_jax/configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
+    """configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
     c = get_config("orl")
     assert c.data.name == "orl" and Path(c.data.path) == ORL.resolve()
     c.unlock()
     c.data.num_splits = 2
     c.data.cache_dir = str(tmp_path / "cache")
     c.progress = False
-    results = train.train_and_evaluate(c, str(tmp_path / "run"))
+    results = pipeline.train_and_evaluate(c, str(tmp_path / "run"))
     assert results["dataset"] == "orl" and results["num_splits"] == 2
     # 20 test people, 5 queries and 5 gallery images each: faces are easy for the descriptor
     # (Euclidean about 92 rank-1), so the learned metric must keep up with Euclidean distance
@@ -202,9 +204,8 @@ def test_registered_dataset_options_are_checked(tmp_path):
 
 
 def _val_config(module="warca", num_splits=2, **overrides):
-    import importlib
 
-    c = importlib.import_module(f"warca_jax.configs.{module}").get_config("small")
+    c = config_module(module).get_config("small")
     c.unlock()
     if module == "warca":
         c.method.num_iters = 60
@@ -240,7 +241,7 @@ def _spy_on_fit(monkeypatch, name, wrap_callback=None):
 def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypatch):
     config = _val_config()
     fitted = _spy_on_fit(monkeypatch, "warca")
-    train.train_and_evaluate(config, str(tmp_path / "a"))
+    pipeline.train_and_evaluate(config, str(tmp_path / "a"))
     lines = _lines(tmp_path / "a")
     assert [(r["split"], r["step"]) for r in lines] == [
         (s, t) for s in (0, 1) for t in (20, 40, 60)
@@ -251,7 +252,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     dataset = datasets.from_config(config.data)
     for s, labels in enumerate(fitted):
         split = dataset.splits[s]
-        val = train.validation_split(dataset, s, config)
+        val = pipeline.validation_split(dataset, s, config)
         held = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
         trained = np.unique(labels)
         assert len(held) == 8 and len(trained) == 30 - 8  # round(0.25 * 30) of 30
@@ -264,12 +265,12 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
         last = [r for r in lines if r["split"] == s][-1]  # no keep_best: the last model
         assert result["kept_step"] == 60 and result["val_mAP"] == last["val_mAP"]
     # same seed, same held-out identities and the same lines; another seed, others
-    train.train_and_evaluate(config, str(tmp_path / "b"))
+    pipeline.train_and_evaluate(config, str(tmp_path / "b"))
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in lines]
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in _lines(tmp_path / "b")] == strip
     other = _val_config()
     other.seed = 1
-    a, b = train.validation_split(dataset, 0, config), train.validation_split(dataset, 0, other)
+    a, b = pipeline.validation_split(dataset, 0, config), pipeline.validation_split(dataset, 0, other)
     assert not np.array_equal(a.train_idx, b.train_idx)
 
 
@@ -292,7 +293,7 @@ def test_keep_best_keeps_the_model_of_the_best_validated_chunk(tmp_path, monkeyp
     _spy_on_fit(monkeypatch, "warca", wrap)
     config = _val_config(num_splits=1, eval__keep_best=True)
     config.method.log_every = 10
-    train.train_and_evaluate(config, str(tmp_path))
+    pipeline.train_and_evaluate(config, str(tmp_path))
     lines = _lines(tmp_path)
     best = max(lines, key=lambda r: r["val_mAP"])  # the first of ties, as kept
     result = json.loads((tmp_path / "split_0.json").read_text())
@@ -322,25 +323,25 @@ def test_bad_validation_settings_are_refused_before_any_work(
     def no_fit(*args, **kwargs):
         raise AssertionError("fitted despite a bad validation setting")
 
-    monkeypatch.setattr(train, "fit_method", no_fit)
+    monkeypatch.setattr(pipeline, "fit_method", no_fit)
     with pytest.raises(ValueError, match=message):
-        train.train_and_evaluate(_val_config(**overrides), str(tmp_path / "w"))
+        pipeline.train_and_evaluate(_val_config(**overrides), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
 
 
 def test_closed_form_learner_refuses_val_fraction(tmp_path):
     with pytest.raises(ValueError, match=r"needs an iterative learner.*method 'kissme'"):
-        train.train_and_evaluate(_val_config("kissme"), str(tmp_path / "w"))
+        pipeline.train_and_evaluate(_val_config("kissme"), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
     x, y, _ = data.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
     with pytest.raises(ValueError, match="'kissme' takes no callback"):
-        train.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
+        pipeline.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
 
 
 @pytest.mark.parametrize("module", ["rpcca", "lmnn", "frml", "svmml", "mlapg"])
 def test_other_iterative_learners_log_val_metrics(module, tmp_path):
     config = _val_config(module, num_splits=1, eval__keep_best=True)
-    results = train.train_and_evaluate(config, str(tmp_path))
+    results = pipeline.train_and_evaluate(config, str(tmp_path))
     lines = _lines(tmp_path)
     assert len(lines) >= 2
     assert all({"val_rank1", "val_mAP", "loss"} <= set(r) for r in lines)
@@ -350,7 +351,6 @@ def test_other_iterative_learners_log_val_metrics(module, tmp_path):
 
 @pytest.mark.parametrize("kind", ["embedding", "own_distance"])
 def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
-    from warca_jax import evaluation
 
     ds = datasets.from_config(_small().data)
     split = ds.splits[0]
@@ -364,10 +364,10 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
         metric = Metric("identity", ds.features.shape[1], name="euclidean")
         want = evaluation.evaluate_reranked(q, g, *ids, distance="euclidean")
     else:
-        from warca_jax.configs import kernel_nn
+        kernel_nn = config_module("kernel_nn")
 
         tr = split.train_idx
-        metric, _ = train.fit_method(
+        metric, _ = pipeline.fit_method(
             ds.features[tr], ds.labels[tr], kernel_nn.get_config("laplacian").method
         )
         assert metric.kind == "kernel_distance"
@@ -375,7 +375,7 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
         want = evaluation.evaluate_distances(
             evaluation.k_reciprocal(d(q, g), d(q, q), d(g, g)), *ids
         )
-    got = train.evaluate_metric(metric, ds, split, cfg)
-    plain = train.evaluate_metric(metric, ds, split, get_config("small").eval)
+    got = evaluation.evaluate_metric(metric, ds, split, cfg)
+    plain = evaluation.evaluate_metric(metric, ds, split, get_config("small").eval)
     assert got["mAP"] == pytest.approx(want["mAP"]) and got["rank1"] == want["rank1"]
     assert got["mAP"] != plain["mAP"]

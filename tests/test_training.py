@@ -1,9 +1,9 @@
-"""warca_jax.training.run_in_chunks: chunking, logging, refusing non-finite metrics."""
+"""warca_jax.learner_loop.run_in_chunks: chunking, logging, refusing non-finite metrics."""
 
 import numpy as np
 import pytest
 
-from warca_jax import training
+from warca_jax import learner_loop
 
 
 def test_chunks_cover_the_iterations_and_log_every_row():
@@ -13,7 +13,7 @@ def test_chunks_cover_the_iterations_and_log_every_row():
         calls.append((done, length))
         return {"loss": np.float32(1.0 / (done + length))}
 
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         advance, num_iters=25, chunk=10, method="m", log_fn=logged.append
     )
     assert calls == [(0, 10), (10, 10), (20, 5)]
@@ -28,7 +28,7 @@ def test_non_finite_metrics_stop_training():
         return {"loss": np.nan if done >= 10 else 1.0}
 
     with pytest.raises(FloatingPointError, match="m diverged by step 20"):
-        training.run_in_chunks(advance, num_iters=40, chunk=10, method="m")
+        learner_loop.run_in_chunks(advance, num_iters=40, chunk=10, method="m")
 
 
 def test_on_chunk_time_is_left_out_of_seconds():
@@ -40,7 +40,7 @@ def test_on_chunk_time_is_left_out_of_seconds():
         seen.append(row["step"])
         time.sleep(0.1)
 
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         lambda done, length: {"loss": 1.0}, num_iters=30, chunk=10, method="m", on_chunk=on_chunk
     )
     assert seen == [10, 20, 30]
@@ -61,7 +61,7 @@ def test_on_chunk_dict_is_merged_into_the_row_before_logging():
         events.append(("log", row["step"], "val" in row))
         logged.append(row)
 
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         lambda done, length: {"loss": 1.0},
         num_iters=25,
         chunk=10,
@@ -78,7 +78,7 @@ def test_on_chunk_dict_is_merged_into_the_row_before_logging():
 
 
 def test_on_chunk_may_return_nothing_and_may_not_overwrite_or_add_non_finite_values():
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         lambda done, length: {"loss": 1.0},
         num_iters=20,
         chunk=10,
@@ -87,7 +87,7 @@ def test_on_chunk_may_return_nothing_and_may_not_overwrite_or_add_non_finite_val
     )
     assert sorted(history[0]) == ["loss", "seconds", "step"]
     with pytest.raises(ValueError, match=r"returned \['loss'\]"):
-        training.run_in_chunks(
+        learner_loop.run_in_chunks(
             lambda done, length: {"loss": 1.0},
             num_iters=20,
             chunk=10,
@@ -95,7 +95,7 @@ def test_on_chunk_may_return_nothing_and_may_not_overwrite_or_add_non_finite_val
             on_chunk=lambda row: {"loss": 0.0},
         )
     with pytest.raises(FloatingPointError, match="non-finite values at step 10"):
-        training.run_in_chunks(
+        learner_loop.run_in_chunks(
             lambda done, length: {"loss": 1.0},
             num_iters=20,
             chunk=10,
@@ -107,7 +107,7 @@ def test_on_chunk_may_return_nothing_and_may_not_overwrite_or_add_non_finite_val
 def test_on_chunk_is_not_called_for_a_diverged_chunk():
     seen = []
     with pytest.raises(FloatingPointError, match="m diverged by step 20"):
-        training.run_in_chunks(
+        learner_loop.run_in_chunks(
             lambda done, length: {"loss": np.nan if done >= 10 else 1.0},
             num_iters=40,
             chunk=10,

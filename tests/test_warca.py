@@ -3,14 +3,16 @@
 import jax
 import numpy as np
 import pytest
+from repo_configs import config_module
 
-from warca_jax import data, datasets, evaluation, kernels, training, warca
-from warca_jax.configs import common
-from warca_jax.configs.warca import get_config
+from warca_jax import data, datasets, defaults, evaluation, kernels, learner_loop
+from warca_jax.methods import warca
+
+get_config = config_module("warca").get_config
 
 
 def _method(variant="linear", **overrides):
-    return common.overridden(get_config(variant).method, **overrides)
+    return defaults.overridden(get_config(variant).method, **overrides)
 
 
 def _split_eval(learned, ds, split, **kw):
@@ -223,9 +225,9 @@ def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
     warca.fit(x, y, cfg, seed=0)
     # the cached program was traced from a config without lambda and eta (reading either
     # would have raised AttributeError): they reach it only as its Hyperparams argument
-    misses = training.compiled.cache_info().misses
-    other, hist = warca.fit(x, y, common.overridden(cfg, lam=1e-4, learning_rate=1e-3), seed=0)
-    assert training.compiled.cache_info().misses == misses  # no new program
+    misses = learner_loop.compiled.cache_info().misses
+    other, hist = warca.fit(x, y, defaults.overridden(cfg, lam=1e-4, learning_rate=1e-3), seed=0)
+    assert learner_loop.compiled.cache_info().misses == misses  # no new program
     base, _ = warca.fit(x, y, cfg, seed=0)
     assert not np.allclose(other.projection, base.projection)  # the new values were used
     # the logged loss is hinge + lambda * penalty with the run's own lambda

@@ -7,9 +7,11 @@ import ml_collections
 import numpy as np
 import pytest
 import scipy.linalg
+from repo_configs import config_module
 
 from warca_jax import data
-from warca_jax.configs.xqda import get_config
+
+get_config = config_module("xqda").get_config
 from warca_jax.methods import _covariance, xqda
 
 

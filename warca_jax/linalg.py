@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -114,3 +116,12 @@ def generalized_eigh(a: np.ndarray, b: np.ndarray, *, dim: int) -> tuple[np.ndar
     w, u = np.linalg.eigh((c + c.T) / 2)
     order = np.argsort(w)[::-1][:dim]
     return w[order], inv.T @ u[:, order]
+
+
+def random_orthonormal_rows(key: jax.Array, *, dim: int, d: int) -> jax.Array:
+    """[dim, d] float32 with orthonormal rows (dim <= d), from a Gaussian matrix's QR.
+
+    The random start of WARCA's W and of the study's optimisers' L (``init='orthonormal'``).
+    """
+    q, _ = jnp.linalg.qr(jax.random.normal(key, (d, dim), jnp.float32))
+    return q.T

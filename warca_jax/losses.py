@@ -1,7 +1,7 @@
 """WARCA's equations (paper section 3): the objective, its penalties and closed-form gradients.
 
 Each equation the training step evaluates is one function here, named after what it
-computes, its docstring citing the paper; ``warca_jax.warca.step`` calls them and
+computes, its docstring citing the paper; ``warca_jax.methods.warca.step`` calls them and
 nothing else re-derives them. The dense forms they are checked against (G_ijk of eq. 21
 formed as a matrix, E_ijk of eq. 24, the penalty through A K A^T with K itself, the
 eq. 25 step) live in tests/reference_forms.py; tests/test_losses.py compares these

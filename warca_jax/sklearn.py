@@ -1,8 +1,8 @@
 """scikit-learn estimators over the method registry (needs the optional ``scikit-learn``).
 
-Every registered method with a config file in ``warca_jax/configs/`` is an estimator whose
-hyper-parameters are the fields of its config's ``method`` section, with the config
-file's defaults::
+Every registered method is an estimator whose hyper-parameters are the fields of its
+default ``method`` section, with the learner's defaults (``methods.get(name).default_config()``,
+what the files in configs/ start from)::
 
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
@@ -25,11 +25,8 @@ learner without a classifier after it; ``rank1_score`` is the same as a scorer.
 
 from __future__ import annotations
 
-import copy
 import functools
-import importlib
 import inspect
-import pkgutil
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -60,26 +57,11 @@ CLASS_NAMES = {
 _SCALARS = (bool, int, float, str, type(None))
 
 
-@functools.cache
-def _config_module(method: str) -> str:
-    """The warca_jax/configs/ module whose default ``get_config().method.name`` is ``method``."""
-    from warca_jax import configs
-
-    methods.get(method)  # an unknown method: ValueError listing the registered ones
-
-    names = [m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"]
-    for name in sorted(names, key=lambda n: n != method):  # warca_jax/configs/<method>.py first
-        if importlib.import_module(f"warca_jax.configs.{name}").get_config().method.name == method:
-            return name
-    raise ValueError(
-        f"no config file in warca_jax/configs/ defines method {method!r}; found {names}"
-    )
-
-
 def default_config(method: str):
-    """A locked copy of the ``method`` section of the method's config file (its defaults)."""
-    module = importlib.import_module(f"warca_jax.configs.{_config_module(method)}")
-    return copy.deepcopy(module.get_config().method)
+    """A locked copy of the method's default ``method`` section (its ``default_config()``)."""
+    cfg = methods.get(method).default_config()  # unknown: ValueError listing the known ones
+    cfg.lock()
+    return cfg
 
 
 def default_params(method: str) -> dict:
@@ -196,9 +178,9 @@ class _Named(_Learner):
 
 
 class WARCA(_Named):
-    """WARCA (Jose & Fleuret, ECCV 2016); the hyper-parameters of warca_jax/configs/warca.py.
+    """WARCA (Jose & Fleuret, ECCV 2016); the hyper-parameters of configs/warca.py.
 
-    See warca_jax/configs/warca.py for every field; ``kernel != "none"`` learns a kernel metric
+    See configs/warca.py for every field; ``kernel != "none"`` learns a kernel metric
     (``transform`` embeds new samples; it has no Mahalanobis matrix). ``lam`` defaults to the
     primal form's 1e-4; the kernel configs use 1e-3 (benchmarks/RESULTS.md, "Defaults on real
     descriptors"), so pass ``lam=1e-3`` with a kernel.

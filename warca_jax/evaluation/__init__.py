@@ -1,6 +1,7 @@
 """Re-identification evaluation: CMC, rank-k, mAP, mINP, AUC and the paper's AUC_top30.
 
 Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
+``evaluate_metric`` (a learned ``Metric`` on a dataset's split, module ``learned``),
 ``single_shot_evaluate`` and ``single_shot_evaluate_distances`` (CUHK03 single-shot;
 ``draw="per_query"``, torchreid's draw and the default, or ``draw="gallery"``, the former
 one), ``GALLERY_CHUNK``; ``k_reciprocal``, ``k_reciprocal_features`` and
@@ -29,7 +30,7 @@ Why two engines: both give the rank above, but of different input, and neither c
 stand in for the other. The sweep computes the distances of features itself, tile by tile
 on the devices, never holds a ``b x ng`` block and scales to a gallery sharded over many
 devices; it cannot rank a matrix it is given. The sort ranks a given matrix: the distances
-of learners whose distance is not a feature distance (``warca_jax.train``), and the column
+of learners whose distance is not a feature distance (``warca_jax.pipeline``), and the column
 subsets of single-shot. Ranking features by sorting ``pairwise_distances`` instead of the
 sweep would hold ``b x ng`` keys per block, and its distances, computed in other block
 shapes, may differ from the sweep's in the last bit and so break ties differently.
@@ -80,6 +81,7 @@ from warca_jax.distances import pad_rows as pad_rows
 from warca_jax.distances import scale_shift as scale_shift
 from warca_jax.distances import scaled_features as scaled_features
 from warca_jax.distances import sq_norms as sq_norms
+from warca_jax.evaluation.learned import evaluate_metric
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
@@ -94,6 +96,7 @@ __all__ = [
     "GALLERY_CHUNK",
     "evaluate",
     "evaluate_distances",
+    "evaluate_metric",
     "evaluate_reranked",
     "k_reciprocal",
     "k_reciprocal_features",

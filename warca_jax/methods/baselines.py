@@ -16,10 +16,11 @@
 
 from __future__ import annotations
 
+import ml_collections
 import numpy as np
 
-from warca_jax import kernels, linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import kernels, learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 
@@ -37,15 +38,15 @@ def _check_non_negative(x: np.ndarray, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- nn
-def _check_nn(cfg, data: _checks.TrainingData) -> None:
+def _check_nn(cfg, data: checks.TrainingData) -> None:
     """The distance name; chi2 needs non-negative features."""
-    if _checks.check_choice(cfg, "distance", NN_DISTANCES) == "chi2":
+    if checks.check_choice(cfg, "distance", NN_DISTANCES) == "chi2":
         _check_non_negative(data.x, "the chi2 distance")
 
 
 # Nothing is learned, so one identity with two images is not needed. Every distance of
 # NN_DISTANCES ranks features times a positive factor as it ranks the features.
-validate_nn = _checks.validator("nn", _check_nn, min_identities=0)
+validate_nn = checks.validator("nn", _check_nn, min_identities=0)
 
 
 def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -59,14 +60,14 @@ def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
         name=f"nn_{cfg.distance}",
         feature_scale=data.scale,
     )
-    return training.check_model(metric, method="nn"), []
+    return learner_loop.check_model(metric, method="nn", features=features), []
 
 
 # ----------------------------------------------------------------------------- kernel_nn
-def _check_kernel_nn(cfg, data: _checks.TrainingData) -> None:
+def _check_kernel_nn(cfg, data: checks.TrainingData) -> None:
     """The kernel name, its bandwidth and, for the chi2 family, non-negative features."""
-    kernel = _checks.check_choice(cfg, "kernel", kernels.KERNELS)
-    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
+    kernel = checks.check_choice(cfg, "kernel", kernels.KERNELS)
+    checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     kernels.check_kernel_input(data.x, kernel)
     if cfg.kernel_gamma <= 0 and kernels.needs_gamma(kernel) and data.x.shape[0] < 2:
         raise ValueError(
@@ -75,7 +76,7 @@ def _check_kernel_nn(cfg, data: _checks.TrainingData) -> None:
         )
 
 
-validate_kernel_nn = _checks.validator("kernel_nn", _check_kernel_nn, min_identities=0)
+validate_kernel_nn = checks.validator("kernel_nn", _check_kernel_nn, min_identities=0)
 
 
 def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -100,20 +101,20 @@ def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
         feature_scale=data.scale,
     )
     hint = f"the bandwidth {gamma} of the {cfg.kernel} kernel is not usable; give kernel_gamma"
-    return training.check_model(metric, method="kernel_nn", hint=hint), []
+    return learner_loop.check_model(metric, method="kernel_nn", features=features, hint=hint), []
 
 
 # ----------------------------------------------------------------------------- mahalanobis
-def _check_mahalanobis(cfg, data: _checks.TrainingData) -> None:
+def _check_mahalanobis(cfg, data: checks.TrainingData) -> None:
     """The covariance option and its ridge; a covariance needs two rows."""
-    _checks.check_choice(cfg, "covariance", COVARIANCES)
-    _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
+    checks.check_choice(cfg, "covariance", COVARIANCES)
+    checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
     if data.x.shape[0] < 2:
         raise ValueError(f"a covariance needs at least two training rows; got {data.x.shape[0]}")
 
 
 # The features covariance needs no labels, but within-class differences need pairs.
-validate_mahalanobis = _checks.validator(
+validate_mahalanobis = checks.validator(
     "mahalanobis",
     _check_mahalanobis,
     min_identities=lambda cfg: 2 if cfg.covariance == "within_class" else 0,
@@ -143,11 +144,61 @@ def fit_mahalanobis(features, labels, cfg, *, seed=0, log_fn=None, progress=Fals
         feature_scale=scale,
     )
     hint = "the inverse covariance is not usable; raise reg"
-    return training.check_model(metric, method="mahalanobis", features=features, hint=hint), []
+    return learner_loop.check_model(metric, method="mahalanobis", features=features, hint=hint), []
+
+
+# ---------------------------------------------------------------- default configs
+# The ``method`` sections that configs/nn.py, kernel_nn.py and mahalanobis.py start from.
+NN_VARIANTS = ("euclidean", "manhattan", "cosine", "chi2", "small")
+KERNEL_NN_VARIANTS = ("chi2", "chi2_rbf", "rbf", "laplacian", "small")
+MAHALANOBIS_VARIANTS = ("features", "within_class", "small")
+
+
+def nn_config(variant: str = "euclidean") -> ml_collections.ConfigDict:
+    """``nn``'s defaults: the variant names the distance (``small``: Euclidean)."""
+    checks.check_variant("nn", variant, NN_VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "nn"
+    # euclidean | manhattan | cosine | chi2 (chi2 needs non-negative features).
+    m.distance = "euclidean" if variant == "small" else variant
+    return m
+
+
+def kernel_nn_config(variant: str = "chi2") -> ml_collections.ConfigDict:
+    """``kernel_nn``'s defaults: the variant names the kernel (``small``: chi2)."""
+    checks.check_variant("kernel_nn", variant, KERNEL_NN_VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "kernel_nn"
+    # linear | rbf | chi2 | chi2_rbf | laplacian (the chi2 family needs non-negative features).
+    m.kernel = "chi2" if variant == "small" else variant
+    # bandwidth (0: 1 / mean training distance of the kernel's distance).
+    m.kernel_gamma = 0.0
+    return m
+
+
+def mahalanobis_config(variant: str = "features") -> ml_collections.ConfigDict:
+    """``mahalanobis``'s defaults: the variant names the covariance (``small``: features)."""
+    checks.check_variant("mahalanobis", variant, MAHALANOBIS_VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "mahalanobis"
+    # 'features': covariance of the features; 'within_class': of same-identity differences.
+    m.covariance = "within_class" if variant == "within_class" else "features"
+    m.reg = 1e-6  # ridge reg * trace(C) / D on C's diagonal (a warning if it matters).
+    return m
 
 
 METHODS = {
-    "nn": Method(fit=fit_nn, validate=validate_nn),
-    "kernel_nn": Method(fit=fit_kernel_nn, validate=validate_kernel_nn),
-    "mahalanobis": Method(fit=fit_mahalanobis, validate=validate_mahalanobis),
+    "nn": Method(fit=fit_nn, validate=validate_nn, default_config=nn_config, variants=NN_VARIANTS),
+    "kernel_nn": Method(
+        fit=fit_kernel_nn,
+        validate=validate_kernel_nn,
+        default_config=kernel_nn_config,
+        variants=KERNEL_NN_VARIANTS,
+    ),
+    "mahalanobis": Method(
+        fit=fit_mahalanobis,
+        validate=validate_mahalanobis,
+        default_config=mahalanobis_config,
+        variants=MAHALANOBIS_VARIANTS,
+    ),
 }

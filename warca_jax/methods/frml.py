@@ -56,10 +56,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import losses, sampling, training
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, losses, sampling
+from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 
 
@@ -71,22 +72,22 @@ class FrmlState(NamedTuple):
     step: jax.Array
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an FRML config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "dim", integer=True)
-    _checks.check_range(cfg.dim, 1, d, what="rank dim", note="input dimensions")
-    _checks.check_numbers(cfg, ("batch_size", "num_iters", "log_every"), low=1, integer=True)
-    _checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
-    _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
-    _checks.check_number(cfg, "lam", low=0)
-    _checks.check_choice(cfg, "sampler", sampling.SAMPLERS)
-    _checks.check_choice(cfg, "weighting", losses.WEIGHTINGS)
+    checks.check_number(cfg, "dim", integer=True)
+    checks.check_range(cfg.dim, 1, d, what="rank dim", note="input dimensions")
+    checks.check_numbers(cfg, ("batch_size", "num_iters", "log_every"), low=1, integer=True)
+    checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
+    checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
+    checks.check_number(cfg, "lam", low=0)
+    checks.check_choice(cfg, "sampler", sampling.SAMPLERS)
+    checks.check_choice(cfg, "weighting", losses.WEIGHTINGS)
 
 
 # FRML's margin is in the units of the (squared) distances, so features too small or too
 # large for float32 training are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     "FRML", check_config, scale_free=False, scale_note=" (FRML's margin is in the features' units)"
 )
 
@@ -165,7 +166,7 @@ def _step_fn(cfg) -> Callable:
 def make_train_chunk(frozen_cfg: tuple) -> Callable:
     """Jitted ``chunk(state, x, table, key, length)``: ``length`` steps in one ``lax.scan``.
 
-    Built once per config through ``training.compiled``.
+    Built once per config through ``learner_loop.compiled``.
     """
     cfg = types.SimpleNamespace(**dict(frozen_cfg))
     step = _step_fn(cfg)
@@ -174,7 +175,7 @@ def make_train_chunk(frozen_cfg: tuple) -> Callable:
         size = _num_bits(cfg, x.shape[0])
         steps = state.step + jnp.arange(length, dtype=state.step.dtype)
         bits = jax.vmap(lambda t: sampling.step_bits(key, t, size))(steps)
-        return training.scan_steps(lambda st, bt: step(st, x, table, bt), state, bits)
+        return learner_loop.scan_steps(lambda st, bt: step(st, x, table, bt), state, bits)
 
     return jax.jit(chunk, static_argnums=4)
 
@@ -194,14 +195,14 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/frml.py).
+      cfg: the config's ``method`` section (configs/frml.py).
       seed: PRNG seed (initial U and the sampling); same seed, same result.
       log_fn: called with each history row (every ``cfg.log_every`` steps).
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far (to evaluate it during training); its time is not counted
         in the rows' ``seconds``, and a dict it returns is merged into the row
-        (``training.run_in_chunks``).
+        (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W = diag(sqrt(s)) U^T: [dim, D], history rows: step,
@@ -209,7 +210,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: training diverged, or a non-finite or degenerate
+      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate
         metric.
     """
     x, y, _ = validate(features, labels, cfg)
@@ -218,7 +219,7 @@ def fit(
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     q, _ = jnp.linalg.qr(jax.random.normal(key_init, (x.shape[1], cfg.dim), jnp.float32))
     state = FrmlState(q, jnp.ones((cfg.dim,), jnp.float32), jnp.zeros((), jnp.int32))
-    chunk = training.compiled(make_train_chunk, tuple(sorted(cfg.items())))
+    chunk = learner_loop.compiled(make_train_chunk, tuple(sorted(cfg.items())))
     xj = jnp.asarray(x)
 
     def advance(done, length):
@@ -231,19 +232,58 @@ def fit(
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        lambda: make_metric(state),
+        method="FRML",
+        features=features,
+        callback=callback,
         num_iters=cfg.num_iters,
         chunk=cfg.log_every,
-        method="FRML",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state)),
         hint=hint,
     )
-    metric = make_metric(state)
-    return training.check_model(metric, method="FRML", features=features, hint=hint), history
 
 
-METHODS = {"frml": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/frml.py, which starts from them.
+VARIANTS = ("default", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``frml`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("frml", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "frml"
+    m.dim = 40  # rank r of M = U diag(s) U^T (the output dimension of W).
+    m.lam = 1e-2  # weight of the L2 regulariser lam/2 ||M||_F^2 (0: none).
+    m.margin = 1.0  # gamma of the hinge, in squared Mahalanobis distance.
+    m.weighting = "harmonic"  # WARP rank weighting L(r): 'harmonic' or 'uniform'.
+    m.sampler = "exact"  # violator rank: 'exact' count or 'wsabie' estimate.
+    m.candidate_pool = 0  # random candidates shared by a step (0: all training points).
+    m.batch_size = 256  # pairs per minibatch.
+    m.num_iters = 500  # Riemannian SGD steps.
+    m.learning_rate = 3e-3  # constant step size eta (scale with 1 / ||x_i - x_j||^2).
+    m.log_every = 100  # steps between history rows.
+    if variant == "small":
+        m.dim = 16
+        m.batch_size = 128
+        m.num_iters = 200
+        m.log_every = 50
+    return m
+
+
+METHODS = {
+    "frml": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -43,7 +43,7 @@ or plain Euclidean distances as metric-learn 0.7.0 takes them (``bounds="euclide
 The sweep is a ``lax.scan`` over the constraints (O(D^2) per constraint; A is the carry,
 each lambda_c and xi_c a scanned input and output), and up to
 ``log_every`` sweeps run in one jitted ``lax.while_loop`` that stops at convergence; the
-chunks go through ``training.run_in_chunks``, one history row each: ``loss`` (the
+chunks go through ``learner_loop.run_in_chunks``, one history row each: ``loss`` (the
 objective above), ``logdet_div``, ``slack_div``, ``conv`` (what the rule tests),
 ``violated`` (the share of constraints breaking their original bound u or l) and
 ``active`` (constraints with lambda > 0); the last row's ``stopped`` says why training
@@ -57,12 +57,13 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
-from warca_jax.methods._constraints import label_pairs
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
+from warca_jax.methods.constraints import label_pairs
 from warca_jax.metric import Metric
 
 PRIORS = ("identity", "covariance")
@@ -73,16 +74,16 @@ _BOUND_POINTS = 2000
 _HI = jax.lax.Precision.HIGHEST
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an ITML config that cannot run on this data."""
-    _checks.check_number(cfg, "gamma", low=0, low_open=True, note="; slack trade-off")
-    _checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
-    _checks.check_number(cfg, "tol", low=0, note="; 0: run all max_iter sweeps")
-    _checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
-    _checks.check_choice(cfg, "prior", PRIORS)
-    _checks.check_choice(cfg, "bounds", BOUNDS)
-    _checks.check_number(cfg, "lower_percentile", low=0, high=100)
-    _checks.check_number(cfg, "upper_percentile", low=0, high=100)
+    checks.check_number(cfg, "gamma", low=0, low_open=True, note="; slack trade-off")
+    checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
+    checks.check_number(cfg, "tol", low=0, note="; 0: run all max_iter sweeps")
+    checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
+    checks.check_choice(cfg, "prior", PRIORS)
+    checks.check_choice(cfg, "bounds", BOUNDS)
+    checks.check_number(cfg, "lower_percentile", low=0, high=100)
+    checks.check_number(cfg, "upper_percentile", low=0, high=100)
     if cfg.lower_percentile > cfg.upper_percentile:
         raise ValueError(
             f"method.lower_percentile ({cfg.lower_percentile:g}) must not exceed "
@@ -94,7 +95,7 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
 
 # ITML's bounds are distances and its prior the identity: the result depends on the
 # features' scale, so features too small or too large for float32 are refused.
-validate = _checks.validator(
+validate = checks.validator(
     "ITML", check_config, scale_free=False, scale_note=" (ITML's prior is in the features' units)"
 )
 
@@ -208,7 +209,7 @@ def check_definite(a: np.ndarray, *, sweeps: int, gamma: float) -> None:
     try:
         np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise training.TrainingDivergedError(
+        raise learner_loop.TrainingDivergedError(
             f"ITML's A lost positive definiteness in float32 after {sweeps} sweeps: the "
             f"constraints are (nearly) infeasible at gamma = {gamma:g} and A's condition "
             "number went beyond float32's; lower gamma (softer constraints)"
@@ -282,12 +283,12 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/itml.py).
+      cfg: the config's ``method`` section (configs/itml.py).
       seed: draws the constraints (and the points the bounds are measured on).
       log_fn: called with each history row (one per ``log_every`` sweeps).
       progress: show a progress bar.
       callback: ``callback(row, metric)`` after every logged chunk with the metric so far
-        (``training.run_in_chunks``).
+        (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W^T W = A, history rows: step (sweeps), loss, logdet_div,
@@ -295,7 +296,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -319,25 +320,71 @@ def fit(
             stopped = f"converged: conv {conv:.3g} < tol {tol:g} after {done + k} sweeps"
         elif done + k >= cfg.max_iter:
             stopped = f"max_iter reached: {cfg.max_iter} sweeps, conv {conv:.3g} >= tol {tol:g}"
-        return training.Chunk(row, k, stop=converged, stopped=stopped)
+        return learner_loop.Chunk(row, k, stop=converged, stopped=stopped)
 
     def make_metric(a) -> Metric:
         proj = linalg.psd_factor(np.asarray(a, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=proj, name="itml")
 
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        lambda: make_metric(state[0]),
+        method="ITML",
+        features=features,
+        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
-        method="ITML",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state[0])),
         hint=f"lower gamma (now {gamma:g})",
     )
-    metric = make_metric(state[0])
-    return training.check_model(metric, method="ITML", features=features), history
 
 
-METHODS = {"itml": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/itml.py, which starts from them.
+VARIANTS = ("default", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``itml`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("itml", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "itml"
+    # slack trade-off: weight of D_ld(diag xi, diag xi_0) against D_ld(A, A_0)
+    # (paper's gamma; metric-learn: 1.0). Larger: harder constraints.
+    m.gamma = 1.0
+    # similar (and as many dissimilar) pairs drawn from the labels; 0: 20 C^2 for C
+    # identities (metric-learn's ITML_Supervised), capped by the pairs that exist.
+    m.num_constraints = 0
+    # A_0: 'identity' (metric-learn's default) or 'covariance' (inverse covariance of the
+    # training features, metric-learn's option; refused when singular).
+    m.prior = "identity"
+    # what the bounds are percentiles of: 'squared' distances, the d_A the constraints bound
+    # (the paper), or plain 'euclidean' distances (metric-learn 0.7.0).
+    m.bounds = "squared"
+    m.lower_percentile = 5.0  # u, the similar pairs' bound (paper, metric-learn: 5).
+    m.upper_percentile = 95.0  # l, the dissimilar pairs' bound (paper, metric-learn: 95).
+    m.max_iter = 1000  # sweeps over all constraints at most (metric-learn: 1000).
+    # stop after a sweep whose dual change ||lam - lam_old||_1 / (||lam|| + ||lam_old||) is
+    # below tol (the authors' code, metric-learn: 1e-3); 0: run max_iter sweeps.
+    m.tol = 1e-3
+    m.log_every = 10  # sweeps per logged history row (and per jitted chunk).
+    if variant == "small":
+        m.num_constraints = 2000
+        m.max_iter = 100
+    return m
+
+
+METHODS = {
+    "itml": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -24,10 +24,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 
@@ -62,17 +63,17 @@ def sampled_negative_covariance(
     return jnp.dot(diff.T, diff, precision=jax.lax.Precision.HIGHEST) / num_pairs
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for a KISSME config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
-    _checks.check_number(cfg, "pca_dim", low=0, high=d, integer=True, note="; 0: no cap")
-    _checks.check_number(cfg, "num_negative_pairs", low=0, integer=True, note="; 0: all pairs")
-    _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
+    checks.check_number(cfg, "pca_variance", low=0, high=1, low_open=True)
+    checks.check_number(cfg, "pca_dim", low=0, high=d, integer=True, note="; 0: no cap")
+    checks.check_number(cfg, "num_negative_pairs", low=0, integer=True, note="; 0: all pairs")
+    checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
 
 
 # KISSME does not depend on the features' scale.
-validate = _checks.validator("KISSME", check_config)
+validate = checks.validator("KISSME", check_config)
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
@@ -81,7 +82,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of warca_jax/configs/kissme.py.
+      cfg: the ``method`` section of configs/kissme.py.
       seed: PRNG seed of the negative-pair sample (unused when all pairs are used).
 
     Returns:
@@ -89,7 +90,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -118,8 +119,32 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
         name="kissme",
         feature_scale=scale,
     )
-    training.check_model(metric, method="KISSME", features=features, hint="raise reg")
+    learner_loop.check_model(metric, method="KISSME", features=features, hint="raise reg")
     return metric, []
 
 
-METHODS = {"kissme": Method(fit=fit, validate=validate)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/kissme.py, which starts from them.
+VARIANTS = ("default", "sampled", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``kissme`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("kissme", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "kissme"
+    m.pca_variance = 0.95  # fraction of variance PCA keeps (the paper's setting).
+    m.pca_dim = 0  # cap on the PCA dimension (0: none).
+    m.num_negative_pairs = 0  # different-identity pairs sampled for C_diff (0: all).
+    m.reg = 1e-6  # ridge reg * trace / D on C_same and C_diff (a warning if it matters).
+    if variant == "sampled":
+        m.num_negative_pairs = 10_000
+    return m
+
+
+METHODS = {
+    "kissme": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
+}

@@ -43,48 +43,49 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
-from warca_jax.methods._constraints import nearest_by_label
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
+from warca_jax.methods.constraints import nearest_by_label
 from warca_jax.metric import Metric
 
 SCHEDULES = ("constant", "cosine")
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an LMNN config that cannot run on this data."""
     (n, d), max_class = data.x.shape, int(np.unique(data.y, return_counts=True)[1].max())
-    _checks.check_number(cfg, "k", low=1, integer=True, label="k (target neighbours)")
+    checks.check_number(cfg, "k", low=1, integer=True, label="k (target neighbours)")
     if cfg.k > max_class - 1:
         raise ValueError(
             f"k = {cfg.k} target neighbours needs a class with at least {cfg.k + 1} images; "
             f"the largest class has {max_class}"
         )
-    _checks.check_number(cfg, "dim", integer=True)
-    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
-    _checks.check_number(cfg, "num_impostors", integer=True)
-    _checks.check_range(
+    checks.check_number(cfg, "dim", integer=True)
+    checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    checks.check_number(cfg, "num_impostors", integer=True)
+    checks.check_range(
         cfg.num_impostors,
         1,
         n - max_class,
         what="num_impostors",
         note="points outside the largest class",
     )
-    _checks.check_numbers(
+    checks.check_numbers(
         cfg, ("num_iters", "refresh_every", "block_size", "tol_window"), low=1, integer=True
     )
-    _checks.check_number(cfg, "mu", low=0)
-    _checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
-    _checks.check_choice(cfg, "schedule", SCHEDULES)
-    _checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
+    checks.check_number(cfg, "mu", low=0)
+    checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
+    checks.check_choice(cfg, "schedule", SCHEDULES)
+    checks.check_numbers(cfg, ("margin", "learning_rate"), low=0, low_open=True)
 
 
 # LMNN's margin is in the units of the features, so features too small or too large for
 # float32 training are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     "LMNN", check_config, scale_free=False, scale_note=" (LMNN's margin is in the features' units)"
 )
 
@@ -193,7 +194,7 @@ def objective(lmap, x, labels, *, k: int, mu: float, margin: float, block_size: 
 
 def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule, num_iters):
     """``tx`` and a jitted refresh round: impostor search in the current metric, then Adam
-    steps (built once per setting through ``training.compiled``).
+    steps (built once per setting through ``learner_loop.compiled``).
 
     ``schedule`` "cosine" multiplies the step by a cosine falling from 1 to 0 over
     ``num_iters`` steps (the step count lives in the optimiser state); "constant" keeps it.
@@ -219,7 +220,7 @@ def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule,
             updates, opt_state = tx.update(g, opt_state, lmap)
             return (optax.apply_updates(lmap, updates), opt_state), {"loss": loss}
 
-        (lmap, opt_state), last = training.scan_steps(
+        (lmap, opt_state), last = learner_loop.scan_steps(
             step, (lmap, opt_state), length=rounds_steps, reduce="last"
         )
         _, pull, push, active, _ = lmnn_terms(
@@ -252,7 +253,7 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/lmnn.py).
+      cfg: the config's ``method`` section (configs/lmnn.py).
       seed: unused beyond the contract (LMNN is deterministic: fixed targets,
         identity or PCA initialisation, full-batch steps).
       log_fn: called with each history row (one per refresh round).
@@ -260,7 +261,7 @@ def fit(
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far (to evaluate it during training); its time is not counted
         in the rows' ``seconds``, and a dict it returns is merged into the row
-        (``training.run_in_chunks``).
+        (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W = L, history rows: step, loss, pull, push,
@@ -270,7 +271,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
+      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
     del seed
     x, y, _ = validate(features, labels, cfg)
@@ -285,7 +286,7 @@ def fit(
 
     def advance(done, length):
         nonlocal lmap, opt_state
-        tx, round_fn = training.compiled(
+        tx, round_fn = learner_loop.compiled(
             make_round,
             float(cfg.mu),
             float(cfg.margin),
@@ -304,7 +305,7 @@ def fit(
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="lmnn")
 
-    rule = training.StoppingRule(
+    rule = learner_loop.StoppingRule(
         tol=float(cfg.tol),
         window=int(cfg.tol_window),
         num_iters=int(cfg.num_iters),
@@ -316,22 +317,69 @@ def fit(
         # ``window`` rounds; the last chunk says why training ended.
         metrics = jax.device_get(advance(done, length))
         stop = rule.check(metrics, done + length)
-        return training.Chunk(metrics, length, stop=stop, stopped=rule.stopped)
+        return learner_loop.Chunk(metrics, length, stop=stop, stopped=rule.stopped)
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance_or_stop,
+        lambda: make_metric(lmap),
+        method="LMNN",
+        features=features,
+        callback=callback,
         num_iters=cfg.num_iters,
         chunk=int(cfg.refresh_every),
-        method="LMNN",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(lmap)),
         hint=hint,
     )
-    metric = make_metric(lmap)
-    return training.check_model(metric, method="LMNN", features=features, hint=hint), history
 
 
-METHODS = {"lmnn": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/lmnn.py, which starts from them.
+VARIANTS = ("default", "small", "large")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``lmnn`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("lmnn", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "lmnn"
+    m.k = 3  # target neighbours per point (same label, nearest in the input space).
+    m.dim = 0  # output dimension D' of L (0: D, a square L; < D: PCA-initialised).
+    m.mu = 1.0  # weight of the push (impostor) term: loss = pull + mu * push.
+    m.margin = 1.0  # margin in squared distance.
+    m.num_impostors = 32  # nearest differently labelled points kept per point.
+    m.refresh_every = 10  # steps between impostor searches (one logged row each).
+    # Adam steps (full batch) at most; fewer when the loss converged (tol below).
+    m.num_iters = 3000
+    m.learning_rate = 1e-2  # Adam's first step size (L starts at the identity: entries ~1).
+    # 'cosine': the step falls from learning_rate to 0 over num_iters, so that the last
+    # iterate settles (Adam at a constant step keeps oscillating around the optimum);
+    # 'constant': learning_rate throughout.
+    m.schedule = "cosine"
+    # stop early when the loss's relative change over the last tol_window logged rounds is at
+    # most tol (0: run all num_iters steps); the last history row says why training stopped.
+    m.tol = 1e-4
+    m.tol_window = 10  # logged rounds (of refresh_every steps) the change is taken over.
+    m.block_size = 512  # rows per [block, N] distance matrix in the searches.
+    if variant == "small":
+        m.num_iters = 60
+    elif variant == "large":  # L: [128, D] from PCA, so each step costs N D 128, not N D^2.
+        m.dim = 128
+        m.num_iters = 100
+    return m
+
+
+METHODS = {
+    "lmnn": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -3,7 +3,7 @@
 Liu, Mu & Ji, "Metric learning from relative comparisons by minimizing squared
 residual", ICDM 2012. The side information is a set of Q quadruplets (a, b, c, d) that
 say d(a, b) < d(c, d). From labels they are drawn as metric-learn's ``LSML_Supervised``
-draws them: Q similar and Q dissimilar pairs (``_constraints.label_pairs`` from
+draws them: Q similar and Q dissimilar pairs (``constraints.label_pairs`` from
 ``np.random.default_rng(seed)``; Q = ``n_constraints``, 0 for metric-learn's default
 20 * #classes^2, capped by the pairs that exist), quadruplet q = (similar q, dissimilar q).
 
@@ -51,10 +51,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks, _constraints
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
 
 PRIORS = ("identity", "covariance")
@@ -75,19 +76,19 @@ class LsmlState(NamedTuple):
     status: jax.Array
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an LSML config that cannot run on this data."""
-    _checks.check_number(cfg, "n_constraints", low=0, integer=True, note="; 0: 20 * classes^2")
-    _checks.check_choice(cfg, "prior", PRIORS)
-    _checks.check_number(cfg, "prior_reg", low=0, note="; ridge on the covariance prior")
-    _checks.check_number(cfg, "lam", low=0, low_open=True)
-    _checks.check_number(cfg, "tol", low=0, note="; 0: no gradient-norm stop")
-    _checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
+    checks.check_number(cfg, "n_constraints", low=0, integer=True, note="; 0: 20 * classes^2")
+    checks.check_choice(cfg, "prior", PRIORS)
+    checks.check_number(cfg, "prior_reg", low=0, note="; ridge on the covariance prior")
+    checks.check_number(cfg, "lam", low=0, low_open=True)
+    checks.check_number(cfg, "tol", low=0, note="; 0: no gradient-norm stop")
+    checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
 
 
 # With the identity prior the objective mixes distances in the features' units with
 # log det M, so features too small or too large for float32 are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     "LSML", check_config, scale_free=False, scale_note=" (LSML's prior is in the features' units)"
 )
 
@@ -96,11 +97,11 @@ def draw_quadruplets(labels, num: int, rng: np.random.Generator) -> np.ndarray:
     """[Q, 4] quadruplets (a, b, c, d): (a, b) a similar pair, (c, d) a dissimilar one.
 
     ``num`` (0: 20 * #classes^2, metric-learn's default) similar and dissimilar pairs are
-    drawn by ``_constraints.label_pairs``; Q is the smaller of the two counts drawn.
+    drawn by ``constraints.label_pairs``; Q is the smaller of the two counts drawn.
     """
     labels = np.asarray(labels)
     num = num or 20 * np.unique(labels).shape[0] ** 2
-    pairs = _constraints.label_pairs(labels, num, rng)
+    pairs = constraints.label_pairs(labels, num, rng)
     q = min(pairs.similar.shape[0], pairs.dissimilar.shape[0])
     return np.concatenate([pairs.similar[:q], pairs.dissimilar[:q]], axis=1)
 
@@ -203,7 +204,7 @@ def make_chunk(lam: float) -> tuple[Callable, Callable]:
 
     def chunk(state, v, u, prior_inv, prior_logdet, tol, length):
         data = (v, u, prior_inv, prior_logdet, tol)
-        state, _ = training.scan_steps(lambda s, _: step(s, data), state, length=length)
+        state, _ = learner_loop.scan_steps(lambda s, _: step(s, data), state, length=length)
         _, hinge, div, violated = lsml_terms(state.m, v, u, prior_inv, prior_logdet, lam=lam)
         metrics = {
             "loss": state.loss,
@@ -284,13 +285,13 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/lsml.py).
+      cfg: the config's ``method`` section (configs/lsml.py).
       seed: seed of ``np.random.default_rng`` drawing the quadruplets; same seed, same
         result.
       log_fn: called with each history row (every ``log_every`` steps).
       progress: show a progress bar.
       callback: ``callback(row, metric)`` after every logged chunk
-        (``training.run_in_chunks``).
+        (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W^T W = M, [D, D]; history rows: step, loss, residual,
@@ -299,7 +300,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite loss or model.
+      learner_loop.TrainingDivergedError: a non-finite loss or model.
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -311,7 +312,7 @@ def fit(
     pinv, pld = jnp.asarray(pinv64, jnp.float32), float(np.linalg.slogdet(pinv64)[1])
     lam = float(cfg.lam)
     m = jnp.asarray((m0 + m0.T) / 2, jnp.float32)
-    chunk, grad_fn = training.compiled(make_chunk, lam)
+    chunk, grad_fn = learner_loop.compiled(make_chunk, lam)
     tol = jnp.float32(cfg.tol)
     grad, loss = grad_fn(m, v, u, pinv, pld)
     zero = jnp.zeros((), jnp.float32)
@@ -321,7 +322,7 @@ def fit(
         nonlocal state
         before = int(state.step)
         state, metrics = chunk(state, v, u, pinv, pld, tol, length)
-        return training.Chunk(
+        return learner_loop.Chunk(
             metrics,
             int(state.step) - before,
             stop=int(state.status) != 0,
@@ -332,20 +333,61 @@ def fit(
         w = linalg.psd_factor(np.asarray(m, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="lsml")
 
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        lambda: make_metric(state.m),
+        method="LSML",
+        features=features,
+        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
-        method="LSML",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.m)),
         reference_loss=float(loss),
         hint="check the features (LSML's line search keeps the loss falling)",
     )
-    metric = make_metric(state.m)
-    return training.check_model(metric, method="LSML", features=features), history
 
 
-METHODS = {"lsml": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/lsml.py, which starts from them.
+VARIANTS = ("default", "covariance", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``lsml`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("lsml", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "lsml"
+    # quadruplets (similar pair, dissimilar pair) drawn from the labels; 0: metric-learn's
+    # default 20 * classes^2, capped by the similar (and dissimilar) pairs that exist.
+    m.n_constraints = 0
+    # prior M0 of the log-det divergence, and the starting point: 'identity' (metric-learn
+    # 0.7.0's default) or 'covariance' (inverse covariance of the quadruplets' points, the
+    # paper's and older metric-learn's choice).
+    m.prior = "identity"
+    m.prior_reg = 1e-6  # ridge prior_reg * trace / D on the covariance prior.
+    m.lam = 1.0  # weight of the log-det divergence (metric-learn: 1, no parameter).
+    m.tol = 1e-3  # stop when ||grad f||_F <= tol (metric-learn: tol=1e-3; 0: never).
+    m.max_iter = 1000  # gradient steps at most (metric-learn: max_iter=1000).
+    m.log_every = 50  # steps per logged history row.
+    if variant == "covariance":
+        m.prior = "covariance"
+    elif variant == "small":
+        m.max_iter = 100
+        m.log_every = 20
+    return m
+
+
+METHODS = {
+    "lsml": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

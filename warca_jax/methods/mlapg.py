@@ -30,10 +30,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 
 
@@ -47,24 +48,24 @@ class APGState(NamedTuple):
     loss: jax.Array
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an MLAPG config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "pca_dim", low=0, integer=True, note="; 0: no PCA")
-    _checks.check_number(cfg, "dim", low=0, integer=True, note="; 0: the full rank of M")
+    checks.check_number(cfg, "pca_dim", low=0, integer=True, note="; 0: no PCA")
+    checks.check_number(cfg, "dim", low=0, integer=True, note="; 0: the full rank of M")
     reduced = min(d, cfg.pca_dim) if cfg.pca_dim else d
     if cfg.dim > reduced:
         raise ValueError(
             f"output dim must be at most {reduced} (input dims after PCA), got {cfg.dim}"
         )
-    _checks.check_numbers(cfg, ("max_iters", "log_every", "max_backtracks"), low=1, integer=True)
-    _checks.check_number(cfg, "init_step", low=0, low_open=True, note="; 1 / initial L")
-    _checks.check_number(cfg, "backtrack_factor", low=1, low_open=True)
-    _checks.check_number(cfg, "tol", low=0)
+    checks.check_numbers(cfg, ("max_iters", "log_every", "max_backtracks"), low=1, integer=True)
+    checks.check_number(cfg, "init_step", low=0, low_open=True, note="; 1 / initial L")
+    checks.check_number(cfg, "backtrack_factor", low=1, low_open=True)
+    checks.check_number(cfg, "tol", low=0)
 
 
 # MLAPG rescales the features itself: its result does not depend on their scale.
-validate = _checks.validator("MLAPG", check_config)
+validate = checks.validator("MLAPG", check_config)
 
 
 def pair_weights(labels: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -108,9 +109,9 @@ def psd_project(m: jax.Array) -> tuple[jax.Array, jax.Array]:
 def make_step(mu: float, factor: float, max_backtracks: int):
     """Jitted ``step(state, (x, sign, weight)) -> (state, metrics)``: one APG iteration.
 
-    The step skeleton of every learner (``training.scan_steps``); MLAPG runs it one call
+    The step skeleton of every learner (``learner_loop.scan_steps``); MLAPG runs it one call
     at a time (``fit``) since it stops on a tolerance. Built once per setting through
-    ``training.compiled``.
+    ``learner_loop.compiled``.
     """
 
     def step(state: APGState, batch):
@@ -176,21 +177,21 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see warca_jax/configs/mlapg.py).
+      cfg: the ``method`` section of a config (see configs/mlapg.py).
       log_fn: called with {"step", "loss", "rank", "step_size", "seconds"} every
         ``cfg.log_every`` iterations and at the last one.
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` at every logged iteration with the
         metric learned so far (to evaluate it during training); its time is not counted
         in the rows' ``seconds``, and a dict it returns is merged into the row before
-        ``log_fn`` sees it (``training.run_in_chunks``).
+        ``log_fn`` sees it (``learner_loop.run_in_chunks``).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
 
     Raises:
       ValueError: bad input or config, before any training.
-      training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
+      learner_loop.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
         metric.
     """
     del seed
@@ -201,7 +202,9 @@ def fit(
     eye = jnp.eye(d, dtype=jnp.float32)
     # At M = I the mean pair distance is 1 by the rescaling, the authors' mu.
     mu = 1.0
-    step = training.compiled(make_step, mu, float(cfg.backtrack_factor), int(cfg.max_backtracks))
+    step = learner_loop.compiled(
+        make_step, mu, float(cfg.backtrack_factor), int(cfg.max_backtracks)
+    )
     f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
     state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
     t0, prev = time.perf_counter(), float(f0)
@@ -223,7 +226,7 @@ def fit(
                     "rank": int(metrics["rank"]),
                     "step_size": metrics["step_size"],
                 }
-                return training.Chunk(row, it, stop=converged)
+                return learner_loop.Chunk(row, it, stop=converged)
 
     def make_metric(m) -> Metric:
         w = linalg.psd_factor(np.asarray(m), dim=cfg.dim or None)
@@ -237,21 +240,59 @@ def fit(
             feature_scale=feature_scale,
         )
 
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        lambda: make_metric(state.m),
+        method="MLAPG",
+        features=features,
+        callback=callback,
         num_iters=cfg.max_iters,
         chunk=cfg.log_every,
-        method="MLAPG",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.m)),
         # a loss far above F(I) is a divergence
         reference_loss=float(f0),
         hint=hint,
     )
-    metric = make_metric(state.m)
-    return training.check_model(metric, method="MLAPG", features=features, hint=hint), history
 
 
-METHODS = {"mlapg": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/mlapg.py, which starts from them.
+VARIANTS = ("default", "small", "large")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``mlapg`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("mlapg", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "mlapg"
+    m.pca_dim = 256  # PCA to this many dims first when D is larger (0: never); M is
+    #                  [D, D] and every iteration eigendecomposes it.
+    m.dim = 0  # keep the top dim directions of M in W (0: all of its rank).
+    m.max_iters = 300  # APG iterations at most (the authors' code: 300).
+    m.tol = 1e-4  # stop when |F_t - F_t-1| <= tol |F_t-1| (the authors' code: 1e-4).
+    m.init_step = 256.0  # initial step 1 / L on unit-scale features (authors: 2^8).
+    m.backtrack_factor = 2.0  # L <- factor * L while the step fails the bound (gamma).
+    m.max_backtracks = 50  # backtracking tries per iteration at most.
+    m.log_every = 10  # iterations between lines of metrics.jsonl.
+    if variant == "small":
+        m.max_iters = 50
+    elif variant == "large":  # every iteration touches all N^2 pairs on pca_dim dims.
+        m.pca_dim = 64
+        m.max_iters = 50
+    return m
+
+
+METHODS = {
+    "mlapg": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -2,7 +2,7 @@
 NIPS 2002), trained from labels as metric-learn's ``MMC_Supervised``.
 
 From ``num_constraints`` similar pairs S (same label) and as many dissimilar pairs D
-(``_constraints.label_pairs``, drawn from ``np.random.default_rng(seed)``), it learns a
+(``constraints.label_pairs``, drawn from ``np.random.default_rng(seed)``), it learns a
 PSD Mahalanobis matrix A (paper eq. 3-5):
 
     max_A  g(A) = sum_{(i,j) in D} ||x_i - x_j||_A
@@ -49,29 +49,30 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks, _constraints
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
 
 GROW, SHRINK = 1.05, 0.5  # step factors after a kept / an undone step (metric-learn)
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an MMC config that cannot run on this data."""
-    _checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
-    _checks.check_numbers(
+    checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
+    checks.check_numbers(
         cfg, ("max_iter", "max_proj", "log_every", "block_size"), low=1, integer=True
     )
-    _checks.check_number(cfg, "tol", low=0, note="; 0: run max_iter steps")
-    _checks.check_numbers(cfg, ("init_step", "proj_tol"), low=0, low_open=True)
-    _checks.check_choice(cfg, "projection", tuple(PROJECTIONS))
+    checks.check_number(cfg, "tol", low=0, note="; 0: run max_iter steps")
+    checks.check_numbers(cfg, ("init_step", "proj_tol"), low=0, low_open=True)
+    checks.check_choice(cfg, "projection", tuple(PROJECTIONS))
 
 
 # MMC's optimum does not depend on the features' scale (A scales with 1 / scale^2 and the
 # step is relative to ||A||): features outside float32's safe range are rescaled.
-validate = _checks.validator("MMC", check_config)
+validate = checks.validator("MMC", check_config)
 
 
 class Pairs(NamedTuple):
@@ -241,7 +242,7 @@ class MMCState(NamedTuple):
 
 def make_cycle(method: str, proj_tol: float, max_proj: int):
     """One jitted try of the paper's loop: step, project, keep or undo (built once per
-    setting through ``training.compiled``)."""
+    setting through ``learner_loop.compiled``)."""
 
     def cycle(state: MMCState, x, w, dissimilar):
         norm = jnp.sqrt(jnp.vdot(state.a, state.a))
@@ -275,24 +276,24 @@ def objective(a, x, similar: np.ndarray, dissimilar: np.ndarray) -> dict:
     return {"objective": g / np.sqrt(f), "dissimilar": g, "similar": f}
 
 
-def draw_pairs(labels: np.ndarray, num_constraints: int, seed: int) -> _constraints.LabelPairs:
+def draw_pairs(labels: np.ndarray, num_constraints: int, seed: int) -> constraints.LabelPairs:
     """metric-learn's ``MMC_Supervised`` pairs: ``num_constraints`` (0: 20 C^2, C the number
     of labels) similar and as many dissimilar ones, from ``default_rng(seed)``."""
     num = num_constraints or 20 * len(np.unique(labels)) ** 2
-    return _constraints.label_pairs(labels, num, np.random.default_rng(seed))
+    return constraints.label_pairs(labels, num, np.random.default_rng(seed))
 
 
 class _Tries:
     """An MMC fit between chunks: the data on the device and the state."""
 
-    def __init__(self, x: np.ndarray, pairs: _constraints.LabelPairs, cfg):
+    def __init__(self, x: np.ndarray, pairs: constraints.LabelPairs, cfg):
         bs = int(cfg.block_size)
         self.x = jnp.asarray(x - x.mean(axis=0), jnp.float32)  # differences unchanged
         similar = pair_blocks(pairs.similar, bs)
         self.dissimilar = pair_blocks(pairs.dissimilar, bs)
         self.w = jax.jit(weighted_scatter)(self.x, similar, similar.weight)
         key = (str(cfg.projection), float(cfg.proj_tol), int(cfg.max_proj))
-        self.cycle = training.compiled(make_cycle, *key)
+        self.cycle = learner_loop.compiled(make_cycle, *key)
         proj = jax.jit(functools.partial(project, method=key[0], proj_tol=key[1], max_proj=key[2]))
         # metric-learn's start (A = I under the bound f(I) / 100), in the paper's units
         a0 = proj(jnp.eye(x.shape[1], dtype=jnp.float32) * (100.0 / jnp.trace(self.w)), self.w)[0]
@@ -300,7 +301,7 @@ class _Tries:
         self.state = MMCState(a0, ascent_direction(grad_g, self.w), g0, jnp.float32(cfg.init_step))
         self.max_iter, self.tol = int(cfg.max_iter), float(cfg.tol)
 
-    def advance(self, done: int, length: int) -> training.Chunk:
+    def advance(self, done: int, length: int) -> learner_loop.Chunk:
         """Up to ``length`` tries after ``done``; fewer when the step fell below ``tol``."""
         kept, rounds = 0, 0
         for it in range(1, length + 1):
@@ -326,7 +327,7 @@ class _Tries:
             )
         elif tries == self.max_iter:
             stopped = f"max_iter reached: {tries} tries, relative step {alpha:.3g} >= tol {tol:g}"
-        return training.Chunk(row, it, stop=alpha < tol, stopped=stopped)
+        return learner_loop.Chunk(row, it, stop=alpha < tol, stopped=stopped)
 
 
 def fit(
@@ -344,13 +345,13 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/mmc.py).
+      cfg: the config's ``method`` section (configs/mmc.py).
       seed: seed of the pairs drawn from the labels (same seed, same pairs, same result).
       log_fn: called with each history row (one per ``log_every`` tries).
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``training.run_in_chunks``).
+        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W^T W = A, history rows: step (tries so far), loss (-g(A)),
@@ -360,7 +361,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, scale = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -371,20 +372,67 @@ def fit(
         return Metric("linear", x.shape[1], projection=proj, name="mmc", feature_scale=scale)
 
     hint = "lower init_step or check the training data"
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         run.advance,
+        lambda: make_metric(run.state.a),
+        method="MMC",
+        features=features,
+        callback=callback,
         num_iters=run.max_iter,
         chunk=int(cfg.log_every),
-        method="MMC",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(run.state.a)),
         reference_loss=float(run.state.g),
         hint=hint,
     )
-    metric = make_metric(run.state.a)
-    return training.check_model(metric, method="MMC", features=features, hint=hint), history
 
 
-METHODS = {"mmc": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/mmc.py, which starts from them.
+VARIANTS = ("default", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``mmc`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("mmc", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "mmc"
+    # similar pairs drawn from the labels, and as many dissimilar ones (0: 20 C^2 with C
+    # the number of identities, metric-learn's n_constraints=None; capped by the pairs
+    # that exist); drawn from the seed.
+    m.num_constraints = 0
+    m.max_iter = 100  # tries (steps kept or undone) at most (metric-learn: 100).
+    # stop when the relative step alpha falls below tol (metric-learn's MMC_Supervised:
+    # 1e-6 on ||alpha M|| / ||A||; 0: run max_iter tries).
+    m.tol = 1e-6
+    # the first step, relative to ||A||_F (metric-learn: 0.1 in absolute units; grown by 5%
+    # after each kept step, halved after each undone one, as there).
+    m.init_step = 0.1
+    # 'alternating': the paper's (and metric-learn's) projections onto {f(A) <= 1} and the
+    # PSD cone in turn, until f(A) <= 1 + proj_tol (metric-learn: 0.01) or max_proj rounds
+    # (metric-learn: 10,000); 'exact': the nearest point of their intersection, by
+    # bisection on its one Lagrange multiplier (tens of eigendecompositions, not thousands).
+    m.projection = "alternating"
+    m.proj_tol = 0.01
+    m.max_proj = 10000
+    m.log_every = 10  # tries per history row.
+    m.block_size = 8192  # pairs whose distances are formed at once.
+    if variant == "small":  # the exact projection: seconds, not a minute, per split
+        m.max_iter = 30
+        m.projection = "exact"
+    return m
+
+
+METHODS = {
+    "mmc": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -21,7 +21,7 @@ that memory grows as block_size x N, not N^2 per temporary.
 
 metric-learn 0.7.0 optimises the same objective with L-BFGS-B (100 iterations). Here, as
 for every iterative learner of this package, L is trained by Adam on the closed-form
-gradient through ``training.run_in_chunks``: full-batch steps, the step falling by a
+gradient through ``learner_loop.run_in_chunks``: full-batch steps, the step falling by a
 cosine from ``learning_rate`` to 0 over ``num_iters``, stopping early when the loss's
 relative change over the last ``tol_window`` logged rows is at most ``tol`` (the last
 history row's ``stopped`` says which rule ended training). Initialisation: the identity
@@ -37,34 +37,35 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 
 OPTIMIZERS = ("lbfgs", "adam")
 SCHEDULES = ("constant", "cosine")
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an NCA config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "dim", integer=True)
-    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
-    _checks.check_numbers(
+    checks.check_number(cfg, "dim", integer=True)
+    checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    checks.check_numbers(
         cfg, ("num_iters", "log_every", "block_size", "tol_window"), low=1, integer=True
     )
-    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-    _checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
-    _checks.check_choice(cfg, "optimizer", OPTIMIZERS)
-    _checks.check_choice(cfg, "schedule", SCHEDULES)
+    checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
+    checks.check_choice(cfg, "optimizer", OPTIMIZERS)
+    checks.check_choice(cfg, "schedule", SCHEDULES)
 
 
 # NCA's softmax is over squared distances in the features' units, so its result depends on
 # their scale: features too small or too large for float32 training are refused.
-validate = _checks.validator(
+validate = checks.validator(
     "NCA", check_config, scale_free=False, scale_note=" (NCA's softmax is in the features' units)"
 )
 
@@ -192,7 +193,7 @@ def make_optimizer(optimizer, learning_rate, schedule, num_iters):
 
 def make_chunk(length, block_size, optimizer, learning_rate, schedule, num_iters):
     """``tx`` and a jitted chunk of ``length`` steps (built once per setting through
-    ``training.compiled``)."""
+    ``learner_loop.compiled``)."""
     tx = make_optimizer(optimizer, learning_rate, schedule, num_iters)
 
     def chunk_fn(lmap, opt_state, x, labels):
@@ -215,7 +216,7 @@ def make_chunk(length, block_size, optimizer, learning_rate, schedule, num_iters
             metrics = {"loss": loss, "grad_norm": jnp.sqrt(jnp.sum(g * g))}
             return (optax.apply_updates(lmap, updates), opt_state), metrics
 
-        (lmap, opt_state), last = training.scan_steps(
+        (lmap, opt_state), last = learner_loop.scan_steps(
             step, (lmap, opt_state), length=length, reduce="last"
         )
         return lmap, opt_state, dict(last, expected_accuracy=-last["loss"])
@@ -234,16 +235,16 @@ class _Trainer:
         self.opt_key = (str(cfg.optimizer), float(cfg.learning_rate), str(cfg.schedule), num_iters)
         if cfg.optimizer == "lbfgs":  # Adam's settings unused: one program for every num_iters
             self.opt_key = ("lbfgs", 0.0, "constant", 0)
-        self.rule = training.StoppingRule(
+        self.rule = learner_loop.StoppingRule(
             tol=float(cfg.tol),
             window=int(cfg.tol_window),
             num_iters=num_iters,
             log_every=int(cfg.log_every),
         )
 
-    def advance(self, done: int, length: int) -> training.Chunk:
-        """``length`` steps after ``done`` (``training.run_in_chunks``'s ``advance``)."""
-        tx, chunk_fn = training.compiled(make_chunk, length, self.block_size, *self.opt_key)
+    def advance(self, done: int, length: int) -> learner_loop.Chunk:
+        """``length`` steps after ``done`` (``learner_loop.run_in_chunks``'s ``advance``)."""
+        tx, chunk_fn = learner_loop.compiled(make_chunk, length, self.block_size, *self.opt_key)
         if done == 0:
             # strongly typed, as the chunk returns it, so that the next chunk is no retrace
             self.opt_state = jax.tree.map(lambda v: jnp.asarray(v, v.dtype), tx.init(self.lmap))
@@ -252,7 +253,7 @@ class _Trainer:
         )
         metrics = jax.device_get(metrics)
         stop = self.rule.check(metrics, done + length)
-        return training.Chunk(metrics, length, stop=stop, stopped=self.rule.stopped)
+        return learner_loop.Chunk(metrics, length, stop=stop, stopped=self.rule.stopped)
 
 
 def fit(
@@ -270,14 +271,14 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/nca.py).
+      cfg: the config's ``method`` section (configs/nca.py).
       seed: unused beyond the contract (NCA is deterministic here: identity or PCA
         initialisation, full-batch steps).
       log_fn: called with each history row (one per ``log_every`` steps).
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``training.run_in_chunks``).
+        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W = L, history rows: step, loss (-f / N), expected_accuracy
@@ -286,7 +287,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
+      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
     del seed
     x, y, _ = validate(features, labels, cfg)
@@ -297,20 +298,69 @@ def fit(
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="nca")
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         state.advance,
+        lambda: make_metric(state.lmap),
+        method="NCA",
+        features=features,
+        callback=callback,
         num_iters=int(cfg.num_iters),
         chunk=int(cfg.log_every),
-        method="NCA",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(state.lmap)),
         reference_loss=1.0,  # the loss is in [-1, 0]
         hint=hint,
     )
-    metric = make_metric(state.lmap)
-    return training.check_model(metric, method="NCA", features=features, hint=hint), history
 
 
-METHODS = {"nca": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/nca.py, which starts from them.
+VARIANTS = ("default", "small", "large")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``nca`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("nca", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "nca"
+    # output dimension D' of L (0: D, a square L initialised at the identity, as
+    # metric-learn's n_components=None; < D: the top D' principal directions).
+    m.dim = 0
+    # 'lbfgs': L-BFGS (memory 10) with a zoom line search, as metric-learn's L-BFGS-B;
+    # 'adam': Adam at learning_rate (raise num_iters: Adam stalls on NCA's plateaus sooner
+    # and needs some hundreds of steps; see benchmarks/bench_nca_vs_metric_learn.py).
+    m.optimizer = "lbfgs"
+    m.num_iters = 100  # full-batch steps at most (metric-learn's max_iter=100).
+    m.learning_rate = 1e-2  # Adam's first step (L starts at the identity: entries ~1).
+    # Adam's step: 'cosine' falls from learning_rate to 0 over num_iters, so that the last
+    # iterate settles; 'constant' keeps learning_rate. (L-BFGS's step is its line search's.)
+    m.schedule = "cosine"
+    # stop early when the loss's relative change over the last tol_window logged rows is at
+    # most tol (0: run all num_iters steps); the last history row says why training stopped.
+    # 0: NCA's objective has long flat stretches that L-BFGS leaves again (on digits: no
+    # change from step 20 to 90, then +0.2%), so the default runs all num_iters steps;
+    # e.g. 1e-7 (float32 round-off of a loss of size 1) stops on a flat stretch.
+    m.tol = 0.0
+    m.tol_window = 2  # logged rows (of log_every steps) the change is taken over.
+    m.log_every = 10  # steps per history row (one jitted chunk).
+    m.block_size = 512  # rows of the [block, N] softmax formed at once.
+    if variant == "small":
+        m.num_iters = 30
+    elif variant == "large":  # L: [128, D] from PCA, so each step costs N D 128, not N D^2.
+        m.dim = 128
+    return m
+
+
+METHODS = {
+    "nca": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -3,7 +3,7 @@
 Side information is a set of chunklets: small groups of points known to share a label.
 From a labelled training set they are drawn as metric-learn's ``RCA_Supervised`` draws
 them (``n_chunks`` disjoint groups of ``chunk_size`` same-label samples,
-``_constraints.chunklets``, from ``np.random.default_rng(seed)``). With m_j the mean of
+``constraints.chunklets``, from ``np.random.default_rng(seed)``). With m_j the mean of
 chunklet j and p the number of points in chunklets, the within-chunklet covariance is
 (paper, eq. 1 / Algorithm 1)
 
@@ -32,10 +32,11 @@ M = V V^T = A (A^T C' A)^{-1} A^T for any basis A of it (metric-learn's formula)
 
 from __future__ import annotations
 
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks, _constraints
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
 
 
@@ -45,11 +46,11 @@ def max_chunklets(labels: np.ndarray, size: int) -> int:
     return int(np.sum(counts // size))
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an RCA config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "chunk_size", low=2, integer=True)
-    _checks.check_number(cfg, "n_chunks", low=1, integer=True)
+    checks.check_number(cfg, "chunk_size", low=2, integer=True)
+    checks.check_number(cfg, "n_chunks", low=1, integer=True)
     most = max_chunklets(data.y, int(cfg.chunk_size))
     if cfg.n_chunks > most:
         raise ValueError(
@@ -57,14 +58,14 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
             f"same-label samples cannot be drawn: these labels allow at most {most}; lower "
             "n_chunks or chunk_size"
         )
-    _checks.check_number(cfg, "dim", integer=True)
-    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
-    _checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
+    checks.check_number(cfg, "dim", integer=True)
+    checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    checks.check_number(cfg, "reg", low=0, low_open=True, note="; ridge relative to trace / D")
 
 
 # RCA's metric scales as 1 / scale^2 with the features, so the ranking does not depend on
 # their scale: features too small or too large for float32 are rescaled.
-validate = _checks.validator("RCA", check_config)
+validate = checks.validator("RCA", check_config)
 
 
 def chunklet_covariances(x: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +122,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of warca_jax/configs/rca.py.
+      cfg: the ``method`` section of configs/rca.py.
       seed: seed of ``np.random.default_rng`` drawing the chunklets; same seed, same metric.
 
     Returns:
@@ -129,11 +130,11 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
 
     Raises:
       ValueError: bad data or config (too few chunklets included), before any work.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
-    chunks = _constraints.chunklets(
+    chunks = constraints.chunklets(
         y, int(cfg.n_chunks), int(cfg.chunk_size), np.random.default_rng(seed)
     )
     within, total = chunklet_covariances(x, chunks)
@@ -146,8 +147,39 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
         name="rca",
         feature_scale=scale,
     )
-    training.check_model(metric, method="RCA", features=features, hint="raise reg")
+    learner_loop.check_model(metric, method="RCA", features=features, hint="raise reg")
     return metric, []
 
 
-METHODS = {"rca": Method(fit=fit, validate=validate)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/rca.py, which starts from them.
+VARIANTS = ("default", "reduced", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``rca`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("rca", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "rca"
+    m.n_chunks = 100  # chunklets drawn from the labels (metric-learn: n_chunks=100).
+    m.chunk_size = 2  # same-label samples per chunklet (metric-learn: chunk_size=2).
+    # output dimension (0: D, W = C'^{-1/2}, metric-learn's n_components=None); < D: the
+    # dim directions of largest total / within-chunklet variance (paper, section 2.3).
+    m.dim = 0
+    # ridge reg * trace(C) / D on the within-chunklet covariance C (and on the total one
+    # when dim < D), so that M = C'^{-1} exists when C is singular (D above the chunklets'
+    # degrees of freedom, or a constant feature), where metric-learn returns NaN.
+    m.reg = 1e-3
+    if variant == "reduced":
+        m.dim = 40
+    elif variant == "small":
+        m.n_chunks = 40
+    return m
+
+
+METHODS = {
+    "rca": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
+}

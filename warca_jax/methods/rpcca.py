@@ -67,34 +67,34 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import kernels, linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import kernels, learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
-
 
 INITS = ("pca", "random")
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an rPCCA config that cannot run on this training data."""
-    kernel = _checks.check_kernel_and_dim(cfg, data)
-    _checks.check_numbers(
+    kernel = checks.check_kernel_and_dim(cfg, data)
+    checks.check_numbers(
         cfg, ("beta", "learning_rate", "negatives_per_positive"), low=0, low_open=True
     )
-    _checks.check_number(cfg, "lam", low=0)
-    _checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
-    _checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
-    _checks.check_number(cfg, "batch_size", low=0, integer=True, note="; 0: full batch")
+    checks.check_number(cfg, "lam", low=0)
+    checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
+    checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
+    checks.check_number(cfg, "batch_size", low=0, integer=True, note="; 0: full batch")
     if "init" in cfg:  # configs written before the field start at random
-        _checks.check_choice(cfg, "init", INITS)
+        checks.check_choice(cfg, "init", INITS)
     if kernel != "none":
         kernels.check_kernel_input(data.x, kernel)
 
 
 # rPCCA rescales the features itself: its result does not depend on their scale.
-validate = _checks.validator("rPCCA", check_config)
+validate = checks.validator("rPCCA", check_config)
 
 
 def pair_set(labels, *, negatives_per_positive: float, key: jax.Array):
@@ -189,7 +189,7 @@ def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition
 def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
     """Jitted ``chunk(params, feats, i, j, y, key, step0, length) -> (params, metrics)``.
 
-    Built once per setting through ``training.compiled``.
+    Built once per setting through ``learner_loop.compiled``.
     """
     loss_and_grad = kernel_loss_and_grad if kernel_form else linear_loss_and_grad
 
@@ -202,7 +202,7 @@ def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int
 
     def chunk(params, feats, i, j, y, key, step0, length):
         ts = step0 + jnp.arange(length)
-        return training.scan_steps(lambda p, t: step(p, t, feats, i, j, y, key), params, ts)
+        return learner_loop.scan_steps(lambda p, t: step(p, t, feats, i, j, y, key), params, ts)
 
     return jax.jit(chunk, static_argnums=7)
 
@@ -222,20 +222,20 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see warca_jax/configs/rpcca.py).
+      cfg: the ``method`` section of a config (see configs/rpcca.py).
       seed: PRNG seed (negative pairs, initialisation, minibatches); same seed, same result.
       log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
       progress: show a progress bar.
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``training.run_in_chunks``).
+        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
 
     Returns:
       (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
 
     Raises:
       ValueError: bad input or config, before any training.
-      training.TrainingDivergedError: training diverged, or a non-finite or degenerate
+      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate
         model.
     """
     # Over 60 lines: the chunk function and the metric maker are closures over one training
@@ -269,7 +269,7 @@ def fit(
     emb = feats @ params.T
     params = params / jnp.sqrt(jnp.mean(jnp.sum((emb[i] - emb[j]) ** 2, axis=1)))
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
-    chunk = training.compiled(
+    chunk = learner_loop.compiled(
         make_chunk,
         kernel_form,
         float(cfg.beta),
@@ -300,18 +300,77 @@ def fit(
         )
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        lambda: make_metric(params),
+        method="rPCCA",
+        features=features,
+        callback=callback,
         num_iters=cfg.num_iters,
         chunk=cfg.log_every,
-        method="rPCCA",
         log_fn=log_fn,
         progress=progress,
-        on_chunk=None if callback is None else lambda row: callback(row, make_metric(params)),
         hint=hint,
     )
-    metric = make_metric(params)
-    return training.check_model(metric, method="rPCCA", features=features, hint=hint), history
 
 
-METHODS = {"rpcca": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/rpcca.py, which starts from them.
+VARIANTS = ("linear", "chi2", "small", "large")
+
+
+def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``rpcca`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("rpcca", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "rpcca"
+    m.kernel = "none"  # 'none' (linear L) or linear | rbf | chi2 | chi2_rbf | laplacian.
+    m.kernel_gamma = 0.0  # kernel bandwidth (0: 1 / mean training distance).
+    m.dim = 40  # output dimension (WARCA paper: 200 Market-1501, 100 VIPeR, 40 others).
+    m.beta = 3.0  # sharpness of the generalised logistic loss l_beta (Mignon & Jurie).
+    # L2 penalty lam ||L||_F^2, or lam tr(A K A^T), against the SUM of the pair losses as in
+    # Xiong et al. (their lambda = 0.01); fit divides it by the number of pairs.
+    m.lam = 1e-2
+    # Start: 'random' (Gaussian A, or a random orthonormal L; the paper's Table 2 numbers)
+    # or 'pca' (whitened PCA of the (kernel) features, Xiong et al.'s later code: +7 rank-1
+    # on VIPeR chi2, above the paper; rpcca.py's docstring has the numbers).
+    m.init = "random"
+    m.learning_rate = 1.0  # gradient-descent step (features rescaled to unit mean
+    #                        squared pair distance, so it does not depend on units).
+    m.num_iters = 1000  # gradient-descent steps.
+    m.negatives_per_positive = 10.0  # negative pairs drawn (once, from the seed) per
+    #                                  positive pair; every positive pair is used.
+    m.batch_size = 0  # pairs per step drawn from the pair set (0: full batch).
+    m.log_every = 100  # steps between lines of metrics.jsonl.
+    if variant == "chi2":
+        # The chi2-RBF kernel exp(-gamma chi2(x, y)), gamma = 1 / mean training chi2
+        # distance: the one kernel of the paper's three chi2 methods (WARCA, rPCCA, LFDA).
+        m.kernel = "chi2_rbf"
+        # The K^-1 preconditioned step is not a gradient step in the units of A: on the
+        # synthetic histograms 10 learns (76 rank-1 at 1000 steps), 1 is slow, 0.1 stalls.
+        m.learning_rate = 10.0
+    elif variant == "large":
+        # Minibatches of pairs; the gradient of L shrinks with D on rescaled features, so
+        # 2,048-d features need a larger step (1 and 10 under-train there: 3 and 75 rank-1).
+        m.batch_size = 4096
+        m.num_iters = 300
+        m.learning_rate = 100.0
+    elif variant == "small":
+        m.dim = 16
+        m.num_iters = 200
+        m.log_every = 50
+    return m
+
+
+METHODS = {
+    "rpcca": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

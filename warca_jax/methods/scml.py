@@ -2,7 +2,7 @@
 
 The metric is a sparse non-negative combination of K rank-one bases b_i (unit rows of
 B: [K, D]): M = sum_i w_i b_i b_i^T = B^T diag(w) B, w >= 0. With triplets (a, p, n)
-(``_constraints.knn_triplets``: p one of a's ``k_genuine`` nearest same-label points, n
+(``constraints.knn_triplets``: p one of a's ``k_genuine`` nearest same-label points, n
 one of its ``k_impostor`` nearest other-label points, every combination, as
 metric-learn's ``SCML_Supervised``) and z_t = (B x_a - B x_p)^2 - (B x_a - B x_n)^2 in
 [K] (elementwise squares: d_M(a, p) - d_M(a, n) = <w, z_t>), SCML minimises (paper,
@@ -45,10 +45,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks, _constraints, kmeans
+from warca_jax import clustering, learner_loop, linalg
+from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
 
 DELTA = 1e-3  # AdaGrad's slack in H_t (metric-learn's constant)
@@ -70,27 +71,27 @@ def default_n_basis(n: int, d: int, num_classes: int) -> int:
     return min(20 * d, 2 * n * min(num_classes - 1, d) - 1)
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an SCML config that cannot run on this data."""
     (n, d), classes = data.x.shape, np.unique(data.y).shape[0]
-    _checks.check_numbers(cfg, ("k_genuine", "k_impostor"), low=1, integer=True)
+    checks.check_numbers(cfg, ("k_genuine", "k_impostor"), low=1, integer=True)
     most = 2 * n * min(classes - 1, d) - 1
-    _checks.check_number(cfg, "n_basis", low=0, high=most, integer=True, note="; 0: default")
-    _checks.check_numbers(cfg, ("beta",), low=0)
-    _checks.check_number(cfg, "gamma", low=0, low_open=True)
-    _checks.check_numbers(
+    checks.check_number(cfg, "n_basis", low=0, high=most, integer=True, note="; 0: default")
+    checks.check_numbers(cfg, ("beta",), low=0)
+    checks.check_number(cfg, "gamma", low=0, low_open=True)
+    checks.check_numbers(
         cfg, ("max_iter", "output_iter", "batch_size", "kmeans_iters"), low=1, integer=True
     )
     if cfg.output_iter > cfg.max_iter:
         raise ValueError(
             f"method.output_iter ({cfg.output_iter}) must be <= method.max_iter ({cfg.max_iter})"
         )
-    _checks.check_number(cfg, "tol", low=0, note="; 0: run max_iter steps")
+    checks.check_number(cfg, "tol", low=0, note="; 0: run max_iter steps")
 
 
 # SCML's margin (1) is in the units of the squared distances, so features too small or too
 # large for float32 training are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     "SCML", check_config, scale_free=False, scale_note=" (SCML's margin is in the features' units)"
 )
 
@@ -120,7 +121,7 @@ def lda_basis(x: np.ndarray, y: np.ndarray, *, n_basis: int, kmeans_iters: int, 
     r = min(classes.shape[0] - 1, d)
     n_basis = n_basis or default_n_basis(n, d, classes.shape[0])
     n_clusters = min(-(-n_basis // (2 * r)), n)
-    centres, _ = kmeans.kmeans(
+    centres, _ = clustering.kmeans(
         key, jnp.asarray(x), num_clusters=n_clusters, iterations=kmeans_iters
     )
     centres = np.asarray(centres, np.float64)
@@ -209,7 +210,7 @@ def make_chunk(beta: float, gamma: float, batch_size: int) -> Callable:
         return rda_update(state, hinge_grad(state.w, z), beta=beta, gamma=gamma), {}
 
     def chunk(state, xb, triplets, key, length):
-        state, _ = training.scan_steps(
+        state, _ = learner_loop.scan_steps(
             lambda s, _: step(s, xb, triplets, key), state, length=length
         )
         metrics = full_objective(state.w, xb, triplets, beta)
@@ -224,11 +225,11 @@ def metric_from_weights(basis: np.ndarray, w: np.ndarray) -> Metric:
     fewer than D, else the [D, D] factor of M.
 
     Raises:
-      training.TrainingDivergedError: no basis has a positive weight.
+      learner_loop.TrainingDivergedError: no basis has a positive weight.
     """
     active = w > 0
     if not active.any():
-        raise training.TrainingDivergedError(
+        raise learner_loop.TrainingDivergedError(
             "SCML learned no basis with a positive weight (M = 0); raise max_iter or lower beta"
         )
     b = basis[active].astype(np.float64)
@@ -253,12 +254,12 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/scml.py).
+      cfg: the config's ``method`` section (configs/scml.py).
       seed: seed of the k-means of the basis and of the minibatches; same seed, same result.
       log_fn: called with each history row (every ``output_iter`` steps).
       progress: show a progress bar.
       callback: ``callback(row, metric)`` after every logged chunk with the best metric
-        so far (``training.run_in_chunks``).
+        so far (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric of the best w, history rows: step, loss (F of the current w),
@@ -267,7 +268,7 @@ def fit(
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite loss, or no active basis.
+      learner_loop.TrainingDivergedError: a non-finite loss, or no active basis.
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -275,7 +276,7 @@ def fit(
     basis = lda_basis(
         x, y, n_basis=int(cfg.n_basis), kmeans_iters=int(cfg.kmeans_iters), key=key_basis
     )
-    triplets = _constraints.knn_triplets(
+    triplets = constraints.knn_triplets(
         x, y, k_same=int(cfg.k_genuine), k_other=int(cfg.k_impostor)
     )
     xb = jnp.asarray(x) @ jnp.asarray(basis).T
@@ -283,7 +284,9 @@ def fit(
     k = basis.shape[0]
     zeros = jnp.zeros((k,), jnp.float32)
     state = ScmlState(zeros, zeros, zeros, jnp.int32(0))
-    chunk = training.compiled(make_chunk, float(cfg.beta), float(cfg.gamma), int(cfg.batch_size))
+    chunk = learner_loop.compiled(
+        make_chunk, float(cfg.beta), float(cfg.gamma), int(cfg.batch_size)
+    )
     best = {"loss": np.inf, "w": np.zeros(k, np.float32)}
 
     def advance(done, length):
@@ -301,29 +304,71 @@ def fit(
                 f"converged: best objective improved by {gain:.3g} <= tol {cfg.tol:g} "
                 f"over the last {length} steps, at step {step} of {cfg.max_iter}"
             )
-            return training.Chunk(metrics, length, stop=True, stopped=stopped)
+            return learner_loop.Chunk(metrics, length, stop=True, stopped=stopped)
         if step >= cfg.max_iter:
             stopped = f"max_iter reached: {cfg.max_iter} steps (best objective {best['loss']:.6g})"
-            return training.Chunk(metrics, length, stopped=stopped)
+            return learner_loop.Chunk(metrics, length, stopped=stopped)
         return metrics
 
     def best_metric():
         return metric_from_weights(basis, best["w"])
 
-    history = training.run_in_chunks(
+    return learner_loop.fit_in_chunks(
         advance,
+        best_metric,
+        method="SCML",
+        features=features,
+        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.output_iter),
-        method="SCML",
         log_fn=log_fn,
         progress=progress,
         t0=t0,
-        on_chunk=None if callback is None else lambda row: callback(row, best_metric()),
         reference_loss=1.0,  # F(0) = 1
         hint=f"raise gamma (now {cfg.gamma:g})",
     )
-    metric = best_metric()
-    return training.check_model(metric, method="SCML", features=features), history
 
 
-METHODS = {"scml": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/scml.py, which starts from them.
+VARIANTS = ("default", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``scml`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("scml", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "scml"
+    m.k_genuine = 3  # same-label nearest neighbours per anchor (metric-learn: 3).
+    m.k_impostor = 10  # other-label nearest neighbours per anchor (metric-learn: 10).
+    # rank-one bases of the 'lda' basis (0: metric-learn's default min(20 D, 2 N r - 1),
+    # r = min(#classes - 1, D)); fewer when local LDAs have fewer directions.
+    m.n_basis = 0
+    m.kmeans_iters = 20  # Lloyd iterations of the basis's k-means (metric-learn:
+    #                      scikit-learn's KMeans, best of n_init=10 runs).
+    m.beta = 1e-5  # weight of ||w||_1 (metric-learn: beta=1e-5).
+    m.gamma = 5e-3  # RDA-AdaGrad's gamma, the inverse step scale (metric-learn: 5e-3).
+    m.max_iter = 10000  # stochastic steps (metric-learn's SCML_Supervised: 10000).
+    m.output_iter = 500  # steps between evaluations of F on all triplets (one
+    #                      history row; the best w is kept; metric-learn: 500).
+    m.batch_size = 10  # triplets per step (metric-learn: 10).
+    # stop early when the best F improved by at most tol (relative) over the last
+    # output_iter steps (0: run max_iter steps, as metric-learn).
+    m.tol = 0.0
+    if variant == "small":
+        m.max_iter = 2000
+    return m
+
+
+METHODS = {
+    "scml": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

@@ -35,7 +35,7 @@ max log det W + D over W = P + Lambda, |Lambda_ij| <= alpha, Lambda_ii = 0).
 Stopping: the duality gap f(Theta) - g <= ``tol`` * max(1, |f(Theta)|) and the relative
 primal residual ||Theta - Z||_F / max(||Theta||_F, ||Z||_F) <= ``tol``, or ``max_iter``
 iterations. Up to ``log_every`` iterations run in one jitted ``lax.while_loop``; each
-chunk is a history row of ``training.run_in_chunks``: ``loss`` (f(Theta)), ``dual`` (g),
+chunk is a history row of ``learner_loop.run_in_chunks``: ``loss`` (f(Theta)), ``dual`` (g),
 ``gap`` (-1 while P + rho U is not yet positive definite), ``primal_res``, ``dual_res``
 (rho ||Z - Z_old||_F, relative), ``rho`` and ``nonzero`` (the share of non-zero
 off-diagonal entries of Z); the last row's ``stopped`` says why. The metric is Z (sparse)
@@ -51,12 +51,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
-from warca_jax.methods._constraints import label_pairs
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
+from warca_jax.methods.constraints import label_pairs
 from warca_jax.metric import Metric
 
 PRIORS = ("identity", "covariance")
@@ -64,30 +65,30 @@ LOSS_MATRICES = ("normalized", "sum")
 _HI = jax.lax.Precision.HIGHEST
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an SDML config that cannot run on this data."""
     if data.x.shape[1] < 2:
         raise ValueError(f"SDML needs at least 2 feature dimensions, got {data.x.shape[1]}")
-    _checks.check_choice(cfg, "loss_matrix", LOSS_MATRICES)
+    checks.check_choice(cfg, "loss_matrix", LOSS_MATRICES)
     if cfg.loss_matrix == "normalized":
-        _checks.check_number(
+        checks.check_number(
             cfg, "balance_param", low=0, high=1, high_open=True, note="; P definite below 1"
         )
     else:
-        _checks.check_number(cfg, "balance_param", low=0)
-    _checks.check_number(cfg, "sparsity_param", low=0, note="; the l1 weight alpha")
-    _checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
-    _checks.check_choice(cfg, "prior", PRIORS)
-    _checks.check_number(cfg, "rho", low=0, low_open=True, note="; ADMM's first penalty")
-    _checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
-    _checks.check_number(cfg, "tol", low=0, low_open=True)
+        checks.check_number(cfg, "balance_param", low=0)
+    checks.check_number(cfg, "sparsity_param", low=0, note="; the l1 weight alpha")
+    checks.check_number(cfg, "num_constraints", low=0, integer=True, note="; 0: 20 C^2")
+    checks.check_choice(cfg, "prior", PRIORS)
+    checks.check_number(cfg, "rho", low=0, low_open=True, note="; ADMM's first penalty")
+    checks.check_numbers(cfg, ("max_iter", "log_every"), low=1, integer=True)
+    checks.check_number(cfg, "tol", low=0, low_open=True)
     if cfg.prior == "covariance":
         prior_inverse(data.x, "covariance")  # a singular covariance is refused here
 
 
 # P's scale follows the features' (the prior is the identity): features too small or too
 # large for float32 are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     "SDML", check_config, scale_free=False, scale_note=" (SDML's prior is in the features' units)"
 )
 
@@ -242,7 +243,7 @@ def objective(m, p, alpha) -> float:
 
 
 def solve(p, alpha, cfg, *, log_fn=None, progress=False, t0=None, on_chunk=None):
-    """The graphical lasso of ``p`` [D, D] by ADMM through ``training.run_in_chunks``.
+    """The graphical lasso of ``p`` [D, D] by ADMM through ``learner_loop.run_in_chunks``.
 
     Args:
       p: [D, D] P. alpha: the l1 weight. cfg: the ``method`` section (rho, tol, max_iter,
@@ -276,9 +277,9 @@ def solve(p, alpha, cfg, *, log_fn=None, progress=False, t0=None, on_chunk=None)
                 f"max_iter reached: {cfg.max_iter} iterations, gap {row['gap']:.3g}, primal "
                 f"residual {row['primal_res']:.3g} (tol {tol:g})"
             )
-        return training.Chunk(row, k, stop=bool(converged), stopped=stopped)
+        return learner_loop.Chunk(row, k, stop=bool(converged), stopped=stopped)
 
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         advance,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
@@ -307,12 +308,12 @@ def fit(
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the config's ``method`` section (warca_jax/configs/sdml.py).
+      cfg: the config's ``method`` section (configs/sdml.py).
       seed: draws the pairs.
       log_fn: called with each history row (one per ``log_every`` ADMM iterations).
       progress: show a progress bar.
       callback: ``callback(row, metric)`` after every logged chunk with the metric so far
-        (``training.run_in_chunks``).
+        (``learner_loop.run_in_chunks``).
 
     Returns:
       (linear Metric with W^T W = Z, clipped to PSD; history rows: step, loss, dual, gap,
@@ -321,7 +322,7 @@ def fit(
     Raises:
       ValueError: bad data or config, before any work; a P with no minimiser (its
         diagonal not positive), before the solver.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -336,7 +337,57 @@ def fit(
         p, float(cfg.sparsity_param), cfg, log_fn=log_fn, progress=progress, t0=t0, on_chunk=hook
     )
     metric = make_metric(z)
-    return training.check_model(metric, method="SDML", features=features), history
+    return learner_loop.check_model(metric, method="SDML", features=features), history
 
 
-METHODS = {"sdml": Method(fit=fit, validate=validate, takes_callback=True)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/sdml.py, which starts from them.
+VARIANTS = ("default", "metric_learn", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``sdml`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("sdml", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "sdml"
+    # eta in P = M_0^-1 + eta K (metric-learn's balance_param: 0.5; the paper's eta).
+    m.balance_param = 0.5
+    # alpha, the l1 weight on the off-diagonal of M (metric-learn's sparsity_param: 0.01,
+    # passed to scikit-learn's graphical_lasso as its alpha; the paper's lambda).
+    m.sparsity_param = 0.01
+    # K from the pairs: 'normalized' (each kind averaged, scaled by its largest eigenvalue
+    # relative to the prior: P definite for balance_param < 1; this project's) or 'sum'
+    # (sum_pairs y (x_a - x_b)(x_a - x_b)^T, the paper's and metric-learn's).
+    m.loss_matrix = "normalized"
+    # M_0: 'identity' (metric-learn's default) or 'covariance' (M_0^-1 = the covariance of
+    # the training features, metric-learn's option; refused when singular).
+    m.prior = "identity"
+    # similar (and as many dissimilar) pairs drawn from the labels; 0: 20 C^2 for C
+    # identities (metric-learn's SDML_Supervised), capped by the pairs that exist.
+    m.num_constraints = 0
+    m.rho = 1.0  # ADMM's first penalty (Boyd et al. 2011), then balanced by residuals.
+    m.max_iter = 2000  # ADMM iterations at most.
+    # stop when the duality gap <= tol * max(1, |f|) and the relative primal residual
+    # <= tol (scikit-learn's graphical_lasso: absolute gap 1e-4; 1e-5 leaves the matrix
+    # about 1e-3 from the optimum, and float32 still resolves it).
+    m.tol = 1e-5
+    m.log_every = 20  # ADMM iterations per logged history row (and jitted chunk).
+    if variant == "metric_learn":
+        m.loss_matrix = "sum"
+    elif variant == "small":
+        m.max_iter = 500
+    return m
+
+
+METHODS = {
+    "sdml": Method(
+        fit=fit,
+        validate=validate,
+        default_config=default_config,
+        variants=VARIANTS,
+        takes_callback=True,
+    )
+}

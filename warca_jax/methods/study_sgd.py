@@ -33,11 +33,12 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import losses, sampling, training, warca
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, linalg, losses, sampling
+from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 from warca_jax.optim import TrainState
 
@@ -181,10 +182,10 @@ def make_train_epochs(
         def epoch(st, e):
             perm = jax.random.permutation(jax.random.fold_in(key, e), m)
             batches = perm[: (m // b) * b].reshape(-1, b)
-            return training.scan_steps(step, st, batches, reduce="none")
+            return learner_loop.scan_steps(step, st, batches, reduce="none")
 
         epochs = epoch0 + jnp.arange(num_epochs)
-        state, metrics = training.scan_steps(epoch, state, epochs, reduce="none")
+        state, metrics = learner_loop.scan_steps(epoch, state, epochs, reduce="none")
         return state, jnp.mean(metrics["loss"])
 
     return jax.jit(run, static_argnums=4)
@@ -195,7 +196,7 @@ def build_programs(
 ):
     """``tx``, the jitted epochs and the jitted full-set cost of a setting.
 
-    Built once per setting through ``training.compiled``. The learning rate is not a key:
+    Built once per setting through ``learner_loop.compiled``. The learning rate is not a key:
     it lives in the optimiser state (``inject_hyperparams``).
     """
     batch_loss = _batch_loss_fn(name, lam=lam, penalty=penalty, margin=margin)
@@ -205,22 +206,22 @@ def build_programs(
     return tx, run, cost
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for a config of the study's SGD that cannot run on this data."""
     name, d = cfg.name, data.x.shape[1]
-    _checks.check_number(cfg, "dim", integer=True)
-    _checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
-    _checks.check_number(cfg, "batch_size", low=2, integer=True)
-    _checks.check_numbers(cfg, ("num_epochs", "val_every"), low=1, integer=True)
-    _checks.check_number(cfg, "num_val_ids", low=2, integer=True)
-    _checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-    _checks.check_number(cfg, "lr_decay", low=0, high=1, low_open=True)
-    _checks.check_numbers(cfg, ("lam", "momentum"), low=0)
+    checks.check_number(cfg, "dim", integer=True)
+    checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
+    checks.check_number(cfg, "batch_size", low=2, integer=True)
+    checks.check_numbers(cfg, ("num_epochs", "val_every"), low=1, integer=True)
+    checks.check_number(cfg, "num_val_ids", low=2, integer=True)
+    checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    checks.check_number(cfg, "lr_decay", low=0, high=1, low_open=True)
+    checks.check_numbers(cfg, ("lam", "momentum"), low=0)
     if name == "triplet_sgd":
-        _checks.check_number(cfg, "margin", low=0, low_open=True)
-        _checks.check_number(cfg, "num_random", low=0, integer=True)
-    _checks.check_choice(cfg, "init", INITS)
-    _checks.check_choice(cfg, "penalty", losses.PENALTIES)
+        checks.check_number(cfg, "margin", low=0, low_open=True)
+        checks.check_number(cfg, "num_random", low=0, integer=True)
+    checks.check_choice(cfg, "init", INITS)
+    checks.check_choice(cfg, "penalty", losses.PENALTIES)
     if name == "pairwise_sgd" and (cfg.lam == 0 or cfg.penalty == "none"):
         raise ValueError(
             f"lam must be > 0 with a penalty for pairwise_sgd (eq. 6 is unbounded below); "
@@ -237,7 +238,7 @@ def check_config(cfg, data: _checks.TrainingData) -> None:
 
 # The study's losses have a margin (eq. 7) or a penalty (eq. 6) in the features' units, so
 # features too small or too large for float32 training are refused, not rescaled.
-validate = _checks.validator(
+validate = checks.validator(
     None,
     check_config,
     scale_free=False,
@@ -258,12 +259,12 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
 
     Args:
       features: [N, D] training features. labels: [N] identities.
-      cfg: the ``method`` section of warca_jax/configs/pairwise_sgd.py or triplet_sgd.py.
+      cfg: the ``method`` section of configs/pairwise_sgd.py or triplet_sgd.py.
       seed: PRNG seed (validation identities, init, shuffles, random triplets).
       log_fn: called with each history row.
       progress: show a progress bar over epochs.
 
-    The loop is ``training.run_in_chunks``, ``val_every`` epochs a chunk: each chunk
+    The loop is ``learner_loop.run_in_chunks``, ``val_every`` epochs a chunk: each chunk
     mines the triplets again (eq. 7), runs its epochs, computes the validation cost,
     keeps the best parameters and halves the rate when the cost rose.
 
@@ -274,7 +275,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
 
     Raises:
       ValueError: bad input or config, before any work.
-      training.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
+      learner_loop.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
         model (lower learning_rate).
     """
     x, y, _ = validate(features, labels, cfg)
@@ -282,7 +283,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
     k_split, k_init, k_train, k_mine, k_val = jax.random.split(jax.random.PRNGKey(seed), 5)
     is_val = _split_validation(k_split, y, cfg.num_val_ids)
     margin = float(cfg.margin) if "margin" in cfg else 0.0
-    tx, run, cost_fn = training.compiled(
+    tx, run, cost_fn = learner_loop.compiled(
         build_programs,
         cfg.name,
         float(cfg.lam),
@@ -321,7 +322,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
         schedule["prev_cost"] = cost
         return row
 
-    history = training.run_in_chunks(
+    history = learner_loop.run_in_chunks(
         advance,
         num_iters=cfg.num_epochs,
         chunk=cfg.val_every,
@@ -333,7 +334,7 @@ def fit(features, labels, cfg, *, seed: int = 0, log_fn=None, progress: bool = F
     )
     proj = np.asarray(best["params"])
     metric = Metric("linear", input_dim=x.shape[1], projection=proj, name=cfg.name)
-    return training.check_model(metric, method=cfg.name, features=features, hint=hint), history
+    return learner_loop.check_model(metric, method=cfg.name, features=features, hint=hint), history
 
 
 def _initial_state(key, cfg, d: int, tx: optax.GradientTransformation) -> TrainState:
@@ -342,11 +343,67 @@ def _initial_state(key, cfg, d: int, tx: optax.GradientTransformation) -> TrainS
     if cfg.init == "identity":
         params = jnp.eye(dim, d, dtype=jnp.float32)
     else:
-        params = warca.init_params(key, dim=dim, d=d)
+        params = linalg.random_orthonormal_rows(key, dim=dim, d=d)
     return TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
 
 
+# The default hyperparameters: the ``method`` sections that configs/pairwise_sgd.py and
+# configs/triplet_sgd.py start from. default: L from the identity, plain SGD, the study's
+# validation schedule; study: its 100 validation identities (needs more than 100 training
+# identities); small: a shrunk run; large: L: [128, D] for 7,368 x 2,048 problems.
+SGD_METHODS = ("pairwise_sgd", "triplet_sgd")
+VARIANTS = ("default", "study", "small", "large")
+
+
+def default_config(name: str, variant: str = "default") -> ml_collections.ConfigDict:
+    """The defaults of ``name`` ('pairwise_sgd' or 'triplet_sgd') for ``variant``.
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    if name not in SGD_METHODS:
+        raise ValueError(f"unknown study optimiser {name!r}; expected one of {SGD_METHODS}")
+    checks.check_variant(name, variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = name
+    m.dim = 0  # output dimension D' of L (0: D, the study's full A = L^T L).
+    m.init = "identity"  # 'identity' (the study's A_init = I) or 'orthonormal' (random).
+    if name == "pairwise_sgd":
+        m.lam = 0.01  # penalty weight: eq. 6 is unbounded below, the penalty bounds it (> 0).
+        m.penalty = "aon"  # 'aon' lam/2 ||L L^T - I||^2 or 'frobenius' lam/2 ||L||^2.
+    else:
+        m.margin = 1.0  # margin of the hinge (the study: 1).
+        m.num_random = 1  # random triplets per anchor beside its hardest one.
+        m.lam = 0.0  # penalty weight (0: eq. 7 alone, as the study).
+        m.penalty = "none"  # 'none', 'aon' lam/2 ||L L^T - I||^2 or 'frobenius' lam/2 ||L||^2.
+    m.learning_rate = 1e-3  # SGD step size (the study: 1e-3).
+    m.momentum = 0.0  # SGD momentum (0: plain SGD, as the study).
+    # samples (pairwise: eq. 6 runs over all their pairs) or triplets per minibatch.
+    m.batch_size = 50
+    m.num_epochs = 100  # passes over the training samples (the study: 100).
+    m.val_every = 10  # epochs between validation costs (the study: 10).
+    m.lr_decay = 0.5  # learning rate factor when the validation cost rises (halved).
+    m.num_val_ids = 20  # identities held out for validation (the study: ~100 of 767;
+    #                     20 of the 100 training identities of the synthetic data).
+    if variant in ("study", "large"):
+        m.num_val_ids = 100
+    if variant == "large":  # L: [128, D]: the AON penalty and each step cost D 128^2, not D^3.
+        m.dim = 128
+        m.num_epochs = 20
+        m.val_every = 5
+        if name == "pairwise_sgd":
+            m.learning_rate = 1e-4  # 1e-3 diverges on 2,048-d features by epoch 5.
+    elif variant == "small":
+        m.num_epochs = 20
+        m.num_val_ids = 6
+    return m
+
+
 METHODS = {
-    "pairwise_sgd": Method(fit=fit, validate=validate),
-    "triplet_sgd": Method(fit=fit, validate=validate),
+    name: Method(
+        fit=fit,
+        validate=validate,
+        default_config=functools.partial(default_config, name),
+        variants=VARIANTS,
+    )
+    for name in SGD_METHODS
 }

@@ -37,10 +37,11 @@ of I), which holds beyond VIPeR: 3 splits VIPeR 11.08 -> 23.84 / 52.95, ORL (D' 
 
 from __future__ import annotations
 
+import ml_collections
 import numpy as np
 
-from warca_jax import linalg, training
-from warca_jax.methods import Method, _checks
+from warca_jax import learner_loop, linalg
+from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 
@@ -57,19 +58,19 @@ def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     return comps, (x - mean) @ comps.T
 
 
-def check_config(cfg, data: _checks.TrainingData) -> None:
+def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an XQDA config that cannot run on this data."""
     d = data.x.shape[1]
-    _checks.check_number(cfg, "dim", integer=True)
+    checks.check_number(cfg, "dim", integer=True)
     note = "0: every eigenvalue > 1; at most the input dimension"
-    _checks.check_range(cfg.dim, 0, d, what="dim", note=note)
-    _checks.check_number(
+    checks.check_range(cfg.dim, 0, d, what="dim", note=note)
+    checks.check_number(
         cfg, "reg", low=0, low_open=True, note="; ridge on Sigma_I, relative to its trace / D"
     )
 
 
 # XQDA does not depend on the features' scale.
-validate = _checks.validator("XQDA", check_config)
+validate = checks.validator("XQDA", check_config)
 
 
 def xqda_projection(
@@ -89,9 +90,7 @@ def xqda_projection(
     ridge = reg * max(np.trace(sigma_i), 1e-300) / d
     # Warns only when the ridge-regularised covariance is still (near) singular (tiny reg):
     # a ridge of the order of the mean eigenvalue is meant, not a sign of trouble.
-    sigma_i = linalg.regularise(
-        sigma_i + ridge * np.eye(d), what="XQDA intra-personal covariance"
-    )
+    sigma_i = linalg.regularise(sigma_i + ridge * np.eye(d), what="XQDA intra-personal covariance")
     evals, evecs = linalg.generalized_eigh(sigma_e, sigma_i, dim=d)
     r = max(1, int(np.sum(evals > 1.0)))
     if dim > 0:
@@ -107,14 +106,14 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Args:
       features: [N, D] training features.
       labels: [N] identity labels.
-      cfg: the ``method`` section of warca_jax/configs/xqda.py (``dim``, ``reg``).
+      cfg: the ``method`` section of configs/xqda.py (``dim``, ``reg``).
 
     Returns:
       (linear Metric with projection [r, D], empty history).
 
     Raises:
       ValueError: bad data or config, before any work.
-      training.TrainingDivergedError: a non-finite or degenerate result.
+      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -126,8 +125,29 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     metric = Metric(
         "linear", x.shape[1], projection=proj.astype(np.float32), name="xqda", feature_scale=scale
     )
-    training.check_model(metric, method="XQDA", features=features, hint="raise reg")
+    learner_loop.check_model(metric, method="XQDA", features=features, hint="raise reg")
     return metric, []
 
 
-METHODS = {"xqda": Method(fit=fit, validate=validate)}
+# The default hyperparameters: the ``method`` section of a config file, e.g.
+# configs/xqda.py, which starts from them.
+VARIANTS = ("default", "small")
+
+
+def default_config(variant: str = "default") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``xqda`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("xqda", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "xqda"
+    m.dim = 0  # cap on the subspace dimension (0: every eigenvalue > 1, as the paper).
+    m.reg = 1.0  # ridge reg * trace(Sigma_I) / D on Sigma_I: the mean eigenvalue
+    #              (xqda.py docstring; 1e-3 kept 315 noise directions on VIPeR).
+    return m
+
+
+METHODS = {
+    "xqda": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
+}

@@ -1,0 +1,26 @@
+"""SCML (Shi, Bellet & Sha, AAAI 2014): sparse non-negative weights on rank-one LDA bases.
+
+Run:
+  python -m experiments.main --config=configs/scml.py --workdir=/tmp/scml
+
+Variants (``--config=configs/scml.py:<arg>``):
+  default  metric-learn 0.7.0's SCML_Supervised defaults: triplets from 3 same-label and
+           10 other-label nearest neighbours, 'lda' basis of min(20 D, 2 N r - 1) bases,
+           beta 1e-5, gamma 5e-3, 10,000 steps of 10 triplets, F checked every 500.
+  small    a shrunk run for smoke tests (60 identities, 2 splits, 2,000 steps).
+
+The triplets are every (anchor, genuine, impostor) combination, as metric-learn's
+generate_knntriplets (warca_jax/methods/constraints.py); the basis's k-means and the
+minibatches are drawn from the seed: same seed, same metric.
+"""
+
+import ml_collections
+
+from warca_jax import defaults
+
+VARIANTS = ("default", "small")
+
+
+def get_config(arg: str = "default") -> ml_collections.ConfigDict:
+    """Returns the scml config for variant ``arg``: the library's defaults on the data."""
+    return defaults.experiment_config("scml", arg, small=arg == "small")

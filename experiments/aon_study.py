@@ -1,0 +1,33 @@
+r"""The AON vs Frobenius study (paper section 4.4, Fig. 2): ``warca_jax.studies.aon``.
+
+python -m experiments.aon_study --config=configs/aon_study.py[:small] --workdir=/tmp/aon
+"""
+
+import os
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from warca_jax import cli
+from warca_jax.studies import aon
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Path to configs/aon_study.py[:variant].", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the study's outputs.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    t0 = time.perf_counter()
+    results = aon.run_study(_CONFIG.value, _WORKDIR.value)
+    with open(os.path.join(_WORKDIR.value, "results.md")) as f:
+        print(f.read())
+    print(f"{results['runs_trained']} runs trained in {time.perf_counter() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,76 @@
+r"""Command-line entry point: learn a metric and evaluate it on every split.
+
+  python -m experiments.main --config=configs/warca.py --workdir=/tmp/warca \
+      [--config.method.lam=1e-3] [--config.data.name=npz --config.data.path=f.npz]
+
+Everything happens in ``warca_jax.pipeline.train_and_evaluate``; this file only
+parses flags.
+"""
+
+import json
+import os
+
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from warca_jax import cli, pipeline
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the run's outputs.")
+_CACHE = flags.DEFINE_string(
+    "compilation_cache_dir",
+    "",
+    "If set, JAX's persistent compilation cache: later runs reuse compiled programs.",
+)
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed",
+    False,
+    "Call jax.distributed.initialize() first, so that the device mesh spans every host "
+    "running this command (Cloud TPU, SLURM and Open MPI find their peers; elsewhere give "
+    "--coordinator_address, --num_processes and --process_id). Process 0 writes "
+    "--workdir, process i > 0 its copy in --workdir/process_i (no two write one file).",
+)
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "--distributed: host:port of process 0 (default: detected)."
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "--distributed: number of processes (default: detected)."
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "--distributed: this process's index (default: detected)."
+)
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if _DISTRIBUTED.value:
+        jax.distributed.initialize(
+            coordinator_address=_COORDINATOR.value,
+            num_processes=_NUM_PROCESSES.value,
+            process_id=_PROCESS_ID.value,
+        )
+        logging.info(
+            "process %d of %d; %d devices in all",
+            jax.process_index(),
+            jax.process_count(),
+            jax.device_count(),
+        )
+    if _CACHE.value:
+        jax.config.update("jax_compilation_cache_dir", _CACHE.value)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    workdir = _WORKDIR.value
+    if jax.process_index() > 0:
+        workdir = os.path.join(workdir, f"process_{jax.process_index()}")
+    results = pipeline.train_and_evaluate(_CONFIG.value, workdir)
+    summary = {k: round(v, 2) for k, v in results["mean"].items()}
+    logging.info("mean over %d splits: %s", results["num_splits"], json.dumps(summary))
+    print(json.dumps({"mean": summary, "std": {k: round(v, 2) for k, v in results["std"].items()}}))
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,53 @@
+r"""The command line of the protocol: ``python -m experiments.protocol``.
+
+  python -m experiments.protocol --config=configs/protocol.py:synthetic \
+      --workdir=/tmp/protocol \
+      [--num_workers=2] [--stage=all|cv|runs|report] [--num_shards=N --shard_index=I]
+
+Config fields are overridden as ``--config.<field>=<value>`` (configs/protocol.py).
+"""
+
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from warca_jax import cli
+from warca_jax.protocol.runner import STAGES, run_protocol
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "configs/protocol.py[:variant]", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder of the protocol's runs and reports.")
+_STAGE = flags.DEFINE_enum("stage", "all", STAGES, "Which stage to run.")
+_WORKERS = flags.DEFINE_integer("num_workers", 1, "Local processes running jobs in parallel.")
+_SHARDS = flags.DEFINE_integer("num_shards", 1, "Machines sharing the workdir.")
+_SHARD = flags.DEFINE_integer("shard_index", 0, "This machine's shard, in [0, num_shards).")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    results = run_protocol(
+        _CONFIG.value,
+        _WORKDIR.value,
+        stage=_STAGE.value,
+        num_workers=_WORKERS.value,
+        num_shards=_SHARDS.value,
+        shard_index=_SHARD.value,
+    )
+    entries = [e for res in results.values() for e in res.values()]
+    print(
+        json.dumps(
+            {
+                "workdir": _WORKDIR.value,
+                "runs_done": sum(e["num_done"] for e in entries),
+                "not_applicable": sum(e["status"] == "not_applicable" for e in entries),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    cli.run(main)

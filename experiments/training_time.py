@@ -1,0 +1,37 @@
+r"""Test rank-1 against training time (the paper's Fig. 3): ``warca_jax.studies.training_time``.
+
+  python -m experiments.training_time --config=configs/training_time.py[:small] \
+      --workdir=/tmp/training_time
+"""
+
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from warca_jax import cli
+from warca_jax.studies import training_time
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Path to configs/training_time.py[:variant].", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the study's outputs.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    t0 = time.perf_counter()
+    results = training_time.run_study(_CONFIG.value, _WORKDIR.value)
+    for name, res in results["methods"].items():
+        m = res["mean"]
+        print(
+            f"{name}: rank-1 {m['rank1'][-1]:.1f} after {m['seconds'][-1]:.2f}s of training "
+            f"({m['step'][-1]} steps); compilation ~{res['compile_seconds_estimate']:.2f}s"
+        )
+    print(f"study done in {time.perf_counter() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,22 @@
+"""The repository's config files (configs/*.py), loaded by path as the entry points load them.
+
+The tests use the files themselves (they are part of what is tested), wherever pytest is
+started from.
+"""
+
+import os
+
+from warca_jax import defaults
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "configs")
+
+
+def config_path(name: str) -> str:
+    """configs/<name>.py, absolute."""
+    return os.path.join(CONFIGS, f"{name}.py")
+
+
+def config_module(name: str):
+    """configs/<name>.py as a module (``get_config``, ``VARIANTS``, its constants)."""
+    return defaults.load_config_module(config_path(name))

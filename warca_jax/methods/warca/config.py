@@ -1,0 +1,178 @@
+"""WARCA's config and input checks: everything refused before any work."""
+
+from __future__ import annotations
+
+import ml_collections
+
+from warca_jax import kernels, losses, optim, sampling
+from warca_jax.methods import checks
+
+GRADIENTS = ("closed_form", "autodiff")
+KERNEL_APPROX = ("none", "nystroem")
+NORMALIZE = ("msd", "none")
+SCHEDULES = ("cosine", "constant")
+# in the compiled step's ``Hyperparams`` argument, not in the program (``step.Hyperparams``)
+TUNABLE = ("lam", "learning_rate")
+# The default hyperparameters: the ``method`` section of a config file (configs/warca.py
+# starts from them). linear: the primal W: [D', D]; chi2: the kernel form with the chi2-RBF
+# kernel (the paper's WARCA-chi2); kernel: the kernel form with the linear kernel (the
+# paper's WARCA-L as the authors' release runs it); small: a shrunk primal run.
+VARIANTS = ("linear", "chi2", "kernel", "small")
+
+
+def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
+    """The default hyperparameters of ``warca`` for ``variant`` (one of ``VARIANTS``).
+
+    Returned unlocked, so that a config file or a caller can change fields before locking.
+    """
+    checks.check_variant("warca", variant, VARIANTS)
+    m = ml_collections.ConfigDict()
+    m.name = "warca"
+    m.kernel = "none"  # 'none' (primal W) or linear | rbf | chi2 | chi2_rbf | laplacian.
+    m.kernel_gamma = 0.0  # kernel bandwidth (0: 1 / mean training distance).
+    # 'none': the exact N x N kernel; 'nystroem': linear WARCA on the Nystroem features of
+    # num_landmarks random training points (an approximation of the kernel, for N too
+    # large for an N x N matrix; memory N x num_landmarks).
+    m.kernel_approx = "none"
+    m.num_landmarks = 2000  # Nystroem landmarks (kernel_approx='nystroem').
+    m.dim = 40  # output dimension D' (paper: 200 Market-1501, 100 VIPeR, 40 others).
+    # penalty weight lambda (eq. 10-12). 1e-4 in the primal form, 1e-3 in the kernel form:
+    # with the margin of 1 against features of unit mean squared distance, W must stretch
+    # the projected distances to several margins, and lambda = 1e-2 holds it near
+    # orthonormal (on VIPeR's 2,580-d descriptor, D' = 100: negatives at a projected mean
+    # squared distance of 1.9, 38% of triplets inside the margin, 17.7 rank-1; at 1e-4:
+    # 6.1, 2%, 25.3). benchmarks/bench_real_defaults.py and RESULTS.md ("Defaults on real
+    # descriptors") have the measurements on VIPeR, ORL and the synthetic data.
+    m.lam = 1e-4
+    m.penalty = "aon"  # 'aon' ||W W^T - I||^2, 'frobenius' ||W||^2 or 'none'.
+    m.penalty_mode = "coupled"  # penalty before Adam ('coupled') or after ('decoupled').
+    m.margin = 1.0  # gamma of the hinge, fixed at 1 in the paper.
+    m.weighting = "harmonic"  # rank weighting L(r): 'harmonic' or 'uniform'.
+    m.sampler = "exact"  # 'exact': count violators among all candidates;
+    #                      'wsabie': draw negatives until one violates, rank (|T|-1)/tries.
+    m.candidate_pool = 0  # random candidates shared by a step (0: all training points).
+    m.max_tries = 0  # wsabie: give up after this many tries (0: no cap).
+    m.batch_size = 512  # pairs per minibatch.
+    m.num_iters = 2000  # Adam iterations.
+    m.learning_rate = 1e-2  # Adam step size eta (its peak with schedule='cosine').
+    # 'cosine': the step falls from learning_rate to 0 over num_iters; 'constant'.
+    m.schedule = "cosine"
+    # 'msd': features (or the kernel matrix) divided by their mean squared distance between
+    # training points, so that any positive multiple of the input learns the same metric
+    # (the Metric carries the factor); 'none': the margin of 1 against the raw scale.
+    m.normalize = "msd"
+    m.gradient = "closed_form"  # 'closed_form' (eq. 20-24) or 'autodiff'.
+    m.preconditioned = True  # kernel form: K^-1 preconditioned update (eq. 23-25).
+    m.log_every = 100  # steps between lines of metrics.jsonl.
+    # devices of the training mesh (0: all of jax.devices(), on every host); the features
+    # are split by rows over them, the minibatch work and gradient reduced across them.
+    m.num_devices = 0
+
+    if variant in ("chi2", "kernel"):
+        # The kernel form: 1e-4 over-fits the synthetic histograms (67.3 rank-1 against
+        # 74.0 at 1e-3), while VIPeR's chi2-RBF runs are flat from 1e-4 to 1e-3 (36.1, 35.9)
+        # and fall at 1e-2 (29.1).
+        m.lam = 1e-3
+    if variant == "chi2":
+        m.kernel = "chi2_rbf"
+    elif variant == "kernel":
+        m.kernel = "linear"
+    elif variant == "small":
+        m.dim = 16
+        m.batch_size = 128
+        m.num_iters = 200
+        m.log_every = 50
+    return m
+
+
+def _check_names(cfg) -> None:
+    """Raises ValueError for a config naming an option that does not exist."""
+    for field, allowed in (
+        ("penalty", losses.PENALTIES),
+        ("gradient", GRADIENTS),
+        ("sampler", sampling.SAMPLERS),
+        ("weighting", losses.WEIGHTINGS),
+        ("normalize", NORMALIZE),
+        ("schedule", SCHEDULES),
+        ("kernel_approx", KERNEL_APPROX),
+    ):
+        value = getattr(cfg, field)
+        if value not in allowed:
+            raise ValueError(f"unknown {field} {value!r}; expected one of {allowed}")
+
+
+def check_config(cfg, *, n: int, d: int) -> None:
+    """Raises ValueError for a WARCA config that cannot run on N x D training data."""
+    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
+        raise ValueError(
+            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
+        )
+    limit = n if cfg.kernel != "none" else d
+    checks.check_number(cfg, "dim", integer=True)
+    if not 1 <= cfg.dim <= limit:
+        what = "training samples" if cfg.kernel != "none" else "input dimensions"
+        raise ValueError(f"output dim must be in [1, {limit}] ({what}), got {cfg.dim}")
+    for name in ("batch_size", "num_iters", "log_every"):
+        checks.check_number(cfg, name, low=1, integer=True)
+    checks.check_number(cfg, "candidate_pool", low=0, integer=True, note="; 0: all")
+    checks.check_number(cfg, "max_tries", low=0, integer=True, note="; 0: no cap")
+    checks.check_number(cfg, "margin", low=0, low_open=True)
+    checks.check_number(cfg, "learning_rate", low=0, low_open=True)
+    checks.check_number(cfg, "lam", low=0)
+    checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
+    checks.check_number(cfg, "num_landmarks", integer=True)
+    optim.check_hyperparams(
+        learning_rate=cfg.learning_rate, lam=cfg.lam, penalty_mode=cfg.penalty_mode
+    )
+    _check_names(cfg)
+    if cfg.kernel_approx == "nystroem":
+        if cfg.kernel == "none":
+            raise ValueError("kernel_approx='nystroem' approximates a kernel: set kernel too")
+        if not 1 <= cfg.num_landmarks:
+            raise ValueError(f"num_landmarks must be >= 1, got {cfg.num_landmarks}")
+        if cfg.dim > min(cfg.num_landmarks, n):
+            raise ValueError(
+                f"output dim {cfg.dim} exceeds the Nystroem feature dimension "
+                f"min(num_landmarks, N) = {min(cfg.num_landmarks, n)}"
+            )
+    if not isinstance(cfg.num_devices, int) or cfg.num_devices < 0:
+        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {cfg.num_devices!r}")
+    if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
+        raise ValueError(
+            "autodiff gives the plain kernel gradient, not the K^-1 preconditioned one: "
+            "set preconditioned=False or gradient='closed_form'"
+        )
+
+
+def validate(features, labels, cfg) -> checks.TrainingData:
+    """Checks training data and config before any work.
+
+    With ``normalize="msd"`` WARCA does not depend on the features' scale: features too
+    small or too large for float32 are multiplied by a power of two (``checks``), which
+    the returned metric's ``feature_scale`` applies again; with ``normalize="none"`` they
+    are refused.
+
+    Returns:
+      ``checks.TrainingData``: float32 features (times ``scale``), int64 labels, scale.
+
+    Raises:
+      ValueError: NaN/inf, shape mismatches, labels that are not integers, too few
+        identities, a config that cannot run on this data, or negative features for a
+        chi2 kernel.
+    """
+    if cfg.normalize not in NORMALIZE:
+        raise ValueError(f"unknown normalize {cfg.normalize!r}; expected one of {NORMALIZE}")
+    data = checks.training_data(
+        features,
+        labels,
+        method="WARCA",
+        scale_free=cfg.normalize == "msd",
+        scale_note=(
+            " (with normalize='none' the margin is in the features' units; "
+            "normalize='msd' trains on any scale)"
+        ),
+    )
+    check_config(cfg, n=data.x.shape[0], d=data.x.shape[1])
+    if cfg.kernel != "none":
+        kernels.check_kernel_input(data.x, cfg.kernel)
+    return data

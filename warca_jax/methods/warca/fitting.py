@@ -1,0 +1,194 @@
+"""``fit``: WARCA from features and labels to a ``Metric``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+
+from warca_jax import kernels, learner_loop, sampling
+from warca_jax import sharding as sharding_lib
+from warca_jax.methods.warca import config, prepare, step
+from warca_jax.methods.warca.nystroem import nystroem_features
+from warca_jax.metric import Metric
+
+# Above this many bytes for one step's [B, N] candidate distances (no candidate_pool), fit
+# logs a warning that the step's memory grows with N and a pool bounds it.
+_FULL_CANDIDATES_WARN_BYTES = 2**31
+
+
+class _Problem(NamedTuple):
+    """What the training program runs on, and what the metric needs to embed new points."""
+
+    feats: np.ndarray | jax.Array  # X (primal, Nystroem phi), or the centred, scaled K
+    params: jax.Array  # the initial W or A
+    scale: float  # features (primal, Nystroem) or kernel matrix (kernel form) times this
+    gamma: float  # the kernel's bandwidth (1 without a kernel)
+    landmarks: np.ndarray | None  # Nystroem: the landmarks and the map M
+    nys_proj: np.ndarray | None
+
+
+def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key) -> _Problem:
+    """The training features or kernel matrix, its scale and the initial parameters."""
+    if kernel_form:
+        gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=gamma)
+        if not bool(jnp.all(jnp.isfinite(gram))):
+            raise FloatingPointError("the training kernel matrix has non-finite entries")
+        gram, scale = prepare.normalized_gram(gram, normalize=cfg.normalize)
+        params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], gram=gram)
+        return _Problem(gram, params, scale, gamma, None, None)
+    if nystroem:
+        phi, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed, gamma=gamma)
+        scale = prepare.feature_scale(phi, normalize=cfg.normalize)
+        params = prepare.init_params(key, dim=cfg.dim, d=phi.shape[1])
+        return _Problem(phi, params, scale, gamma, landmarks, nys_proj)
+    scale = prepare.feature_scale(x, normalize=cfg.normalize)
+    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1])
+    return _Problem(x, params, scale, 1.0, None, None)
+
+
+def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Metric:
+    """The ``Metric`` of learned parameters; it applies the input's scale at transform.
+
+    The kernel's centring is folded into A: A on H K H is A H on K, up to a shift common
+    to all embeddings. Nystroem: W on phi = k(., L) M is A = W M^T on k(., L).
+    """
+    params = np.asarray(params)
+    if kernel_form:
+        params = params - params.mean(axis=1, keepdims=True)
+    if problem.landmarks is not None:
+        projection, support, kernel, kind = (
+            params @ problem.nys_proj.T,
+            problem.landmarks,
+            cfg.kernel,
+            "kernel",
+        )
+    elif kernel_form:
+        projection, support, kernel, kind = params, x, cfg.kernel, "kernel"
+    else:
+        projection, support, kernel, kind = params, None, "none", "linear"
+    return Metric(
+        kind=kind,
+        input_dim=x.shape[1],
+        projection=projection,
+        support=support,
+        kernel=kernel,
+        gamma=problem.gamma,
+        input_scale=problem.scale,
+        name="warca",
+        feature_scale=data.scale,
+    )
+
+
+def _warn_full_candidates(cfg, n: int) -> None:
+    if not cfg.candidate_pool and 4 * cfg.batch_size * n > _FULL_CANDIDATES_WARN_BYTES:
+        logging.warning(
+            "WARCA on %d samples without a candidate pool: every step builds [%d, %d] "
+            "candidate distances; set candidate_pool (e.g. 4096) to bound its memory",
+            n,
+            cfg.batch_size,
+            n,
+        )
+
+
+def fit(
+    features: np.ndarray,
+    labels: np.ndarray,
+    cfg,
+    *,
+    seed: int = 0,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+    callback: Callable[[dict, Metric], None] | None = None,
+) -> tuple[Metric, list[dict]]:
+    """Learns a WARCA metric.
+
+    Training runs on a mesh of ``cfg.num_devices`` devices (0: all; see
+    ``warca_jax.sharding``): one device is a mesh of one, and N devices give the
+    one-device result up to float rounding (same seed, same draws). With
+    ``cfg.kernel_approx == "nystroem"`` the kernel form is replaced by linear WARCA on
+    the Nystroem features of ``cfg.num_landmarks`` landmarks (``nystroem_features``),
+    returned as a kernel metric whose support vectors are the landmarks.
+
+    Args:
+      features: [N, D] training features (a NumPy array, or a memory-mapped ``.npy``).
+      labels: [N] identity labels.
+      cfg: the ``method`` section of a config (see configs/warca.py).
+      seed: PRNG seed; same seed, same result.
+      log_fn: called with a dict of metrics every ``cfg.log_every`` steps.
+      progress: show a progress bar.
+      callback: called as ``callback(row, metric)`` after every logged chunk with the
+        metric learned so far (to evaluate it during training); its time is not
+        counted in the rows' ``seconds``.
+
+    Returns:
+      (metric, history) where history is the list of logged dicts.
+
+    Raises:
+      ValueError: bad input or config, before any training.
+      learner_loop.TrainingDivergedError: training diverged (a non-finite or exploding loss)
+        or ended in a non-finite or degenerate model.
+    """
+    data = config.validate(features, labels, cfg)
+    x = data.x
+    mesh = sharding_lib.make_mesh(cfg.num_devices)
+    nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
+    kernel_form = cfg.kernel != "none" and not nystroem
+    table = jax.device_put(sampling.make_pair_table(data.y), sharding_lib.replicated(mesh))
+    key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
+    t0 = time.perf_counter()
+    problem = _problem(
+        x,
+        cfg,
+        kernel_form=kernel_form,
+        nystroem=nystroem,
+        seed=seed,
+        # the bandwidth of features of ordinary size, for the rescaled ones
+        gamma=kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, data.scale),
+        key=key_init,
+    )
+    _warn_full_candidates(cfg, x.shape[0])
+    # the kernel matrix is scaled already (on the device); features block by block
+    feats, params = prepare.place(
+        mesh, problem.feats, problem.params, scale=1.0 if kernel_form else problem.scale
+    )
+    structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in config.TUNABLE))
+    chunk = step.compiled_chunk(structural, kernel_form, mesh)
+    hyper = step.hyperparams(cfg)
+    state = step.init_state(cfg, hyper, params)
+    # every input of the compiled chunk on the mesh from the start, as its outputs will be,
+    # so that the second call does not compile again for new input shardings
+    state, hyper, key_train = jax.device_put(
+        (state, hyper, key_train), sharding_lib.replicated(mesh)
+    )
+
+    def advance(done, length):
+        nonlocal state
+        state, metrics = chunk(state, hyper, feats, table, key_train, length)
+        return metrics
+
+    def make_metric(params) -> Metric:
+        return _metric(params, cfg, x, problem, data, kernel_form=kernel_form)
+
+    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
+    return learner_loop.fit_in_chunks(
+        advance,
+        lambda: make_metric(state.params),
+        method="WARCA",
+        features=features,
+        callback=callback,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        log_fn=log_fn,
+        progress=progress,
+        t0=t0,
+        # on normalised inputs the loss starts at about the margin (the hinge) plus lambda
+        # times the penalty at the initial W (at most about D')
+        reference_loss=cfg.margin + cfg.lam * cfg.dim if cfg.normalize == "msd" else None,
+        hint=hint,
+    )

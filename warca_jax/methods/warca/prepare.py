@@ -1,0 +1,130 @@
+"""The inputs of WARCA's training program: scaled features or the centred kernel matrix,
+the initial parameters, and their placement on the devices' mesh."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from warca_jax import linalg, sampling
+from warca_jax import sharding as sharding_lib
+
+# A mean squared distance below this fraction of the mean squared norm (of the mean kernel
+# diagonal) is rounding, not spread: float64 sums of float32 features, float32 kernels.
+_MSD_RELATIVE_FLOOR = 2.0**-44
+_KERNEL_MSD_RELATIVE_FLOOR = 2.0**-20
+
+
+def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = None) -> jax.Array:
+    """Initial W with orthonormal rows, or A scaled so that tr(A K A^T) = D'."""
+    if gram is None:
+        return linalg.random_orthonormal_rows(key, dim=dim, d=d)
+    a = jax.random.normal(key, (dim, gram.shape[0]), jnp.float32)
+    scale = jnp.sum(a * (gram @ a.T).T) / dim
+    return a / jnp.sqrt(jnp.maximum(scale, 1e-30))
+
+
+def _moments(x, *, block_size: int = 65536) -> tuple[float, float]:
+    """(mean squared distance, mean squared norm) of the rows of x; see ``mean_sq_dist``."""
+    n = x.shape[0]
+    s1 = np.zeros(x.shape[1], np.float64)
+    s2 = 0.0
+    for b0 in range(0, n, block_size):
+        xb = np.asarray(x[b0 : b0 + block_size], np.float64)
+        s1 += xb.sum(0)
+        s2 += float(np.sum(xb * xb))
+    m = s1 / n
+    return max(2.0 * (s2 / n - float(m @ m)), 0.0), s2 / n
+
+
+def mean_sq_dist(x, *, block_size: int = 65536) -> float:
+    """Mean squared Euclidean distance between two training points, 2 (E||x||^2 - ||E x||^2).
+
+    Over all ordered pairs (i, j), i = j included; in float64, ``block_size`` rows at a
+    time, so a memory-mapped ``x`` is read once and never copied whole.
+    """
+    return _moments(x, block_size=block_size)[0]
+
+
+def normalized_gram(gram: jax.Array, *, normalize: str) -> tuple[jax.Array, float]:
+    """The centred training kernel matrix H K H, scaled; and the scale.
+
+    Centring (H = I - 11^T / N) is the exact reparameterisation A -> A H: distances
+    between embeddings do not change, and the constant direction, whose eigenvalue of
+    about N mean(K) made Adam on the plain gradient diverge, is removed. With
+    ``normalize="msd"`` the matrix is also divided by the mean squared feature-space
+    distance between training points, 2 (mean diag K - mean K), so that it is 1.
+
+    Raises:
+      ValueError: every training point has the same feature-space image (zero distance,
+        or one within float32's rounding of the kernel values).
+    """
+    row = jnp.mean(gram, axis=0)
+    mean_diag = float(jnp.mean(jnp.diagonal(gram)))
+    msd = 2.0 * (mean_diag - float(jnp.mean(row)))
+    # checked whatever ``normalize``: a matrix that puts every point at one place (e.g. the
+    # chi2 or linear kernel of all-zero features, K = 0) has nothing to learn from, and
+    # without the check the initial A would be divided by ~0
+    if not msd > _KERNEL_MSD_RELATIVE_FLOOR * abs(mean_diag):
+        what = (
+            "is all zeros (e.g. all-zero features under the chi2 or linear kernel)"
+            if not np.any(np.asarray(gram))
+            else f"puts every training point at the same place (mean squared feature-space "
+            f"distance {msd:.3g}, 0 up to float32 rounding of kernel values of size "
+            f"{abs(mean_diag):.3g})"
+        )
+        raise ValueError(
+            f"the training kernel matrix {what}: nothing to learn from; check the features "
+            "and kernel_gamma"
+        )
+    scale = 1.0 / msd if normalize == "msd" else 1.0
+    centred = (gram - row[None, :] - row[:, None] + jnp.mean(row)) * scale
+    return centred, scale
+
+
+def feature_scale(x, *, normalize: str) -> float:
+    """The factor that gives training features a mean squared distance of 1 (``msd``), or 1."""
+    if normalize != "msd":
+        return 1.0
+    msd, energy = _moments(x)
+    if not np.isfinite(msd) or not msd > _MSD_RELATIVE_FLOOR * energy:
+        raise ValueError(
+            f"the training features have mean squared distance {msd:.3g} between points "
+            f"(mean squared norm {energy:.3g}): every training sample is the same vector, up "
+            "to float32 rounding; nothing to learn from"
+        )
+    return float(1.0 / np.sqrt(msd))
+
+
+def place(mesh, feats, params, scale: float = 1.0):
+    """Puts the features (split by rows, padded to the mesh, times ``scale``) and params
+    on the mesh.
+
+    Each device's rows are read from ``feats`` (a NumPy array, a memory map or the kernel
+    matrix) by ``jax.make_array_from_callback``, so no second host copy of the whole
+    features is made and, over several hosts, each host fills its own devices from its
+    copy; the scale is applied block by block, in float64 before the cast to float32.
+    """
+    n = feats.shape[0]
+    # On several devices, whole blocks of the violator selection on each, so that the
+    # [B, N] search stays split by candidate (unaligned blocks make XLA gather the rows).
+    block = sampling.SELECT_WIDTH if mesh.devices.size > 1 else 1
+    rows = sharding_lib.pad_to_multiple(n, mesh, block=block)
+    shape = (rows, *feats.shape[1:])
+
+    def scaled(a):
+        a = np.asarray(a)
+        return a if scale == 1.0 else (a.astype(np.float64) * scale).astype(np.float32)
+
+    def block(index):
+        start, stop, _ = index[0].indices(rows)
+        take = max(0, min(stop, n) - start)
+        if take == stop - start:  # no padding rows: the slice itself
+            return scaled(feats[start:stop])[(slice(None), *index[1:])]
+        out = np.zeros((stop - start, *feats.shape[1:]), np.float32)
+        out[:take] = scaled(feats[start : start + take])
+        return out[(slice(None), *index[1:])]
+
+    feats = jax.make_array_from_callback(shape, sharding_lib.rows(mesh), block)
+    return feats, jax.device_put(params, sharding_lib.replicated(mesh))

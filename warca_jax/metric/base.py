@@ -1,0 +1,299 @@
+"""A learned metric: a map into an embedding space and the distance used there.
+
+Every learner returns a ``Metric``. Its ``transform`` maps features to
+embeddings, and ``distance`` names the distance used between embeddings by the
+evaluation:
+
+* ``identity``: x itself (the no-learning baselines: Euclidean, chi2, ...).
+* ``linear``: W x with W: [D', D], so that ||W (x - y)|| is the Mahalanobis
+  distance of M = W^T W.
+* ``kernel``: A k(X, x) with A: [D', N] and the support vectors X: [N, D]
+  (the training features), W = A X^T in the kernel's feature space (eq. 15).
+* ``kernel_distance``: no map; the distance of the kernel's feature space,
+  sqrt(k(x, x) + k(y, y) - 2 k(x, y)) (the study's kernel baselines).
+
+``pairwise_distances(x, y)`` gives the [n, m] distances of any kind; the
+evaluation ranks with it. A learner whose distance is not one of these has a frozen
+dataclass subclass of ``Metric`` in ``warca_jax.metric.kinds`` with a class attribute
+``KIND`` (its kind name), its extra fields (arrays are saved as arrays, the rest
+as JSON) and its ``pairwise_distances``; ``Metric.load`` finds the subclass by the
+saved kind (importing ``warca_jax.metric`` registers them all).
+
+A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
+kernel name and bandwidth and the support vectors included, and loaded back
+with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
+(``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
+whole, finite saved metric (cut short, a corrupt archive, another file), so that a
+caller can redo the model instead of using it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import zipfile
+
+import jax.numpy as jnp
+import numpy as np
+
+from warca_jax import distances, kernels, workdir
+
+KINDS = ("identity", "linear", "kernel", "kernel_distance")
+_SUBCLASSES: dict = {}  # kind -> Metric subclass (warca_jax.metric.kinds)
+# Kinds whose distance is a plain distance between the rows of ``transform``.
+EMBEDDING_KINDS = ("identity", "linear", "kernel")
+
+
+class DamagedModelError(ValueError):
+    """A model file that cannot be read back as a whole, finite ``Metric``.
+
+    Raised by ``Metric.load`` for a file cut short, a corrupt archive, a file that is not
+    a saved metric (another ``.npz``, a text file) or one holding NaN or inf; the message
+    names the file. A ``ValueError``, so callers that treat bad input as such still do.
+    """
+
+
+class NonFiniteMetricError(FloatingPointError):
+    """A metric holds NaN or inf (``Metric.check_finite``); never saved or used."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A distance learned (or chosen) for re-identification.
+
+    Attributes:
+      kind: one of ``KINDS``.
+      input_dim: D, the feature dimension ``transform`` accepts.
+      projection: W [D', D] (linear) or A [D', N] (kernel); None for identity.
+      support: [N, D] support vectors of a kernel metric.
+      kernel: kernel name for ``kind == "kernel"``.
+      gamma: kernel bandwidth.
+      input_scale: factor applied to the features (linear) or to the kernel values (kernel)
+        before the projection: the input normalisation the learner trained under (WARCA's
+        ``normalize``), so that ``projection`` is the matrix it learned (W W^T near I
+        under AON) and ``transform`` takes the features as the user gives them.
+      distance: distance between embeddings (see ``evaluation.DISTANCES``).
+      name: the learner's name, for reports.
+      feature_scale: an exact power of two the features are multiplied by (in float64,
+        before anything else) when ``transform`` reads them: a learner given features
+        too small or too large for float32 arithmetic trains on them times this factor
+        (``methods.checks.training_data``), and the metric takes the user's features.
+        1.0 (nothing done) for features of ordinary size.
+    """
+
+    kind: str
+    input_dim: int
+    projection: np.ndarray | None = None
+    support: np.ndarray | None = None
+    kernel: str = "none"
+    gamma: float = 1.0
+    input_scale: float = 1.0
+    distance: str = "euclidean"
+    name: str = ""
+    feature_scale: float = 1.0
+
+    KIND = None  # set by subclasses that add a kind of their own
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.KIND is not None:
+            _SUBCLASSES[cls.KIND] = cls
+
+    def __post_init__(self):
+        own = type(self).KIND
+        if (own is None and self.kind not in KINDS) or (own is not None and self.kind != own):
+            raise ValueError(
+                f"unknown metric kind {self.kind!r}; expected one of {KINDS + tuple(_SUBCLASSES)}"
+            )
+        if self.kind in ("linear", "kernel") and self.projection is None:
+            raise ValueError(f"a {self.kind} metric needs a projection matrix")
+        if not (
+            isinstance(self.input_scale, (int, float))
+            and np.isfinite(self.input_scale)
+            and self.input_scale > 0
+        ):
+            raise ValueError(
+                f"a metric's input_scale must be a finite positive number, got {self.input_scale!r}"
+            )
+        if not (
+            isinstance(self.feature_scale, (int, float))
+            and np.isfinite(self.feature_scale)
+            and self.feature_scale > 0
+            and np.frexp(self.feature_scale)[0] == 0.5
+        ):
+            raise ValueError(
+                "a metric's feature_scale must be a positive power of two, got "
+                f"{self.feature_scale!r}"
+            )
+        if self.kind == "kernel":
+            if self.support is None:
+                raise ValueError("a kernel metric needs its support vectors")
+            if self.projection.shape[1] != self.support.shape[0]:
+                raise ValueError(
+                    f"kernel projection has {self.projection.shape[1]} columns but there are "
+                    f"{self.support.shape[0]} support vectors"
+                )
+
+    @property
+    def output_dim(self) -> int:
+        return self.input_dim if self.projection is None else int(self.projection.shape[0])
+
+    def non_finite_fields(self) -> list[str]:
+        """The names of the fields (arrays or floats) holding NaN or inf."""
+        bad = []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray) and v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+                bad.append(f.name)
+            elif isinstance(v, float | np.floating) and not np.isfinite(v):
+                bad.append(f.name)
+        return bad
+
+    def is_finite(self) -> bool:
+        """Whether every array and float of the metric is finite."""
+        return not self.non_finite_fields()
+
+    def check_finite(self, context: str = "") -> Metric:
+        """Returns the metric; raises ``NonFiniteMetricError`` naming any non-finite field.
+
+        Args:
+          context: the start of the message, e.g. ``"refusing to save: "``.
+        """
+        bad = self.non_finite_fields()
+        if bad:
+            raise NonFiniteMetricError(
+                f"{context}the {self.name or self.kind} metric is non-finite (NaN or inf in {bad})"
+            )
+        return self
+
+    def scaled_features(self, x: np.ndarray) -> np.ndarray:
+        """``x`` checked (shape [n, input_dim], finite) and times ``feature_scale``.
+
+        The product is taken in float64 and cast to float32 (exact for a power of two
+        unless the result leaves float32's range); with a scale of 1 ``x`` is returned as
+        it is, so that features of ordinary size go through unchanged.
+        """
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise ValueError(
+                f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
+            )
+        if not np.all(np.isfinite(x)):
+            raise ValueError("transform got NaN or inf in the features")
+        if self.feature_scale == 1.0:
+            return x
+        return (x.astype(np.float64) * self.feature_scale).astype(np.float32)
+
+    def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
+        """Embeds features.
+
+        Args:
+          x: [n, D] features.
+          block_size: rows embedded at once (bounds the [n, N] kernel block).
+
+        Returns:
+          [n, D'] float32 embeddings (x itself for an identity metric).
+        """
+        x = self.scaled_features(x)
+        if self.kind in ("identity", "kernel_distance"):
+            return x.astype(np.float32)
+        if self.kind == "kernel":
+            kernels.check_kernel_input(x, self.kernel)
+        proj = jnp.asarray(self.projection)
+        out = []
+        for s in range(0, x.shape[0], block_size):
+            xb = jnp.asarray(x[s : s + block_size], jnp.float32)
+            if self.kind == "kernel":
+                xb = kernels.kernel_matrix(
+                    xb, jnp.asarray(self.support), kernel=self.kernel, gamma=self.gamma
+                )
+            out.append(np.asarray((xb @ proj.T) * self.input_scale))
+        if not out:
+            return np.zeros((0, self.output_dim), np.float32)
+        return np.concatenate(out).astype(np.float32)
+
+    def pairwise_distances(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """[n, m] distances between the rows of x and y under this metric."""
+        ex, ey = self.transform(x), self.transform(y)
+        if self.kind == "kernel_distance":
+            kernels.check_kernel_input(ex, self.kernel)
+            kernels.check_kernel_input(ey, self.kernel)
+            kxy = kernels.kernel_matrix(ex, ey, kernel=self.kernel, gamma=self.gamma)
+            kxx = kernels.kernel_diagonal(ex, kernel=self.kernel, gamma=self.gamma)
+            kyy = kernels.kernel_diagonal(ey, kernel=self.kernel, gamma=self.gamma)
+            sq = kxx[:, None] + kyy[None, :] - 2.0 * kxy
+            return np.sqrt(np.maximum(np.asarray(sq), 0.0))
+        return np.asarray(distances.pairwise_distances(ex, ey, distance=self.distance))
+
+    def mahalanobis_matrix(self) -> np.ndarray:
+        """M = W^T W of a linear metric ([D, D]); identity for an identity metric."""
+        factor = (self.input_scale * self.feature_scale) ** 2
+        if self.kind == "linear":
+            return factor * (self.projection.T @ self.projection)
+        if self.kind == "identity":
+            return (self.feature_scale**2) * np.eye(self.input_dim, dtype=np.float32)
+        raise ValueError("a kernel metric has no finite Mahalanobis matrix in input space")
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the metric to ``path`` (.npz); refuses a non-finite metric.
+
+        Raises:
+          NonFiniteMetricError: an array or float of the metric is NaN or inf (nothing is
+            written).
+        """
+        self.check_finite("refusing to save: ")
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
+        meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
+        meta["array_fields"] = sorted(arrays)
+        # a file object: np.savez adds no ".npz" to a path that lacks it
+        with workdir.atomic_path(os.fspath(path)) as tmp, open(tmp, "wb") as f:
+            np.savez(f, meta=np.asarray(json.dumps(meta)), **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Metric:
+        """Reads a metric written by ``save``.
+
+        Raises:
+          FileNotFoundError: no file at ``path``.
+          DamagedModelError: the file is not a whole saved metric: cut short or corrupt,
+            not an ``.npz`` archive, an archive without the saved metric's entries, entries
+            that do not make a metric, or NaN or inf in it.
+        """
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no saved metric at {path}")
+
+        def damaged(why: str) -> DamagedModelError:
+            return DamagedModelError(
+                f"{path} is damaged (truncated or corrupt) or not a warca_jax model: {why}"
+            )
+
+        try:  # the file opened here, so that it is closed whatever np.load makes of it
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:
+                if "meta" not in f.files:
+                    raise damaged(f"no 'meta' entry, not a saved Metric (entries: {f.files})")
+                meta = json.loads(str(f["meta"]))
+                if not isinstance(meta, dict):
+                    raise damaged(f"its 'meta' entry is not a JSON object: {meta!r}")
+                names = meta.pop("array_fields", [])
+                missing = [k for k in names if k not in f.files]
+                if missing:
+                    raise damaged(f"arrays {missing} are missing (entries: {f.files})")
+                arrays = {k: f[k] for k in names}
+        except DamagedModelError:
+            raise
+        except AttributeError as e:  # np.load of a plain .npy gives an array, no .files
+            raise damaged(f"not an .npz archive of named arrays ({e})") from e
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError) as e:
+            raise damaged(f"{type(e).__name__}: {e}") from e
+        kind = meta.get("kind")
+        target = _SUBCLASSES.get(kind, Metric)
+        try:
+            metric = target(**meta, **arrays)
+        except (TypeError, ValueError) as e:
+            raise damaged(f"its entries do not make a metric ({e})") from e
+        bad = metric.non_finite_fields()
+        if bad:
+            raise damaged(f"NaN or inf in {bad}")
+        return metric

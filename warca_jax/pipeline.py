@@ -1,0 +1,380 @@
+"""train_and_evaluate(config, workdir): the one function main.py and notebooks call.
+
+For every split of the dataset it fits the configured method on the training
+part, embeds the query and gallery parts, evaluates, and writes into workdir:
+
+* ``config.json``: the config of the run;
+* ``metrics.jsonl``: one JSON object per logged training step (with its split, and
+  ``val_rank1`` / ``val_mAP`` with ``data.val_fraction`` > 0);
+* ``model_split{s}.npz``: the learned ``Metric`` of split s (``Metric.load``);
+* ``split_{s}.json``: the results of split s;
+* ``results.json``: per-split results and their mean and std;
+* ``cmc.png``: the mean CMC curve (and the Euclidean baseline's).
+
+A run started again on the same workdir reuses every finished split (its
+``split_{s}.json`` and model) and redoes only the unfinished ones; a workdir
+holding a run with another config is refused rather than mixed.
+
+With ``data.val_fraction`` > 0, a share of each split's training identities is held out
+(``splits.validation_split``, seeded by ``seed`` and the split index) and the learner
+trains on the rest; after every logged chunk of steps the metric learned so far is
+evaluated on the held-out query/gallery as the split's test is (``evaluate_metric``),
+and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
+``eval.keep_best`` the model of the chunk with the best ``val_mAP`` (the earliest of
+ties) is the split's model, saved and tested, instead of the last one. Only iterative
+learners (``Method.takes_callback``) can be watched this way: a closed-form learner
+refuses ``data.val_fraction`` > 0 rather than train on fewer identities for nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+
+import numpy as np
+from absl import logging
+
+from warca_jax import data as data_lib
+from warca_jax import datasets, evaluation, methods, plots
+from warca_jax import splits as splits_lib
+from warca_jax import workdir as workdir_lib
+from warca_jax.metric import Metric
+
+SUMMARY_KEYS = (
+    "rank1",
+    "rank5",
+    "rank10",
+    "rank20",
+    "mAP",
+    "mINP",
+    "AUC",
+    "AUC_top30",
+    "MAP_at_R",
+    "R_precision",
+    "train_seconds",
+    "eval_seconds",
+    "num_skipped",
+)
+_CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
+
+
+def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Fits the learner named ``method_cfg.name`` and returns (Metric, history).
+
+    ``callback(row, metric)``, called after every logged chunk with the metric learned so
+    far (a dict it returns joins the row), goes to the learners that take one
+    (``Method.takes_callback``); for another, a callback is a ValueError.
+    """
+    method = methods.get(method_cfg.name)
+    extra = {}
+    if callback is not None:
+        if not method.takes_callback:
+            raise ValueError(
+                f"method {method_cfg.name!r} takes no callback: evaluating during training "
+                f"needs an iterative learner, one of {methods.with_callback()}"
+            )
+        extra["callback"] = callback
+    return method.fit(
+        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress, **extra
+    )
+
+
+def check_validation_config(config) -> float:
+    """Checks ``data.val_fraction`` and ``eval.keep_best``; returns the fraction.
+
+    Raises:
+      ValueError: a fraction outside [0, 1), ``keep_best`` without a fraction, or a
+        fraction for a method that cannot be evaluated during training.
+    """
+    fraction = float(config.data.get("val_fraction", 0.0))  # absent in older configs
+    keep_best = bool(config.eval.get("keep_best", False))
+    if not (math.isfinite(fraction) and 0.0 <= fraction < 1.0):
+        raise ValueError(
+            f"data.val_fraction must be in [0, 1): the share of each split's training "
+            f"identities held out for validation (0: none); got {fraction}"
+        )
+    if keep_best and not fraction:
+        raise ValueError(
+            "eval.keep_best=True selects the model on held-out identities: set "
+            "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
+        )
+    name = config.method.name
+    if fraction and not methods.get(name).takes_callback:
+        raise ValueError(
+            f"data.val_fraction={fraction}: validation during training needs an iterative "
+            f"learner, one of {methods.with_callback()}; method {name!r} has no training "
+            "steps to watch (a closed form, or a validation schedule of its own): set "
+            "data.val_fraction=0"
+        )
+    return fraction
+
+
+def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Split | None:
+    """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
+
+    The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
+    ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
+    identities are drawn from ``[config.seed, s]``: same seed, same split.
+    """
+    fraction = check_validation_config(config)
+    if not fraction:
+        return None
+    try:
+        return splits_lib.validation_split(
+            dataset.labels,
+            dataset.cams,
+            dataset.splits[s].train_idx,
+            fraction=fraction,
+            seed=[config.seed, s],
+            field="data.val_fraction",
+        )
+    except ValueError as e:
+        raise ValueError(f"{dataset.name} split {s}: {e}") from None
+
+
+def _copy_metric(metric: Metric) -> Metric:
+    """A copy of ``metric`` with its own arrays (the support vectors, never trained, shared)."""
+    arrays = {
+        f.name: np.array(getattr(metric, f.name))
+        for f in dataclasses.fields(metric)
+        if f.name != "support" and isinstance(getattr(metric, f.name), np.ndarray)
+    }
+    return dataclasses.replace(metric, **arrays)
+
+
+def _jsonable(result: dict) -> dict:
+    out = {}
+    for k, v in result.items():
+        if isinstance(v, np.ndarray):
+            v = v[:_CMC_KEEP].tolist() if k == "cmc" else v.tolist()
+        elif isinstance(v, np.generic):
+            v = v.item()
+        out[k] = v
+    return out
+
+
+def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
+    """What identifies the data of a run: a hash of its arrays and splits, and its source.
+
+    ``content`` (compared on restart) hashes the features, labels, cameras and every
+    split as loaded; ``source`` (recorded only) is the size and mtime of the file, or a
+    hash of the folder listing, that ``data.path`` names.
+    """
+    arrays = [dataset.features, dataset.labels, dataset.cams]
+    for split in dataset.splits:
+        arrays.extend(split)
+    out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
+    path = os.path.expanduser(data_cfg.get("path", "") or "")
+    if path and os.path.exists(path):
+        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
+    return out
+
+
+def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = None) -> None:
+    """Records config.json (and data.json), or refuses a workdir of another run.
+
+    A workdir whose config.json differs from ``config``, or whose data.json records other
+    data (the file changed since), is a ValueError: results of two runs are never mixed.
+    """
+    text = config.to_json_best_effort(indent=1, sort_keys=True)
+    data = {} if dataset is None else data_fingerprint(dataset, config.data)
+    workdir_lib.check_run_files(workdir, text, data)
+
+
+def _drop_split_lines(path: str, split: int) -> None:
+    """Removes the metrics.jsonl lines of an unfinished split (and damaged lines)."""
+    if os.path.exists(path):
+        rows = workdir_lib.read_jsonl(path)
+        workdir_lib.write_jsonl(path, [r for r in rows if r.get("split") != split])
+
+
+def _split_check(s: int):
+    """The check a reused split_{s}.json must pass: split s's, every measure finite."""
+
+    def check(obj):
+        reason = workdir_lib.finite_numbers(obj, ("split", *SUMMARY_KEYS))
+        if reason:
+            return reason
+        if obj["split"] != s:
+            return f"it holds the results of split {obj['split']}, not of split {s}"
+        cmc = obj.get("cmc")
+        if not isinstance(cmc, list) or not cmc:
+            return "its CMC curve is missing"
+        if not all(isinstance(v, int | float) and math.isfinite(v) for v in cmc):
+            return "its CMC curve holds a non-number"
+        return None
+
+    return check
+
+
+def reuse_split(workdir: str, s: int) -> dict | None:
+    """Split s's results if its split_{s}.json and model_split{s}.npz are sound, else None.
+
+    A damaged, non-finite or misplaced file is logged and None is returned: the caller
+    redoes the split and overwrites both files.
+    """
+    res = workdir_lib.reuse_json(os.path.join(workdir, f"split_{s}.json"), _split_check(s))
+    if res is None:
+        return None
+    model = os.path.join(workdir, f"model_split{s}.npz")
+    if not os.path.exists(model):
+        logging.warning("%s is missing; redoing split %d", model, s)
+        return None
+    try:  # Metric.load refuses a cut, corrupt or non-finite model (DamagedModelError)
+        Metric.load(model)
+    except (ValueError, OSError) as e:
+        logging.warning("%s cannot be reused (%s); redoing split %d", model, e, s)
+        return None
+    return res
+
+
+def run_split(dataset, s: int, config, workdir: str) -> dict:
+    """Fits, saves and evaluates split ``s``; returns its JSON-able results."""
+    # Over 60 lines: the validation callback and the log writer are closures over this split's
+    # state (seed, held-out part, kept model), and the steps read in the order they happen:
+    # fit, keep, save, test, baseline, write.
+    split = dataset.splits[s]
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    _drop_split_lines(metrics_path, s)
+    seed = config.seed + s
+    val = validation_split(dataset, s, config)
+    keep_best = val is not None and bool(config.eval.get("keep_best", False))
+    # the kept chunk's step and scores (the best so far, or the last), its metric, the time
+    watch = {"kept": None, "metric": None, "seconds": 0.0}
+
+    def callback(row, metric):
+        t = time.perf_counter()
+        res = evaluation.evaluate_metric(metric, dataset, val, config.eval, seed=seed)
+        scores = {"val_rank1": float(res["rank1"]), "val_mAP": float(res["mAP"])}
+        kept = watch["kept"]
+        if not keep_best or kept is None or scores["val_mAP"] > kept["val_mAP"]:
+            watch["kept"] = {"kept_step": int(row["step"]), **scores}
+            if keep_best:
+                watch["metric"] = _copy_metric(metric)
+        watch["seconds"] += time.perf_counter() - t
+        return scores
+
+    with open(metrics_path, "a") as mf:
+
+        def log_fn(row):
+            mf.write(json.dumps({"split": s, **row}) + "\n")
+            mf.flush()
+
+        t0 = time.perf_counter()
+        train = split.train_idx if val is None else val.train_idx
+        metric, _ = fit_method(
+            dataset.features[train],
+            dataset.labels[train],
+            config.method,
+            seed=seed,
+            log_fn=log_fn,
+            progress=config.progress,
+            callback=None if val is None else callback,
+        )
+        train_seconds = time.perf_counter() - t0 - watch["seconds"]
+    if val is not None and watch["kept"] is None:
+        raise RuntimeError(f"{config.method.name} logged no chunk: nothing was validated")
+    if keep_best:
+        metric = watch["metric"]
+    metric.save(os.path.join(workdir, f"model_split{s}.npz"))
+    t0 = time.perf_counter()
+    res = evaluation.evaluate_metric(metric, dataset, split, config.eval, seed=seed)
+    res["eval_seconds"] = time.perf_counter() - t0
+    res["train_seconds"] = train_seconds
+    out = {"split": s, **_jsonable(res)}
+    if val is not None:  # the validated model: its step and scores, and the held-out part
+        held = np.concatenate([val.query_idx, val.gallery_idx])
+        out.update(
+            watch["kept"],
+            val_seconds=watch["seconds"],
+            num_val_ids=int(len(np.unique(dataset.labels[held]))),
+            num_train_ids=int(len(np.unique(dataset.labels[val.train_idx]))),
+        )
+    if config.eval.baseline:
+        base = evaluation.evaluate_metric(
+            Metric("identity", dataset.features.shape[1], name="euclidean"),
+            dataset,
+            split,
+            config.eval,
+            seed=seed,
+        )
+        out["baseline_euclidean"] = _jsonable(base)
+    workdir_lib.write_json(os.path.join(workdir, f"split_{s}.json"), out)
+    return out
+
+
+def summarise(per_split: list[dict]) -> dict:
+    """Mean and std (over splits) of ``SUMMARY_KEYS`` and the mean CMC curve."""
+    mean = {k: float(np.mean([r[k] for r in per_split])) for k in SUMMARY_KEYS}
+    std = {k: float(np.std([r[k] for r in per_split])) for k in SUMMARY_KEYS}
+    length = min(len(r["cmc"]) for r in per_split)
+    cmc = np.mean([r["cmc"][:length] for r in per_split], axis=0)
+    return {"mean": mean, "std": std, "cmc": cmc.tolist()}
+
+
+def train_and_evaluate(config, workdir: str) -> dict:
+    """Runs the configured method on every split of the configured dataset.
+
+    Args:
+      config: a ConfigDict as returned by configs/warca.py.
+      workdir: output folder (created if needed).
+
+    Returns:
+      The dict written to results.json.
+    """
+    check_validation_config(config)
+    dataset = datasets.from_config(config.data, progress=bool(config.progress))
+    validate = methods.get(config.method.name).validate
+    for s, split in enumerate(dataset.splits):
+        val = validation_split(dataset, s, config)
+        t = split.train_idx if val is None else val.train_idx
+        validate(dataset.features[t], dataset.labels[t], config.method)
+    workdir_lib.prepare(workdir)
+    check_config_file(workdir, config, dataset)
+    per_split = []
+    for s in range(len(dataset.splits)):
+        done = reuse_split(workdir, s)
+        if done is not None:
+            per_split.append(done)
+            logging.info("split %d already done; reusing split_%d.json", s, s)
+            continue
+        res = run_split(dataset, s, config, workdir)
+        logging.info(
+            "split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
+            s,
+            res["rank1"],
+            res["mAP"],
+            res["train_seconds"],
+        )
+        per_split.append(res)
+
+    summary = summarise(per_split)
+    results = {
+        "method": config.method.name,
+        "dataset": dataset.name,
+        "num_splits": len(per_split),
+        **summary,
+        "splits": per_split,
+    }
+    curves = {config.method.name: summary["cmc"]}
+    if config.eval.baseline:
+        base = summarise(
+            [
+                r["baseline_euclidean"] | {"train_seconds": 0.0, "eval_seconds": 0.0}
+                for r in per_split
+            ]
+        )
+        results["baseline_euclidean"] = {"mean": base["mean"], "std": base["std"]}
+        curves["euclidean"] = base["cmc"]
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
+    plots.plot_cmc(
+        curves,
+        os.path.join(workdir, "cmc.png"),
+        max_rank=config.eval.plot_max_rank,
+        # a name from a non-UTF-8 file name holds surrogates no font can draw
+        title=f"{config.method.name} on {dataset.name}".encode("utf-8", "replace").decode(),
+    )
+    return results

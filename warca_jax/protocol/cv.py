@@ -1,0 +1,124 @@
+"""Cross-validation: the jobs of every grid point, and the selection of the best one.
+
+``cv/<dataset>/<method>/split_<c>/lam_<lam>_eta_<eta>/result.json`` holds a grid point's
+validation scores on CV split ``c``; ``select`` reads them all (verified) and writes
+``cv/<dataset>/<method>/selected.json``, the point with the best mean ``cv.measure``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from warca_jax import workdir as workdir_lib
+from warca_jax.protocol.datasets import DataInfo
+from warca_jax.protocol.jobs import make_job, outcome, safe
+from warca_jax.protocol.plan import Plan, run_config, run_method_config
+
+
+class CrossValidationMissing(RuntimeError):
+    """The runs stage needs cross-validation results that are not there yet."""
+
+
+class CrossValidationFailed(RuntimeError):
+    """Every grid point of a method failed in cross-validation: nothing to select."""
+
+
+def _grid_name(lam: float, eta: float) -> str:
+    return f"lam_{lam:g}_eta_{eta:g}"
+
+
+def cv_job(plan: Plan, workdir: str, info: DataInfo, name, label, c, lam, eta) -> dict:
+    """The job of grid point (``lam``, ``eta``) of ``label`` on CV split ``c`` of ``name``."""
+    cv = plan.config.cv
+    folder = os.path.join(workdir, "cv", name, safe(label), f"split_{c}", _grid_name(lam, eta))
+    over = dict(lam=lam, learning_rate=eta)
+    if cv.num_iters:
+        over["num_iters"] = cv.num_iters
+    cfg = run_config(
+        plan.config, name, run_method_config(plan.config, label, name, plan.dim(name), **over)
+    )
+    return make_job(
+        "cv",
+        name,
+        label,
+        c,
+        folder,
+        cfg,
+        info,
+        val_fraction=cv.val_fraction,
+        seed=plan.config.data.seed,
+    )
+
+
+def cv_jobs(plan: Plan, workdir: str, data: dict[str, DataInfo]) -> list[dict]:
+    """Every grid point of every applicable ``cv.methods`` label on every CV split."""
+    cv = plan.config.cv
+    jobs = []
+    for name in plan.datasets:
+        for label in plan.cv_methods:
+            if label not in plan.active(name):
+                continue
+            for c in range(cv.num_splits):
+                for lam, eta in plan.grid(label):
+                    jobs.append(cv_job(plan, workdir, data[name], name, label, c, lam, eta))
+    return jobs
+
+
+def _grid_table(plan: Plan, workdir: str, data, name: str, label: str):
+    """(one row per grid point with its scores and failures, the missing result files)."""
+    cv = plan.config.cv
+    table, missing = [], []
+    for lam, eta in plan.grid(label):
+        row = {"lam": lam, "learning_rate": eta, "scores": [], "failed": []}
+        for c in range(cv.num_splits):
+            job = cv_job(plan, workdir, data[name], name, label, c, lam, eta)
+            got = outcome(job)
+            if got is None:
+                missing.append(job["result"])
+            elif got[0] == "done":
+                row["scores"].append(float(got[1][cv.measure]))
+            else:
+                row["scores"].append(None)
+                row["failed"].append(f"split {c}: {got[1]}")
+        table.append(row)
+    return table, missing
+
+
+def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label: str) -> dict:
+    """The grid point with the best mean validation score over the CV splits.
+
+    Writes ``cv/<dataset>/<method>/selected.json`` with the mean of every grid point (a
+    point that failed on a split has the reasons and no mean, and is never selected).
+
+    Raises:
+      CrossValidationMissing: grid results are missing (the cv stage is not done).
+      CrossValidationFailed: every grid point failed.
+    """
+    base = os.path.join(workdir, "cv", name, safe(label))
+    table, missing = _grid_table(plan, workdir, data, name, label)
+    if missing:
+        raise CrossValidationMissing(
+            f"{len(missing)} cross-validation results of {label} on {name} are missing "
+            f"(first: {missing[0]}); run --stage=cv on every shard first"
+        )
+    for row in table:
+        row["mean"] = None if row["failed"] else float(np.mean(row["scores"]))
+    done = [r for r in table if r["mean"] is not None]
+    if not done:
+        raise CrossValidationFailed(
+            f"every grid point of {label} on {name} failed in cross-validation (first: "
+            f"{table[0]['failed'][0]}); see {base}"
+        )
+    best = max(done, key=lambda r: r["mean"])  # the first of equal ones, in grid order
+    out = {
+        "measure": plan.config.cv.measure,
+        "lam": best["lam"],
+        "learning_rate": best["learning_rate"],
+        "mean": best["mean"],
+        "grid": table,
+    }
+    os.makedirs(base, exist_ok=True)
+    workdir_lib.write_json(os.path.join(base, "selected.json"), out)
+    return out

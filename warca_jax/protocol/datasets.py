@@ -1,0 +1,157 @@
+"""The stored datasets the jobs read, and the validation splits drawn inside them.
+
+Each dataset is loaded once (features extracted) and stored as ``<workdir>/data/<name>.npz``
+with a fingerprint of its arrays; every job reads it from there (``load_stored``, cached
+per process) and checks it is the data the job was made for.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import NamedTuple
+
+import numpy as np
+from absl import logging
+
+from warca_jax import data as data_lib
+from warca_jax import datasets
+from warca_jax import splits as splits_lib
+from warca_jax import workdir as workdir_lib
+from warca_jax.datasets import npz_file
+from warca_jax.protocol.plan import data_config
+
+
+class DataInfo(NamedTuple):
+    """A dataset stored for the jobs: its file, the fingerprint of its arrays, its splits."""
+
+    path: str
+    sha256: str
+    num_splits: int
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+def _fingerprint(features, labels, cams, splits) -> str:
+    """The SHA-256 of a dataset's arrays and splits (``train.data_fingerprint``'s content)."""
+    arrays = [features, labels, cams]
+    for split in splits:
+        arrays.extend(split)
+    return workdir_lib.array_fingerprint(*arrays)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, str, str]:
+    """(dataset, data config it was made from, fingerprint) of ``data/<name>.npz``.
+
+    ``stamp`` (mtime, size) keys the cache, so a file rebuilt since is read again.
+
+    Raises:
+      DamagedFileError: the file is not whole: it does not read back, lacks an array, or
+        its arrays do not hash to the fingerprint stored with them.
+    """
+    del stamp
+    head = ("num_splits", "name", "config", "fingerprint", "features", "labels", "cams")
+    try:
+        z, present = npz_file.read_npz(path, head, what="stored dataset")
+        missing = sorted(set(head) - set(z))
+        if missing:
+            raise ValueError(f"it has no {missing} (it has {present})")
+        num = int(z["num_splits"])
+        keys = [f"{k}_{s}" for s in range(num) for k in ("train", "query", "gallery")]
+        idx, _ = npz_file.read_npz(path, keys, what="stored dataset")
+        missing = [k for k in keys if k not in idx]
+        if missing:
+            raise ValueError(f"it has no {missing[:3]}")
+    except ValueError as e:
+        raise workdir_lib.DamagedFileError(
+            f"{path}: the stored dataset cannot be read back ({e})"
+        ) from None
+    splits = tuple(
+        data_lib.Split(idx[f"train_{s}"], idx[f"query_{s}"], idx[f"gallery_{s}"])
+        for s in range(num)
+    )
+    fingerprint = _fingerprint(z["features"], z["labels"], z["cams"], splits)
+    if fingerprint != str(z["fingerprint"]):
+        raise workdir_lib.DamagedFileError(
+            f"{path}: the stored dataset is damaged: its arrays do not match the "
+            "fingerprint stored with them"
+        )
+    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]))
+    return ds, str(z["config"]), fingerprint
+
+
+def load_stored(path: str, sha256: str | None = None) -> data_lib.Dataset:
+    """The stored dataset at ``path``; with ``sha256``, it must be that data."""
+    ds, _, fingerprint = _read_stored(path, _stamp(path))
+    if sha256 is not None and fingerprint != sha256:
+        raise RuntimeError(
+            f"{path} changed while the protocol ran (another process rebuilt it from other "
+            "data); start the protocol again"
+        )
+    return ds
+
+
+def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
+    """Loads dataset ``name`` once (features extracted) and stores it for the jobs.
+
+    Stores ``<workdir>/data/<name>.npz``; a stored copy made from the same data config is
+    reused when it reads back whole (else it is rebuilt, with a log line naming it).
+    """
+    folder = os.path.join(workdir, "data")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.npz")
+    cfg = data_config(config, name)
+    key = cfg.to_json_best_effort(sort_keys=True)
+    if os.path.exists(path):
+        try:
+            ds, old_key, fingerprint = _read_stored(path, _stamp(path))
+        except workdir_lib.DamagedFileError as e:
+            logging.warning("%s; rebuilding it", e)
+        else:
+            if old_key == key:
+                return DataInfo(path, fingerprint, len(ds.splits))
+            logging.info("%s was made from another data config; rebuilding it", path)
+    ds = datasets.from_config(cfg, progress=bool(config.progress))
+    arrays = {"features": ds.features, "labels": ds.labels, "cams": ds.cams}
+    for s, sp in enumerate(ds.splits):
+        arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
+        arrays[f"gallery_{s}"] = sp.gallery_idx
+    fingerprint = _fingerprint(ds.features, ds.labels, ds.cams, ds.splits)
+    with workdir_lib.atomic_path(path) as tmp:
+        np.savez(
+            tmp,
+            num_splits=len(ds.splits),
+            name=ds.name,
+            config=key,
+            fingerprint=fingerprint,
+            **arrays,
+        )
+    return DataInfo(path, fingerprint, len(ds.splits))
+
+
+def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed: int):
+    """A validation split inside the training part of split ``s``.
+
+    ``fraction`` of the training identities (drawn from ``[seed, s]``) become validation
+    identities, with queries and gallery drawn as ``splits.random_splits`` draws a test
+    split; the rest train. Indices are into ``dataset``.
+    """
+    train_idx = dataset.splits[s].train_idx
+    labels, cams = dataset.labels[train_idx], dataset.cams[train_idx]
+    num_ids = len(np.unique(labels))
+    num_val = max(2, int(round(fraction * num_ids)))
+    if num_ids - num_val < 2:
+        raise ValueError(
+            f"split {s} has {num_ids} training identities: too few to hold {num_val} out for "
+            "validation and train on the rest; lower cv.val_fraction or cv.num_splits"
+        )
+    (sub,) = splits_lib.random_splits(
+        labels, cams, num_splits=1, num_test_ids=num_val, seed=seed * 1000 + s
+    )
+    return data_lib.Split(
+        train_idx[sub.train_idx], train_idx[sub.query_idx], train_idx[sub.gallery_idx]
+    )

@@ -1,0 +1,249 @@
+"""The plan of a protocol config: datasets, methods, grids, and the config of every run.
+
+``Plan(config)`` checks the whole config before any work (every name known, every
+override a real field of its method, every grid non-empty and finite) and holds the
+checked lists. ``run_method_config`` / ``data_config`` / ``run_config`` make the config
+of one run from the protocol config and a method label.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import ml_collections
+
+from warca_jax import defaults, methods
+from warca_jax.protocol import fields
+
+CV_MEASURES = ("rank1", "rank5", "rank10", "mAP")  # what cv.measure may name
+
+
+def method_config(label: str) -> ml_collections.ConfigDict:
+    """The learner's default ``method`` section named by ``label``, ``<method>[:<variant>]``,
+    locked (``defaults.method_config``)."""
+    try:
+        cfg = defaults.method_config(label)
+    except ValueError as e:
+        raise ValueError(
+            f"unknown method label {label!r}: a label is <method>[:<variant>], e.g. "
+            f"warca:chi2 or kissme ({e})"
+        ) from None
+    cfg.lock()
+    return cfg
+
+
+def data_config(config, name: str) -> ml_collections.ConfigDict:
+    """The ``data`` section of dataset ``name``: the protocol's with its name and folder."""
+    cfg = copy.deepcopy(config.data)
+    cfg.unlock()
+    cfg.name = name
+    if name not in ("synthetic",):
+        paths = fields.paths(config)
+        if name in paths:
+            cfg.path = os.path.expanduser(paths[name])
+        elif config.data_root:
+            cfg.path = os.path.join(os.path.expanduser(config.data_root), name)
+        else:
+            raise ValueError(
+                f"dataset {name!r} needs a folder: set --config.data_root (holding "
+                f"data_root/{name}) or --config.paths=\"{{'{name}': '/path'}}\""
+            )
+    cfg.lock()
+    return cfg
+
+
+def _override_value(label: str, key: str, old, value):
+    """``value`` for field ``key`` (now ``old``) of ``label``'s method section, or ValueError."""
+    where = f"config.overrides[{label!r}][{key!r}]"
+    if isinstance(old, ml_collections.ConfigDict):
+        raise ValueError(f"{where}: {key!r} is a section of the method config, not a value")
+    if isinstance(old, bool):
+        ok, want = isinstance(value, bool), "True or False"
+    elif isinstance(old, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(old, float):
+        ok, want = fields.is_number(value), "a finite number"
+        value = float(value) if ok else value
+    elif isinstance(old, str):
+        ok, want = isinstance(value, str), "a string"
+    elif isinstance(old, tuple | list):
+        ok, want = isinstance(value, tuple | list), "a tuple"
+        ok, want = (ok and not fields.non_finite(value)), f"{want} of finite values"
+        value = type(old)(value) if ok else value
+    else:
+        ok, want = not fields.non_finite(value), "finite"
+    if not ok:
+        raise ValueError(
+            f"{where} must be {want} (the field is {old!r}), got {value!r}"
+            f"{fields.expect('overrides')}"
+        )
+    return value
+
+
+def apply_overrides(label: str, cfg: ml_collections.ConfigDict, values: dict) -> None:
+    """Sets ``config.overrides[label]`` (``values``: field -> value) on the unlocked ``cfg``.
+
+    Raises:
+      ValueError: a field the method section lacks, the method name, or a value of the
+        wrong type (named with the field and what it holds).
+    """
+    for key, value in values.items():
+        if key not in cfg:
+            raise ValueError(
+                f"config.overrides[{label!r}][{key!r}]: its method section has no such "
+                f"field; it has {sorted(cfg.keys())}"
+            )
+        if key == "name":
+            raise ValueError(f"override of {label!r}: the method name cannot be changed")
+        value = _override_value(label, key, cfg[key], value)
+        try:
+            cfg[key] = value
+        except TypeError as e:
+            raise ValueError(f"config.overrides[{label!r}][{key!r}] = {value!r}: {e}") from None
+
+
+def run_method_config(config, label: str, name: str, dim: int, **overrides):
+    """The method section of one run.
+
+    The label's config, then the dataset's output dimension (for ``config.dim_methods``),
+    then ``config.overrides[label]``, then ``overrides`` (the cross-validated values).
+    """
+    cfg = method_config(label)
+    cfg.unlock()
+    if "dim" in cfg and label in fields.names(config, "dim_methods"):
+        cfg.dim = dim
+    apply_overrides(label, cfg, fields.overrides(config).get(label, {}))
+    for key, value in overrides.items():
+        if key not in cfg:
+            raise ValueError(
+                f"{key!r} of {label!r}: its method section has no such field; it has "
+                f"{sorted(cfg.keys())}"
+            )
+        cfg[key] = type(cfg[key])(value) if isinstance(cfg[key], float) else value
+    cfg.lock()
+    return cfg
+
+
+def run_config(config, name: str, method_cfg) -> ml_collections.ConfigDict:
+    """The whole config of one run (``pipeline.run_split``'s): seed, data, method, eval."""
+    c = ml_collections.ConfigDict()
+    c.seed = config.seed
+    c.data = data_config(config, name)
+    c.method = method_cfg
+    c.eval = copy.deepcopy(config.eval)
+    c.progress = False
+    return c
+
+
+def _check_labels(config, field: str, labels) -> None:
+    """Every label names a method config (a ValueError naming ``field`` otherwise)."""
+    for label in labels:
+        try:
+            method_config(label)
+        except ValueError as e:
+            raise ValueError(f"config.{field}: {e}{fields.expect(field)}") from None
+
+
+def _cv_grids(config, cv_methods: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """label -> its (lambda, eta) grid: cv.grids[label], else cv.lams x cv.etas."""
+    grids = fields.cv_grids(config)
+    unknown = sorted(set(grids) - set(cv_methods))
+    if unknown:
+        raise ValueError(f"cv.grids name {unknown}, which are not in cv.methods")
+    lams = fields.grid_values(config.cv.lams, "lambdas", "config.cv.lams", "cv.lams")
+    etas = fields.grid_values(config.cv.etas, "step sizes", "config.cv.etas", "cv.etas")
+    out = {}
+    for label in cv_methods:
+        lam_l = grids.get(label, {}).get("lams", lams)
+        eta_l = grids.get(label, {}).get("etas", etas)
+        if not lam_l or not eta_l:
+            raise ValueError(
+                f"the lambda and eta grids of {label} need at least one value each; "
+                f"got lambdas {lam_l} and etas {eta_l}"
+            )
+        if any(v < 0 for v in lam_l) or any(not v > 0 for v in eta_l):
+            raise ValueError(
+                f"lambdas must be >= 0 and etas > 0; got {lam_l} and {eta_l} for {label}"
+            )
+        out[label] = [(lam, eta) for lam in lam_l for eta in eta_l]
+    return out
+
+
+def _check_cv_settings(cv) -> None:
+    if isinstance(cv.num_splits, bool) or not isinstance(cv.num_splits, int):
+        raise ValueError(f"cv.num_splits must be an integer, got {cv.num_splits!r}")
+    if cv.num_splits < 1:
+        raise ValueError(f"cv.num_splits must be >= 1, got {cv.num_splits}")
+    if not 0 < cv.val_fraction < 1:
+        raise ValueError(f"cv.val_fraction must be in (0, 1), got {cv.val_fraction}")
+    if cv.num_iters < 0:
+        raise ValueError(f"cv.num_iters must be >= 0 (0: the method's), got {cv.num_iters}")
+    if cv.measure not in CV_MEASURES:
+        raise ValueError(f"cv.measure must be rank1, rank5, rank10 or mAP; got {cv.measure!r}")
+
+
+class Plan:
+    """The checked lists of datasets, methods and grid points of a protocol config.
+
+    ``not_applicable`` maps (dataset, label) to the reason the learner refused that
+    dataset's training data (``runs.check_applicable``); empty until that is known.
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.datasets = fields.names(config, "datasets")
+        self.methods = fields.names(config, "methods")
+        self.cv_methods = fields.names(config, "cv.methods")
+        self.not_applicable: dict[tuple[str, str], str] = {}
+        if not self.datasets:
+            raise ValueError(
+                f"config.datasets is empty; name at least one dataset{fields.expect('datasets')}"
+            )
+        if not self.methods:
+            raise ValueError(
+                f"config.methods is empty; name at least one method label{fields.expect('methods')}"
+            )
+        for name in self.datasets:
+            fields.check_dataset_name(name, "config.datasets", "datasets")
+        for label in self.methods:
+            methods.get(method_config(label).name)
+        unknown = sorted(set(self.cv_methods) - set(self.methods))
+        if unknown:
+            raise ValueError(f"cv.methods {unknown} are not in config.methods {self.methods}")
+        for label in self.cv_methods:
+            cfg = method_config(label)
+            if "lam" not in cfg or "learning_rate" not in cfg:
+                raise ValueError(
+                    f"cv.methods: {label!r} has no lam and learning_rate fields to choose"
+                )
+        self.grids = _cv_grids(config, self.cv_methods)
+        if self.cv_methods:
+            _check_cv_settings(config.cv)
+        self.dims = fields.dims(config)
+        self.skips = fields.skips(config)
+        _check_labels(config, "skip", sorted({label for _, label in self.skips}))
+        _check_labels(config, "dim_methods", fields.names(config, "dim_methods"))
+        fields.paths(config)  # well-formed even when every dataset is built in
+        unknown = sorted(set(fields.overrides(config)) - set(self.methods))
+        if unknown:
+            raise ValueError(f"overrides name {unknown}, which are not in config.methods")
+        for label in self.methods:
+            run_method_config(config, label, "", 1)  # every override names a real field
+        for name in self.datasets:
+            data_config(config, name)  # a folder for every real dataset
+
+    def dim(self, name: str) -> int:
+        return self.dims.get(name, self.config.default_dim)
+
+    def runs(self, name: str) -> list[str]:
+        """The labels run on dataset ``name``: not skipped (not applicable ones included)."""
+        return [m for m in self.methods if (name, m) not in self.skips]
+
+    def active(self, name: str) -> list[str]:
+        """The labels run on dataset ``name`` that are applicable to it."""
+        return [m for m in self.runs(name) if (name, m) not in self.not_applicable]
+
+    def grid(self, label: str) -> list[tuple[float, float]]:
+        """The (lambda, eta) points cross-validated for ``label``, in grid order."""
+        return self.grids[label]

@@ -1,0 +1,107 @@
+"""Running a stage's jobs: the ones without an outcome, here or in worker processes; shards.
+
+Workers are started with ``spawn`` (JAX is not fork-safe): each imports
+``warca_jax.protocol.jobs`` by name and runs ``jobs.run_job`` on the pickled job dict,
+so nothing here depends on how the parent was started (``python -m experiments.protocol``
+or a test calling ``run_protocol``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+
+import ml_collections
+from absl import logging
+from tqdm.auto import tqdm
+
+from warca_jax.protocol.jobs import claim, outcome, run_job
+
+
+def shard(jobs: list[dict], num_shards: int, shard_index: int) -> list[dict]:
+    """Every ``num_shards``-th job, starting at ``shard_index``."""
+    if num_shards < 1 or not 0 <= shard_index < num_shards:
+        raise ValueError(
+            f"shard_index must be in [0, num_shards) with num_shards >= 1; "
+            f"got {shard_index} of {num_shards}"
+        )
+    return jobs[shard_index::num_shards]
+
+
+def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, str]]]:
+    """(the jobs without an outcome, the jobs whose failed.json recorded a failure before).
+
+    Claims every job's folder first (``jobs.claim``: a changed config is refused).
+    """
+    for job in jobs:
+        if not job.get("fail"):  # one that fails before training runs no config
+            claim(job["folder"], ml_collections.ConfigDict(job["config"]))
+    todo, failures = [], []
+    for job in jobs:
+        got = outcome(job)
+        if got is None:
+            todo.append(job)
+        elif got[0] == "failed":
+            failures.append((job, got[1]))
+    logging.info("%s: %d jobs, %d already done", desc, len(jobs), len(jobs) - len(todo))
+    for job, err in failures:
+        logging.warning(
+            "%s %s split %d failed before (%s); remove %s to run it again",
+            job["dataset"],
+            job["label"],
+            job["split"],
+            err,
+            job["failed"],
+        )
+    return todo, failures
+
+
+def _run_all(todo: list[dict], num_workers: int, done) -> None:
+    """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
+    if num_workers <= 1:
+        for job in todo:
+            done(job, run_job(job))
+        return
+    ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
+    # workers sharing a GPU must not each reserve most of its memory up front
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=ctx) as pool:
+        futures = {pool.submit(run_job, job): job for job in todo}
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                done(futures[fut], fut.result())
+        except BaseException:
+            for fut in futures:
+                fut.cancel()  # a bug: stop at once, leaving the finished outcomes
+            raise
+
+
+def execute(
+    jobs: list[dict], *, num_workers: int, progress: bool, desc: str
+) -> list[tuple[dict, str]]:
+    """Runs the jobs without a recorded outcome (in ``num_workers`` processes).
+
+    Returns:
+      The failed jobs with their reasons: those that failed now and those whose
+      failed.json recorded a failure before (they are not run again).
+    """
+    todo, failures = _pending(jobs, desc)
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress)
+
+    def done(job, out):
+        bar.update(1)
+        bar.set_postfix_str(f"{job['dataset']} {job['label']} split {job['split']}")
+        if out["status"] == "failed":
+            logging.warning(
+                "%s %s split %d failed: %s",
+                job["dataset"],
+                job["label"],
+                job["split"],
+                out["error"],
+            )
+            failures.append((job, out["error"]))
+
+    _run_all(todo, num_workers, done)
+    bar.close()
+    return failures
