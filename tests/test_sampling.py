@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from warca_jax import sampling
+from warca_jax import losses, sampling
 
 
 def _u(seed, b):
@@ -184,3 +184,87 @@ def test_step_bits_are_distinct_per_step_and_reproducible():
     assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.07
     typed = sampling.step_bits(jax.random.key(7), jnp.int32(0), 101)
     np.testing.assert_array_equal(np.asarray(typed), a)
+
+
+def test_violator_search_agrees_with_the_loss():
+    """The search flags a negative k exactly where the loss's hinge of (i, j, k) is positive.
+
+    On embeddings, as the WARCA step calls it (d_ij by ``losses.distance``, d_ik by
+    ``losses.candidate_distances``): every k the search can draw has a positive
+    ``losses.triplet_hinge`` (the hinge of the gradient, on the triplet's differences),
+    and every negative with a positive hinge is drawn for some uniform; the count is
+    the number of them.
+    """
+    rng = np.random.default_rng(11)
+    b, c, dp, margin = 16, 40, 5, 1.0
+    ea = rng.normal(size=(b, dp))
+    ea[1, 0] = 20.0  # far from every candidate: no violator
+    ep = ea + 0.7 * rng.normal(size=(b, dp))
+    ep[0] = ea[0]  # d_ij = 0
+    ea, ep = jnp.asarray(ea, jnp.float32), jnp.asarray(ep, jnp.float32)
+    ec = jnp.asarray(rng.normal(size=(c, dp)), jnp.float32)
+    negative = rng.integers(0, 4, size=(1, c)) != rng.integers(0, 4, size=(b, 1))
+    d_ij = losses.distance(ea - ep)
+    d_ik = losses.candidate_distances(ea, ec)
+    # the loss on every (anchor, candidate) triplet, from the differences
+    pu = jnp.repeat(ea - ep, c, axis=0)
+    pv = (ea[:, None, :] - ec[None, :, :]).reshape(b * c, dp)
+    hinge, dij_loss, dik_loss = losses.triplet_hinge(pu, pv, margin=margin)
+    hinge = np.asarray(hinge).reshape(b, c)
+    np.testing.assert_array_equal(np.asarray(dij_loss).reshape(b, c)[:, 0], d_ij)
+    np.testing.assert_allclose(np.asarray(dik_loss).reshape(b, c), d_ik, rtol=1e-5, atol=1e-5)
+    # no triplet within rounding of the margin, so the two distance forms cannot disagree
+    pre = np.asarray(losses.margin_violation(dij_loss, dik_loss, margin=margin)).reshape(b, c)
+    assert np.abs(pre).min() > 1e-3
+    positive = negative & (hinge > 0)
+    assert 0 < positive.sum() < negative.sum()  # violators and non-violators
+    assert np.any(~negative & (hinge > 0))  # same-label candidates never count
+    counts = positive.sum(1)
+    assert counts.min() == 0 < counts.max()
+
+    # one row per (pair, r): the r-th violator of the pair, r < its count
+    r = np.tile(np.arange(c), b)
+    rows = np.repeat(np.arange(b), c)
+    draw = np.minimum((r + 0.5) / np.maximum(counts[rows], 1), 0.999)
+    u = jnp.asarray(np.stack([draw, np.zeros_like(draw)]), jnp.float32)
+    viol = sampling.find_violators(
+        u,
+        d_ij[rows],
+        d_ik[rows],
+        jnp.asarray(negative[rows]),
+        jnp.asarray(negative[rows].sum(1), jnp.float32),
+        margin=margin,
+    )
+    index, found = np.asarray(viol.index), np.asarray(viol.found)
+    np.testing.assert_array_equal(np.asarray(viol.rank), counts[rows])  # rank = violators
+    np.testing.assert_array_equal(found, counts[rows] > 0)
+    # a flagged triplet has a positive hinge in the loss, on the search's distances and on
+    # the triplet's own differences (the gradient's hinge)
+    assert np.all(hinge[rows[found], index[found]] > 0)
+    flagged = (
+        losses.margin_violation(d_ij[rows][found], d_ik[rows[found], index[found]], margin=margin)
+        > 0
+    )
+    assert bool(jnp.all(flagged))
+    gradient_hinge, _, _ = losses.triplet_hinge(
+        (ea - ep)[rows[found]], ea[rows[found]] - ec[index[found]], margin=margin
+    )
+    assert bool(jnp.all(gradient_hinge > 0))
+    # and vice versa: each pair's drawable violators are its negatives with a positive hinge
+    for row in range(b):
+        drawn = set(index[(rows == row) & (r < counts[row])].tolist())
+        assert drawn == set(np.nonzero(positive[row])[0].tolist())
+
+
+def test_a_triplet_on_the_margin_is_no_violator_and_has_no_hinge():
+    """gamma + xi_ijk = 0 exactly: no violator for the search, a zero hinge for the loss."""
+    pu = jnp.asarray([[0.5, 0.0]], jnp.float32)  # d_ij = 0.5
+    pv = jnp.asarray([[0.0, 1.5]], jnp.float32)  # d_ik = 1.5 = gamma + d_ij
+    hinge, d_ij, d_ik = losses.triplet_hinge(pu, pv, margin=1.0)
+    assert float(hinge[0]) == 0.0
+    viol = sampling.find_violators(
+        _u(5, 1), d_ij, d_ik[:, None], jnp.ones((1, 1), bool), jnp.ones(1), margin=1.0
+    )
+    assert not bool(viol.found[0]) and float(viol.rank[0]) == 0.0
+    anchors = jnp.zeros((1, 2), jnp.float32)
+    np.testing.assert_array_equal(losses.candidate_distances(anchors, -pv), d_ik[:, None])

@@ -73,6 +73,9 @@ def kernel_matrix(
 ) -> jax.Array:
     """k(x, y) for all pairs of rows, in row blocks of ``x``.
 
+    For WARCA's kernel form, k(X, x) is X^T x of eq. 15-16 in the kernel's feature space:
+    a kernel ``Metric`` embeds x as A k(X, x).
+
     Args:
       x: [n, d] features.
       y: [m, d] features.
@@ -129,6 +132,8 @@ def default_gamma(x: np.ndarray, kernel: str) -> float:
 
 def gram_matrix(x: np.ndarray, *, kernel: str, gamma: float = 0.0) -> tuple[jax.Array, float]:
     """The training kernel matrix K = k(x, x) and the bandwidth used.
+
+    K is WARCA's K = X^T X (eq. 17) in the kernel's feature space: column i is kappa_i.
 
     With ``gamma <= 0`` the bandwidth is ``default_gamma(x, kernel)``, taken from
     the same distance matrix as K, so the N x N distances are computed once.

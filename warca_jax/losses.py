@@ -1,29 +1,78 @@
-"""WARCA's equations (paper section 3): the objective, its penalties and closed-form gradients.
+"""WARCA's equations (paper section 3): distances, hinge, objective, penalties, gradients.
 
 Each equation the training step evaluates is one function here, named after what it
-computes, its docstring citing the paper; ``warca_jax.methods.warca.step`` calls them and
-nothing else re-derives them. The dense forms they are checked against (G_ijk of eq. 21
-formed as a matrix, E_ijk of eq. 24, the penalty through A K A^T with K itself, the
-eq. 25 step) live in tests/reference_forms.py; tests/test_losses.py compares these
-functions with them and with ``jax.grad``.
+computes, its docstring citing the paper. ``warca_jax.methods.warca.step`` calls them, and
+so does the violator search: the step measures d_ij with ``distance`` and d_ik with
+``candidate_distances``, and ``sampling.find_violators`` flags k where
+``margin_violation`` (gamma + xi_ijk, what ``triplet_hinge`` clips at 0) is positive, so
+on the same distances a triplet is a violator exactly where its hinge is positive. Nothing
+else re-derives them. The equations that are not a function here are cited below where the
+code implements them, and in that function's docstring. The dense forms they are checked
+against (G_ijk of eq. 21 formed as a matrix, E_ijk of eq. 24, the penalty through
+A K A^T with K itself, the eq. 25 step) live in tests/reference_forms.py;
+tests/test_losses.py compares these functions with them and with ``jax.grad``.
 
-=============================  ===========================================
-paper                          function
-=============================  ===========================================
-eq. 5, 17, 22 (d_ij, d_ik)     ``distance``
-eq. 8 (L(rank))                ``rank_weight``
-eq. 10 (AON penalty)           ``aon_penalty`` (its gradient ``aon_penalty_grad``)
-eq. 12 / 13 (hinge, xi_ijk)    ``triplet_hinge``; sampled term ``sampled_hinge``;
-                               as a function of W (for autodiff) ``warca_hinge_loss``
-eq. 12 / 18 (objective)        ``objective``
-eq. 18 (kernel penalty)        ``kernel_aon_penalty``
-eq. 20, first term             ``kernel_aon_penalty_grad`` (primal: ``aon_penalty_grad``)
-eq. 20-22, hinge term          ``hinge_grad`` (outer-product form, primal and kernel)
-eq. 23, first term             ``kernel_aon_penalty_precond_grad``
-eq. 23-24, hinge term          ``kernel_hinge_precond_grad`` (the nine entries of E_ijk)
-eq. 20 / 23, the sum           ``optim.add_penalty_grad`` (hinge part + lambda R')
-eq. 25 (the update)            Adam on that sum (``optim.make_optimizer``)
-=============================  ===========================================
+Section 3, eq. 5 to 25 (eq. 2-4 define the data, S and T_y):
+
+====================================  ==============================================================
+paper                                 code
+====================================  ==============================================================
+eq. 3 (S), eq. 4 (T_y)                ``sampling.sample_pairs`` draws (i, j) uniformly from S; |T_y|
+                                      is ``PairTable.num_negatives`` (``sampling.make_pair_table``)
+eq. 5 (F_W = ||W (x_i - x_j)||)       ``distance`` of projected differences; from every anchor to
+                                      every candidate at once, ``candidate_distances``
+eq. 6 (err = L(rank_ij))              ``rank_weight`` of a pair's rank; the step weights each pair
+                                      by it at eq. 14's margin rank (``methods.warca.step._search``)
+eq. 7 (rank_ij, no margin)            not optimised (a count); logged as a fraction of the negative
+                                      candidates, ``sampling.closer_fraction`` (strictly nearer:
+                                      ties not counted)
+eq. 8 (L(r))                          ``rank_weight``
+eq. 9 (min mean_S L(rank_ij))         not evaluated: the 0-1 problem, bounded by eq. 12
+eq. 10 (AON ||W W^T - I||^2)          ``aon_penalty`` (half of it: the lambda / 2 of eq. 11-12); its
+                                      gradient ``aon_penalty_grad``
+eq. 11 (eq. 9 + lambda/2 eq. 10)      not evaluated: the penalised 0-1 problem; eq. 12 bounds its
+                                      rank term by the hinge
+eq. 12 (L(W), the WARP loss)          ``objective``; its hinge term ``sampled_hinge`` (the 1 / rank:
+                                      k drawn uniformly among the violators,
+                                      ``sampling.find_violators``); as a function of W (for
+                                      autodiff) ``warca_hinge_loss``
+eq. 13 (xi_ijk = d_ij - d_ik)         ``margin_violation`` (gamma + xi_ijk); the hinge
+                                      ``triplet_hinge``
+eq. 14 (rank^gamma_ij)                ``sampling.find_violators``: its violators are the negatives
+                                      with ``margin_violation`` > 0; their count (``exact``) or
+                                      WSABIE's estimate (``wsabie``)
+eq. 15 (W = A X^T)                    the kernel form's parameter A: [D', N]
+                                      (``methods.warca.step.kernel_step``); the learned ``Metric``
+                                      (``methods.warca.fitting._metric``)
+eq. 16 (F_A = ||A X^T (x_i - x_j)||)  a new point's embedding A k(X, x) (``kernels.kernel_matrix``,
+                                      ``Metric.transform``)
+eq. 17 (||A (kappa_i - kappa_j)||)    ``distance``, ``candidate_distances`` on rows of K A^T
+                                      (``methods.warca.step.kernel_step``); K:
+                                      ``kernels.gram_matrix``, centred and scaled by
+                                      ``methods.warca.prepare.normalized_gram``
+eq. 18 (L(A))                         ``objective`` with ``kernel_penalty`` (``kernel_aon_penalty``)
+eq. 19 (xi_ijk under F_A)             ``margin_violation``, ``triplet_hinge`` on differences of rows
+                                      of K A^T
+eq. 20, first term                    ``kernel_aon_penalty_grad`` (primal: ``aon_penalty_grad``)
+eq. 20 hinge term, eq. 21 (G_ijk)     ``hinge_grad`` (outer-product form, G never formed; primal and
+                                      kernel)
+eq. 22 (d_ij, d_ik)                   ``distance`` (in the violator search ``candidate_distances``)
+eq. 23, first term                    ``kernel_aon_penalty_precond_grad``
+eq. 23 hinge term, eq. 24 (E_ijk)     ``kernel_hinge_precond_grad`` (the nine entries of E_ijk)
+eq. 20 / 23, the sum                  ``optim.add_penalty_grad`` (hinge part + lambda R')
+eq. 25 (the update)                   not applied as written: Adam on the eq. 23 direction (or on
+                                      the gradient), ``optim.make_optimizer``; the plain step is
+                                      ``preconditioned_sgd_step`` in tests/reference_forms.py
+====================================  ==============================================================
+
+Two forms of eq. 5 (17): ``distance`` takes projected differences, [B, D'] -> [B] (d_ij of
+the pairs; d_ij and d_ik of the sampled triplets in the hinge and its gradient);
+``candidate_distances`` takes the embeddings of B anchors and C candidates, [B, C] from
+||a||^2 + ||c||^2 - 2 a.c (one matrix product, no [B, C, D'] differences), for the
+violator search. They are the same distance up to float32 rounding, not bit for bit: a
+negative within rounding of the margin could be drawn by the search and get a zero hinge
+in the gradient, where it contributes nothing (the step logs such triplets as
+``violated_frac`` - ``active_frac``; 0 throughout configs/warca.py:small).
 
 Every function is a pure function of arrays; options are keyword-only. Ranks, sampled
 violators and rank weights are inputs: ``warca_jax.sampling`` computes them, and they
@@ -33,7 +82,8 @@ Notation (paper Table 1): a sampled triplet is (i, j, k) with y_i = y_j and
 y_k != y_i; ``u = x_i - x_j``, ``v = x_i - x_k`` (kernel form: ``kappa_i - kappa_j``,
 ``kappa_i - kappa_k``); ``pu = W u``, ``pv = W v`` (kernel form: ``A u``, rows of the
 embeddings K A^T); ``d_ij = ||pu||``, ``d_ik = ||pv||``; the hinge is
-``[gamma + d_ij - d_ik]_+`` and each triplet carries the weight ``L(rank_ij)`` (eq. 8).
+``[gamma + d_ij - d_ik]_+`` and each triplet carries the weight ``L(rank^gamma_ij)``
+(eq. 8 of eq. 14's rank).
 The kernel form passes the embeddings K A^T: [N, D'] of the training points where the
 paper writes K, so that A K A^T costs D'^2 N, not D' N^2.
 
@@ -55,7 +105,9 @@ PENALTIES = ("aon", "frobenius", "none")
 
 
 def rank_weight(rank: jax.Array, *, weighting: str = "harmonic") -> jax.Array:
-    """L(r) = sum_{s <= r} alpha_s (eq. 8).
+    """L(r) = sum_{s <= r} alpha_s (eq. 8); of a pair's rank, its ranking error (eq. 6).
+
+    The training step takes it of eq. 14's margin rank, the weight of the pair's triplet.
 
     Args:
       rank: [...] non-negative (possibly fractional) ranks.
@@ -80,6 +132,32 @@ def distance(diff: jax.Array, axis: int = -1) -> jax.Array:
     sq = jnp.sum(diff * diff, axis=axis)
     pos = sq > 0
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+
+
+def candidate_distances(anchors: jax.Array, candidates: jax.Array) -> jax.Array:
+    """d_ik = ||p_i - p_k|| (eq. 5; eq. 17, 22 in the kernel form) from every anchor to
+    every candidate, from their embeddings: [B, D'] x [C, D'] -> [B, C].
+
+    Computed as ||p_i||^2 + ||p_k||^2 - 2 p_i . p_k (one [B, D'] x [D', C] product, no
+    [B, C, D'] differences), clipped at 0 before the square root, so NaN-free; equal to
+    ``distance(p_i - p_k)`` up to float32 rounding. The violator search's distances.
+    """
+    sq = (
+        jnp.sum(anchors * anchors, 1)[:, None]
+        + jnp.sum(candidates * candidates, 1)[None, :]
+        - 2.0 * anchors @ candidates.T
+    )
+    return jnp.sqrt(jnp.maximum(sq, 0.0))
+
+
+def margin_violation(d_ij: jax.Array, d_ik: jax.Array, *, margin: float) -> jax.Array:
+    """gamma + xi_ijk, xi_ijk = d_ij - d_ik (eq. 13; eq. 19 under F_A).
+
+    Positive exactly for a violator, a k counted by rank^gamma_ij (eq. 14), and the
+    hinge is its positive part (``triplet_hinge``); ``sampling.find_violators`` tests it.
+    Broadcasts (d_ij [B, 1] against d_ik [B, C] in the search).
+    """
+    return margin + d_ij - d_ik
 
 
 def _safe_inv(d: jax.Array) -> jax.Array:
@@ -183,7 +261,8 @@ def kernel_penalty_grad(
 def triplet_hinge(
     pu: jax.Array, pv: jax.Array, *, margin: float
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The hinge [gamma + xi_ijk]_+ of eq. 12, xi_ijk = d_ij - d_ik (eq. 13).
+    """The hinge [gamma + xi_ijk]_+ of eq. 12, xi_ijk = d_ij - d_ik (eq. 13, 19):
+    the positive part of ``margin_violation``, d_ij and d_ik by ``distance``.
 
     Args:
       pu: [B, D'] projected positive differences W (x_i - x_j).
@@ -195,14 +274,15 @@ def triplet_hinge(
     """
     dij = distance(pu)
     dik = distance(pv)
-    return jnp.maximum(margin + dij - dik, 0.0), dij, dik
+    return jnp.maximum(margin_violation(dij, dik, margin=margin), 0.0), dij, dik
 
 
 def sampled_hinge(hinge: jax.Array, weights: jax.Array) -> jax.Array:
     """The sampled WARP term of eq. 12 / 18: mean_b L(rank_b) [gamma + xi_b]_+.
 
-    With k drawn uniformly among the rank_ij violators of (i, j), L(rank) [.]_+ is an
-    unbiased estimate of the pair's inner sum L(rank) sum_k [.]_+ / rank (section 3.3).
+    With (i, j) drawn uniformly from S and k uniformly among the rank^gamma_ij violators
+    of (i, j) (eq. 14; ``sampling``), L(rank) [.]_+ is an unbiased estimate of the pair's
+    inner sum L(rank) sum_k [.]_+ / rank (section 3.3), the mean of the 1 / |S| sum.
     """
     return jnp.mean(weights * hinge)
 
@@ -213,7 +293,8 @@ def objective(
     """The loss of eq. 12 (kernel form eq. 18) on a minibatch of sampled triplets.
 
     lambda R + mean_b L(rank_b) [gamma + xi_b]_+, with R = 1/2 ||W W^T - I||^2
-    (``penalty_value``; eq. 12 writes lambda / 2 ||.||^2).
+    (``penalty_value``; eq. 12 writes lambda / 2 ||.||^2). Eq. 12 is the hinge (WARP)
+    bound of eq. 11, the penalised 0-1 problem, which nothing evaluates.
 
     Returns:
       (the objective, its hinge term).

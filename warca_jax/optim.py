@@ -7,9 +7,9 @@ adds lambda R', passed to ``update`` as the extra argument ``penalty_grad``, to 
 incoming updates; chained with Adam:
 
 * ``coupled``: penalty -> scale_by_adam -> scale(-lr). The penalty gradient is
-  part of the gradient Adam rescales: Adam on the full gradient of eq. 12 (eq. 20),
-  or on the eq. 23 direction in the preconditioned kernel form, in place of the plain
-  step of eq. 25.
+  part of the gradient Adam rescales: Adam on the full gradient of eq. 12 (its kernel
+  form eq. 18's gradient is eq. 20), or on the eq. 23 direction in the preconditioned
+  kernel form, in place of the plain step of eq. 25.
 * ``decoupled``: scale_by_adam -> penalty -> scale(-lr), as ``optax.adamw``
   does with weight decay: the penalty step is not rescaled by Adam.
 
@@ -83,6 +83,10 @@ def make_optimizer(
     decay_steps: int = 0,
 ) -> optax.GradientTransformationExtraArgs:
     """Adam chained with the penalty transformation; the one factory for ``tx``.
+
+    WARCA's update (eq. 25 is the plain step A <- A - eta (eq. 23); Adam on the same
+    direction, the hinge part plus lambda R' of ``add_penalty_grad``, replaces it, as
+    the paper's section 3.3 uses Adam).
 
     ``learning_rate`` and ``lam`` are numbers (checked here) or scalar arrays, traced
     ones included (checked by the caller: ``check_hyperparams`` on the config's values).

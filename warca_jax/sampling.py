@@ -1,9 +1,15 @@
 """Pair sampling and violator search for WARCA (paper section 3.3).
 
-Step 1 draws (i, j) uniformly from S, the ordered pairs of distinct samples of
+Step 1 draws (i, j) uniformly from S (eq. 3), the ordered pairs of distinct samples of
 the same label. Step 2 draws k uniformly among the violators of (i, j), the
-samples of another label with gamma + d_ij - d_ik > 0, and estimates
-rank_ij, the number of violators, which sets the weight L(rank_ij).
+samples of another label (T_{y_i}, eq. 4) with gamma + d_ij - d_ik > 0, and estimates
+rank^gamma_ij (eq. 14), the number of violators, which sets the weight L(rank_ij).
+
+The violator test and the distances are the loss's own (``warca_jax.losses``):
+``find_violators`` flags a candidate where ``losses.margin_violation`` (gamma + xi_ijk,
+eq. 13) is positive, the argument whose positive part is the hinge of
+``losses.triplet_hinge``; the WARCA step gives it d_ij from ``losses.distance`` and d_ik
+from ``losses.candidate_distances`` (eq. 5, 17), re-exported here as ``pairwise_dist``.
 
 Both samplers compare each anchor with every candidate: all N training
 points, or a random pool of C of them shared by the minibatch (``pool``).
@@ -39,6 +45,8 @@ import jax.extend.random as jax_random_ext
 import jax.numpy as jnp
 import numpy as np
 
+from warca_jax import losses
+
 SAMPLERS = ("exact", "wsabie")
 
 
@@ -55,7 +63,7 @@ class PairTable(NamedTuple):
         P(i) proportional to count_i - 1 (its number of positive partners):
         draw a column c uniformly, keep it with probability alias_prob[c],
         else take alias[c]; O(1) per draw.
-      num_negatives: [N] float32 |T_{y_i}| = N - count_i.
+      num_negatives: [N] float32 |T_{y_i}| = N - count_i (T_y of eq. 4).
     """
 
     labels: jax.Array
@@ -155,7 +163,7 @@ def to_indices(bits: jax.Array, n: int) -> jax.Array:
 
 
 def sample_pairs(bits: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Array]:
-    """Draws ordered pairs (i, j), i != j, y_i = y_j, uniformly from S.
+    """Draws ordered pairs (i, j), i != j, y_i = y_j, uniformly from S (eq. 3).
 
     i is drawn with probability (count_i - 1) / |S| from the alias table (bits[0]
     picks the column, bits[1] decides between it and its alias), then j
@@ -192,16 +200,17 @@ class Violators(NamedTuple):
     found: jax.Array
 
 
-def pairwise_dist(a: jax.Array, c: jax.Array) -> jax.Array:
-    """Euclidean distances between rows, [B, D'] x [C, D'] -> [B, C], NaN-free."""
-    sq = jnp.sum(a * a, 1)[:, None] + jnp.sum(c * c, 1)[None, :] - 2.0 * a @ c.T
-    return jnp.sqrt(jnp.maximum(sq, 0.0))
+# Euclidean distances between rows, [B, D'] x [C, D'] -> [B, C], NaN-free: the loss's
+# ``losses.candidate_distances`` (eq. 5, 17), under its older name (FRML's search uses it).
+pairwise_dist = losses.candidate_distances
 
 
 def closer_fraction(d_ij: jax.Array, d_ik: jax.Array, negative: jax.Array) -> jax.Array:
     """Per pair, the fraction of its negative candidates nearer to the anchor than the positive.
 
-    A margin-free training ranking error (1 - the pair's AUC): unlike the violator count,
+    Eq. 7's margin-free rank_ij over the candidates, divided by their number of negatives
+    (strictly nearer: a tie d_ik = d_ij, which eq. 7's <= counts, is not counted). A
+    margin-free training ranking error (1 - the pair's AUC): unlike the violator count,
     it keeps falling while a model improves when every negative is within the margin.
 
     Args:
@@ -260,12 +269,17 @@ def find_violators(
     sampler: str = "exact",
     max_tries: int = 0,
 ) -> Violators:
-    """Draws one violator per pair among the candidates and estimates rank_ij.
+    """Draws one violator per pair among the candidates and estimates rank^gamma_ij (eq. 14).
+
+    A candidate k violates where it is negative and ``losses.margin_violation`` (gamma +
+    d_ij - d_ik, eq. 13) is positive, i.e. where the loss's hinge on these distances is
+    positive (step 2 of section 3.3).
 
     Args:
       u: [2, B] uniforms in [0, 1) (violator draw, WSABIE tries).
-      d_ij: [B] distances of the pairs.
-      d_ik: [B, C] distances from each anchor to the candidates.
+      d_ij: [B] distances of the pairs (WARCA: ``losses.distance``; FRML passes squares).
+      d_ik: [B, C] distances from each anchor to the candidates
+        (``losses.candidate_distances``).
       negative: [B, C] bool, candidate has a label other than the anchor's.
       num_negatives: [B] |T_{y_i}|, negatives of the anchor in the training set.
       margin: gamma.
@@ -278,7 +292,7 @@ def find_violators(
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
     u, v = u[0], u[1]
-    violating = negative & (margin + d_ij[:, None] - d_ik > 0)
+    violating = negative & (losses.margin_violation(d_ij[:, None], d_ik, margin=margin) > 0)
     index, count = _select_nth(
         violating, lambda n: jnp.minimum(jnp.floor(u * n), jnp.maximum(n - 1, 0)).astype(jnp.int32)
     )

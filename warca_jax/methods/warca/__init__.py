@@ -5,10 +5,12 @@ or A: [D', N] in the space of a named kernel, and returns a ``Metric``.
 
 Design: one module per concern, the paper's equations in one place.
 
-* ``warca_jax.losses``: every equation the step evaluates (eq. 5/22 distances, eq. 8
-  rank weights, eq. 12/18 objective, eq. 20-22 hinge gradient, eq. 20/23 penalty
-  gradients, eq. 23-24 preconditioned hinge direction), one function each; the dense
-  forms that check them are in tests/reference_forms.py.
+* ``warca_jax.losses``: every equation the step evaluates (eq. 5/17/22 distances, eq. 8
+  rank weights, eq. 13/19 hinge argument, also the violator test of the search, eq. 12/18
+  objective, eq. 20-22 hinge gradient, eq. 20/23 penalty gradients, eq. 23-24
+  preconditioned hinge direction), one function each, and a table of where every
+  equation of section 3 lives; the dense forms that check them are in
+  tests/reference_forms.py.
 * ``config``: config and input checks, all before any work (``check_config``,
   ``validate``).
 * ``prepare``: the program's inputs: scaled features or the centred kernel matrix,
@@ -19,7 +21,7 @@ Design: one module per concern, the paper's equations in one place.
   2. embed the anchors, positives and candidates (all training points, or a random
      pool of ``candidate_pool`` of them; in the kernel form the embeddings K A^T of
      all N points, once per step, shared by the search, the gradient and the penalty);
-  3. draw a violator k per pair and estimate rank_ij (``sampling``);
+  3. draw a violator k per pair and estimate rank^gamma_ij (eq. 14, ``sampling``);
   4. the hinge gradient (eq. 20-22, or the eq. 23-24 direction) and the penalty's;
   5. ``tx`` = lambda R' + Adam (``optim.make_optimizer``), built in the program from
      its ``Hyperparams`` argument (lambda, eta), so one compiled program serves a grid.

@@ -36,15 +36,15 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     m.kernel_approx = "none"
     m.num_landmarks = 2000  # Nystroem landmarks (kernel_approx='nystroem').
     m.dim = 40  # output dimension D' (paper: 200 Market-1501, 100 VIPeR, 40 others).
-    # penalty weight lambda (eq. 10-12). 1e-4 in the primal form, 1e-3 in the kernel form:
-    # with the margin of 1 against features of unit mean squared distance, W must stretch
-    # the projected distances to several margins, and lambda = 1e-2 holds it near
-    # orthonormal (on VIPeR's 2,580-d descriptor, D' = 100: negatives at a projected mean
-    # squared distance of 1.9, 38% of triplets inside the margin, 17.7 rank-1; at 1e-4:
-    # 6.1, 2%, 25.3). benchmarks/bench_real_defaults.py and RESULTS.md ("Defaults on real
-    # descriptors") have the measurements on VIPeR, ORL and the synthetic data.
+    # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10). 1e-4 in the
+    # primal form, 1e-3 in the kernel form: with the margin of 1 against features of unit mean
+    # squared distance, W must stretch the projected distances to several margins, and lambda = 1e-2
+    # holds it near orthonormal (on VIPeR's 2,580-d descriptor, D' = 100: negatives at a projected
+    # mean squared distance of 1.9, 38% of triplets inside the margin, 17.7 rank-1; at 1e-4: 6.1,
+    # 2%, 25.3). benchmarks/bench_real_defaults.py and RESULTS.md ("Defaults on real descriptors")
+    # have the measurements on VIPeR, ORL and the synthetic data.
     m.lam = 1e-4
-    m.penalty = "aon"  # 'aon' ||W W^T - I||^2, 'frobenius' ||W||^2 or 'none'.
+    m.penalty = "aon"  # 'aon' ||W W^T - I||^2 (eq. 10), 'frobenius' ||W||^2 or 'none'.
     m.penalty_mode = "coupled"  # penalty before Adam ('coupled') or after ('decoupled').
     m.margin = 1.0  # gamma of the hinge, fixed at 1 in the paper.
     m.weighting = "harmonic"  # rank weighting L(r): 'harmonic' or 'uniform'.

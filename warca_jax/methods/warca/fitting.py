@@ -55,6 +55,9 @@ def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key
 def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Metric:
     """The ``Metric`` of learned parameters; it applies the input's scale at transform.
 
+    Kernel form: W = A X^T (eq. 15), A the projection and X the support vectors, so that
+    the metric embeds a point as A k(X, x) and measures F_A of eq. 16 between embeddings.
+
     The kernel's centring is folded into A: A on H K H is A H on K, up to a shift common
     to all embeddings. Nystroem: W on phi = k(., L) M is A = W M^T on k(., L).
     """

@@ -50,6 +50,9 @@ def mean_sq_dist(x, *, block_size: int = 65536) -> float:
 def normalized_gram(gram: jax.Array, *, normalize: str) -> tuple[jax.Array, float]:
     """The centred training kernel matrix H K H, scaled; and the scale.
 
+    K is the kernel matrix of eq. 17 (K = X^T X in the kernel's feature space; its columns
+    are the kappa_i), from ``kernels.gram_matrix``.
+
     Centring (H = I - 11^T / N) is the exact reparameterisation A -> A H: distances
     between embeddings do not change, and the constant direction, whose eigenvalue of
     about N mean(K) made Adam on the plain gradient diverge, is removed. With

@@ -105,7 +105,7 @@ class _Draw(NamedTuple):
 
 
 def _draw(cfg, table: sampling.PairTable, bits) -> _Draw:
-    """Step 1 of section 3.3 (pairs uniformly from S) and the candidate pool."""
+    """Step 1 of section 3.3 (pairs uniformly from S, eq. 3) and the candidate pool."""
     b, n = cfg.batch_size, table.labels.shape[0]
     i, j = sampling.sample_pairs(bits[: 3 * b].reshape(3, b), table)
     u = sampling.to_uniform(bits[3 * b : 5 * b]).reshape(2, b)
@@ -126,6 +126,11 @@ class _Search(NamedTuple):
 def _search(cfg, table, draw: _Draw, ea, ep, ec, *, rows: int, constrain) -> _Search:
     """Step 2 of section 3.3: a violator k per pair among the candidates, and L(rank_ij).
 
+    d_ij by ``losses.distance``, d_ik by ``losses.candidate_distances`` (eq. 5, 17);
+    ``sampling.find_violators`` flags the negatives with ``losses.margin_violation`` > 0
+    and estimates rank^gamma_ij (eq. 14); the pair's weight is eq. 6's ranking error at
+    that rank, ``losses.rank_weight`` (eq. 8).
+
     ``ea``, ``ep``: [B, D'] embedded anchors and positives; ``ec``: [C, D'] the embedded
     candidates (all ``rows`` rows of the features, padding included, without a pool).
     """
@@ -142,7 +147,7 @@ def _search(cfg, table, draw: _Draw, ea, ep, ec, *, rows: int, constrain) -> _Se
     # the violator search runs where its candidates live: split by candidate over
     # all N, by pair over a pool.
     spec = (sharding_lib.DATA, None) if draw.cand is not None else (None, sharding_lib.DATA)
-    d_ik = constrain(sampling.pairwise_dist(ea, ec), *spec)
+    d_ik = constrain(losses.candidate_distances(ea, ec), *spec)
     negative = constrain(negative, *spec)
     viol = sampling.find_violators(
         draw.u,
@@ -184,8 +189,9 @@ def _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s: _Search, *, constr
         "mean_rank": jnp.mean(s.viol.rank),
         "violated_frac": jnp.mean(found),
         "active_frac": jnp.mean(found & (hinge > 0)),
-        # margin-free progress: how often a negative is nearer than the positive (a
-        # training ranking error, 1 - AUC), and the sampled triplets' distance gap
+        # margin-free progress: how often a negative is nearer than the positive (eq. 7's
+        # rank over the candidates' negatives: a training ranking error, 1 - AUC), and the
+        # sampled triplets' distance gap
         "closer_frac": jnp.mean(sampling.closer_fraction(s.d_ij, s.d_ik, s.negative)),
         "mean_gap": jnp.sum(jnp.where(found, losses.distance(s.pv) - s.d_ij, 0.0))
         / jnp.maximum(jnp.sum(found), 1),
@@ -225,8 +231,10 @@ def kernel_step(cfg, mesh=None) -> Callable:
     """``step(state, hyper, gram, table, bits) -> (state, metrics)`` of kernel WARCA (eq. 18).
 
     ``gram``: [rows, N] the (centred, scaled) training kernel matrix K, padded by rows
-    as ``x`` in ``primal_step``. With ``cfg.preconditioned`` the direction is the
-    gradient times K^-1 (eq. 23-24), else the gradient (eq. 20-22).
+    as ``x`` in ``primal_step``. The parameter is A: [D', N], W = A X^T (eq. 15); the
+    rows of K A^T are the A kappa_l of eq. 17, so d_ij, d_ik (eq. 17, 22) are distances
+    between them. With ``cfg.preconditioned`` the direction is the gradient times K^-1
+    (eq. 23-24), else the gradient (eq. 20-22).
     """
     constrain = _constrainer(mesh)
     precond = bool(cfg.preconditioned)
