@@ -238,6 +238,7 @@ def test_bad_data_config(overrides, fragment):
         datasets.from_config(_data_cfg(**overrides))
 
 
+@pytest.mark.slow
 def test_unknown_config_field_on_the_command_line(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "experiments.main", "--config=configs/nn.py:small",
@@ -360,6 +361,7 @@ def _nan_model(wd):
     np.savez(path, **arrays)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, reason",
     [

@@ -42,6 +42,7 @@ def same_metrics(a, b):
 
 
 # ----------------------------------------------------------------------------- any scale
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "metric, scale, dtype",
     [

@@ -122,6 +122,7 @@ def _no_record(path):  # the file as pipeline.run_split writes it, without its j
     _dump(path, obj)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage", [_nan, _truncate, _other_split, _other_method, _other_config, _no_record]
 )
@@ -341,6 +342,7 @@ def test_a_workdir_that_is_a_file_is_refused(tmp_path):
     assert path.read_text() == "not a folder"
 
 
+@pytest.mark.slow
 def test_an_unknown_config_field_on_the_command_line_is_named():
     proc = subprocess.run(
         [
@@ -380,6 +382,7 @@ def _command_line(tmp_path, *overrides):
     )
 
 
+@pytest.mark.slow
 def test_tuple_and_map_fields_are_overridden_on_the_command_line(tmp_path):
     proc = _command_line(
         tmp_path,
@@ -397,6 +400,7 @@ def test_tuple_and_map_fields_are_overridden_on_the_command_line(tmp_path):
     assert used["distance"] == "manhattan"
 
 
+@pytest.mark.slow
 def test_a_comma_separated_list_on_the_command_line_is_named(tmp_path):
     proc = _command_line(tmp_path, "--config.datasets=synthetic,viper")
     assert proc.returncode != 0

@@ -61,6 +61,7 @@ def _scaled(x, scale, dtype=np.float32):
 
 
 # ----------------------------------------------------------------------------- scale
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel, scale, dtype",
     [
@@ -81,6 +82,7 @@ def test_warca_learns_the_same_metric_at_any_scale(kernel, scale, dtype):
     assert metric.feature_scale != 1.0 and np.isfinite(metric.projection).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["kissme", "xqda", "lfda"])
 def test_scale_free_learners_give_the_same_ranking_at_1e_minus_30(name):
     x, y, probes, gallery = _PROBLEM
@@ -215,13 +217,6 @@ def test_run_in_chunks_measures_the_first_row_against_the_reference():
         )
 
 
-def _fake_fit(projection):
-    def fit(features, labels, cfg, **kwargs):
-        return Metric("linear", features.shape[1], projection=projection, name="fake"), []
-
-    return methods.checked_fit("fake", fit)
-
-
 @pytest.mark.parametrize(
     "projection, match",
     [
@@ -234,13 +229,38 @@ def _fake_fit(projection):
         (np.eye(2, 16, 10, dtype=np.float32), "maps 64 different training samples to one"),
     ],
 )
-def test_every_learners_result_is_checked_by_the_registry(projection, match):
-    x, y, _, _ = _PROBLEM
+def test_check_model_refuses_an_unusable_model(projection, match):
+    x, _, _, _ = _PROBLEM
     x = x.copy()
     x[:, 10:] = 0  # the last 6 dimensions carry nothing
+    metric = Metric("linear", x.shape[1], projection=projection, name="fake")
     with pytest.raises(learner_loop.TrainingDivergedError, match=match):
-        _fake_fit(projection)(x, y, None)
-    assert methods.get("warca").fit.unchecked is warca.fit
+        learner_loop.check_model(metric, method="fake", features=x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(methods.registry()))
+def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
+    """Each learner's fit ends in check_model, with the training features, on the very model
+    it returns (the registry hands out the learners' own fit, unwrapped)."""
+    seen = []
+    check = learner_loop.check_model
+
+    def spy(metric, *, method, features=None, hint="lower learning_rate"):
+        seen.append((metric, features))
+        return check(metric, method=method, features=features, hint=hint)
+
+    monkeypatch.setattr(learner_loop, "check_model", spy)
+    method = methods.get(name)
+    variant = "small" if "small" in method.variants else method.variants[0]
+    cfg = method.default_config(variant)
+    if name in ("pairwise_sgd", "triplet_sgd"):
+        cfg.num_val_ids = 4
+    x, y, _, _ = _HIST_PROBLEM if name == "kernel_nn" else _PROBLEM  # chi2: histograms
+    metric, _ = method.fit(x, y, cfg, seed=0)
+    assert len(seen) == 1, f"{name}: check_model ran {len(seen)} times"
+    assert seen[0][0] is metric
+    assert seen[0][1] is not None and np.shape(seen[0][1]) == x.shape
 
 
 # ----------------------------------------------------------------------------- model files

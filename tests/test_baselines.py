@@ -31,6 +31,7 @@ def test_nn_euclidean_is_the_baseline_and_other_distances_differ(reid):
     assert reid.score(cos)["mAP"] != reid.euclidean["mAP"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel, distance, hist",
     [("rbf", "euclidean", False), ("laplacian", "manhattan", False), ("chi2", "chi2", True)],

@@ -113,6 +113,7 @@ def test_evaluate_distances_matches_reference_with_ties(block_size):
     assert res["num_queries"] == 31
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["euclidean", "manhattan", "sqeuclidean"])
 def test_evaluate_features_matches_reference(metric):
     rng = np.random.default_rng(2)
@@ -292,6 +293,7 @@ def test_map_at_r_and_r_precision_by_hand():
     assert res["mAP"] == pytest.approx(100 * (1 + 2 / 3) / 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["features", "distances"])
 def test_map_at_r_matches_an_independent_reference(engine):
     rng = np.random.default_rng(3)
@@ -415,6 +417,7 @@ def test_per_query_single_shot_skips_fewer_queries_than_the_gallery_draw():
     assert len(new["cmc"]) == len(np.unique(gl))
 
 
+@pytest.mark.slow
 def test_per_query_single_shot_matches_a_torchreid_style_loop_on_average():
     """Different random streams: the averages over many repeats agree."""
     rng = np.random.default_rng(3)

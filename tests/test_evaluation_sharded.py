@@ -75,6 +75,7 @@ def test_tie_across_chunks_breaks_by_gallery_index(first):
 
 
 # ----------------------------------------------------------------------------- exactness
+@pytest.mark.slow
 def test_thresholds_off_by_one_ulp_are_swept_again(monkeypatch):
     rng = np.random.default_rng(6)
     xq, xg, ql, gl, qc, gc = identity_problem(rng, nq=30, ng=300)
@@ -119,6 +120,7 @@ def test_nondeterministic_sweep_raises(monkeypatch):
         evaluate(xq, xg, ql, gl, qc, gc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["cosine", "chi2"])
 def test_float_features_need_no_second_sweep(metric, monkeypatch):
     # The thresholds come from the sweep program itself, so they agree bit for bit.
@@ -130,6 +132,7 @@ def test_float_features_need_no_second_sweep(metric, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- shapes
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["euclidean", "cosine", "manhattan"])
 def test_exact_ties_and_any_chunk_or_block_size_match_stable_sort(metric):
     rng = np.random.default_rng(9)
@@ -178,6 +181,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_eight_devices_give_the_single_device_results():
     proc = run_python(["-c", EIGHT_DEVICES], cpu_env(host_devices=8), timeout=300)
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -106,6 +106,7 @@ def test_lbp_codes_on_a_horizontal_step_edge():
     np.testing.assert_array_equal(codes, _lbp_reference(img, 8, 1.0))
 
 
+@pytest.mark.slow
 def test_layout_shapes_and_normalisation():
     x = np.random.default_rng(0).integers(0, 256, size=(3, 128, 48, 3), dtype=np.uint8)
     f = np.asarray(clbp.color_lbp(x))
@@ -160,6 +161,7 @@ def test_top_and_bottom_halves_fill_their_stripes():
     np.testing.assert_allclose(lbp16[0, 3, FLAT_LBP16], 20 / 22, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_jit_and_batching_agree():
     x = np.random.default_rng(1).integers(0, 256, size=(3, 128, 48, 3), dtype=np.uint8)
     batched = np.asarray(clbp.color_lbp(x))
@@ -210,6 +212,7 @@ def test_load_images_errors_name_the_file(tmp_path):
         images.load_images(good + [junk])
 
 
+@pytest.mark.slow
 def test_extract_batches_match_in_memory(tmp_path):
     paths = _write_images(tmp_path)
     full = features.extract(paths, batch_size=256)

@@ -23,6 +23,7 @@ def _small_problem(seed=0):
     return x, y
 
 
+@pytest.mark.slow
 def test_frml_beats_euclidean(reid):
     metric, hist = frml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -50,6 +51,7 @@ def _random_state(rng, d, r):
     return frml.FrmlState(jnp.asarray(u), jnp.asarray(rng.uniform(0.5, 2.0, r)), jnp.zeros(()))
 
 
+@pytest.mark.slow
 def test_euclidean_gradient_factors_equal_autodiff():
     rng = np.random.default_rng(0)
     d, r, b, lam, margin = 9, 3, 12, 0.1, 1.0
@@ -88,6 +90,7 @@ def test_retraction_equals_dense_projection_and_truncation():
         np.testing.assert_allclose(np.asarray(new.u).T @ np.asarray(new.u), np.eye(r), atol=1e-10)
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(dim=4, num_iters=40, batch_size=64, log_every=20)

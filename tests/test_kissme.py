@@ -39,6 +39,7 @@ def test_metric_equals_a_direct_computation():
     )
 
 
+@pytest.mark.slow
 def test_kissme_beats_euclidean(reid):
     # Measured on this split: all negatives rank-1 87.0 / mAP 88.1 (45 PCA dims), 2,000
     # sampled negatives 86.0 / 87.7; Euclidean 23.5 / 21.9.
@@ -50,6 +51,7 @@ def test_kissme_beats_euclidean(reid):
     assert reid.score(sampled)["rank1"] >= reid.euclidean["rank1"] + 50
 
 
+@pytest.mark.slow
 def test_sampled_negatives_are_different_identity_and_seeded():
     classes = np.repeat(np.arange(7), 3)
     rng = np.random.default_rng(0)

@@ -5,6 +5,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from warca_jax import clustering
 from warca_jax.methods import kmeans
 from warca_jax.metric import Metric
 
@@ -25,7 +26,7 @@ def test_kmeans_recovers_separated_blobs():
     truth = np.repeat(np.arange(4), 25)[rng.permutation(100)]
     x = (centres[truth] + rng.normal(size=(100, 3))).astype(np.float32)
     for init in ("kmeans++", "random"):
-        found, assign = kmeans.kmeans(
+        found, assign = clustering.kmeans(
             jax.random.PRNGKey(1), x, num_clusters=4, iterations=10, init=init
         )
         assign = np.asarray(assign)
@@ -53,6 +54,7 @@ def test_one_cluster_is_plain_euclidean_exactly(reid):
     np.testing.assert_array_equal(res["cmc"], reid.euclidean["cmc"])
 
 
+@pytest.mark.slow
 def test_search_is_restricted_to_the_nearest_cluster(reid, tmp_path):
     k = 5
     metric, _ = kmeans.fit(reid.x_train, reid.y_train, _cfg(num_clusters=k), seed=2)

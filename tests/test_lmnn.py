@@ -26,6 +26,7 @@ def _small_problem(seed=0):
     return x, y
 
 
+@pytest.mark.slow
 def test_lmnn_beats_euclidean(reid):
     metric, hist = lmnn.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -36,6 +37,7 @@ def test_lmnn_beats_euclidean(reid):
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
+@pytest.mark.slow
 def test_closed_form_gradient_equals_autodiff():
     x, y = _small_problem()
     with jax.enable_x64(True):
@@ -87,6 +89,7 @@ def _lmnn_reference(lmap, x, y, targets, *, mu, margin):
     return pull, push, np.asarray(slacks)
 
 
+@pytest.mark.slow
 def test_loss_and_gradient_equal_a_loop_over_the_papers_triplets():
     rng = np.random.default_rng(0)
     sizes = [5, 4, 4, 4, 3, 3, 2, 1]  # a class with k = 1 target, a singleton with none
@@ -212,6 +215,7 @@ def test_stops_early_when_converged_and_says_why():
     assert rows[-1]["stopped"] == last["stopped"]  # the log says it too
 
 
+@pytest.mark.slow
 def test_num_iters_reached_says_so():
     x, y = _small_problem()
     _, hist = lmnn.fit(x, y, _method(num_iters=150, refresh_every=10, tol=1e-4))
@@ -221,6 +225,7 @@ def test_num_iters_reached_says_so():
     assert hist[-1]["stopped"] == "num_iters reached: 30 steps (tol 0: no early stop)"
 
 
+@pytest.mark.slow
 def test_default_beats_old_default_objective():
     x, y = _small_problem()
     new, hist = lmnn.fit(x, y, _method())

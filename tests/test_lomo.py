@@ -50,6 +50,7 @@ def _hsv_bin(rgb):
     return qv * 64 + qs * 8 + qh
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("radius", [3, 5])
 def test_siltp_codes_match_direct_reference(radius):
     grey = np.random.default_rng(radius).uniform(0.05, 1.0, size=(13, 15)).astype(np.float32)
@@ -63,6 +64,7 @@ def test_siltp_codes_match_direct_reference(radius):
     np.testing.assert_array_equal(np.asarray(eager), ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("h", "w"), [(32, 12), (37, 24), (128, 48)])
 def test_window_max_histograms_match_sliding_windows(h, w):
     codes = np.random.default_rng(h).integers(0, 9, size=(2, h, w)).astype(np.int32)
@@ -79,6 +81,7 @@ def test_tail_quantiles_match_jnp_quantile():
     np.testing.assert_allclose(hi, ref[1], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_shapes_norms_and_batching():
     x = np.random.default_rng(0).integers(0, 256, size=(2, 128, 48, 3), dtype=np.uint8)
     f = np.asarray(lomo_lib.lomo(x))

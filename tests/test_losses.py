@@ -37,6 +37,7 @@ def _hinge_grad(w, u, v, weights, margin=1.0):
     return losses.hinge_grad(u @ w.T, v @ w.T, u, v, weights, margin=margin)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_primal_hinge_grad_matches_autodiff(seed, jit):
@@ -96,6 +97,7 @@ def test_objective_is_lambda_penalty_plus_hinge_term():
     np.testing.assert_allclose(loss, expected_hinge + 0.3 * pen, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["aon", "frobenius", "none"])
 def test_penalty_grads(kind):
     w = jnp.asarray(np.random.default_rng(5).normal(size=(3, 6)))
@@ -134,6 +136,7 @@ def _kernel_hinge_grad(gram, a, i, j, k, weights):
     return losses.hinge_grad(emb[i] - emb[j], emb[i] - emb[k], u, v, weights, margin=1.0)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kernel_hinge_grad_matches_autodiff_and_the_dense_form(seed):
     """Eq. 18's hinge term in A: the step's gradient (eq. 20-22) against jax.grad and
@@ -214,6 +217,7 @@ def test_penalty_transform_adds_lambda_times_the_penalty_gradient():
         tx.update(hinge, tx.init(a), a)
 
 
+@pytest.mark.slow
 def test_zero_distance_pair_gives_finite_gradient():
     w = jnp.asarray(np.random.default_rng(7).normal(size=(3, 5)))
     u = jnp.zeros((2, 5))  # x_i == x_j: d_ij = 0

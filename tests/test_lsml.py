@@ -30,6 +30,7 @@ def _small_problem(seed=0):
     return x, y
 
 
+@pytest.mark.slow
 def test_lsml_beats_euclidean(reid):
     metric, hist = lsml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -41,6 +42,7 @@ def test_lsml_beats_euclidean(reid):
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
+@pytest.mark.slow
 def test_closed_form_gradient_equals_autodiff():
     x, y = _small_problem()
     quads = lsml.draw_quadruplets(y, 0, np.random.default_rng(0))
@@ -80,6 +82,7 @@ def _lsml_reference(m, x, quads, prior_inv, *, lam):
     return f, residuals
 
 
+@pytest.mark.slow
 def test_loss_and_gradient_equal_a_loop_over_the_papers_quadruplets():
     x, y = _small_problem()
     x = x.astype(np.float64)
@@ -117,6 +120,7 @@ def test_loss_and_gradient_equal_a_loop_over_the_papers_quadruplets():
     assert obj["loss"] == pytest.approx(want, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_loss_falls_and_the_last_row_says_why():
     x, y = _small_problem()
     rows = []
@@ -176,6 +180,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         lsml.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_in_a_sklearn_pipeline():
     x, y, _ = data.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0

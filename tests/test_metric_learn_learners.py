@@ -22,9 +22,10 @@ LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
 def test_every_learner_is_registered_with_a_config():
     for name in LEARNERS:
         methods.get(name)
-        assert os.path.isfile(os.path.join(ROOT, "warca_jax", "configs", f"{name}.py")), name
+        assert os.path.isfile(os.path.join(ROOT, "configs", f"{name}.py")), name
 
 
+@pytest.mark.slow
 def test_every_learner_runs_from_the_command_line(tmp_path):
     """``python -m experiments.main --config=configs/<name>.py:small`` for all of
     them at once (one process each, started together so that their start-up overlaps)."""
@@ -87,6 +88,7 @@ def protocol_run(tmp_path_factory):
     return results["synthetic"], (workdir / "table2.md").read_text()
 
 
+@pytest.mark.slow
 def test_every_learner_runs_in_the_protocol_runner(protocol_run):
     rows, table = protocol_run
     for label in (*(f"{name}:small" for name in LEARNERS), "nn:euclidean"):

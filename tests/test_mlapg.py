@@ -23,6 +23,7 @@ def _small_problem(dim=6):
     return x / 10.0, y
 
 
+@pytest.mark.slow
 def test_loss_equals_a_loop_over_unordered_pairs():
     x, y = _small_problem()
     m = np.cov(x.T) + np.eye(6)
@@ -39,6 +40,7 @@ def test_loss_equals_a_loop_over_unordered_pairs():
     np.testing.assert_allclose(float(got), ref, rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_gradient_equals_autodiff_float64():
     x, y = _small_problem()
     with jax.enable_x64(True):
@@ -61,6 +63,7 @@ def test_psd_projection_clips_negative_eigenvalues():
     assert int(rank) == 2
 
 
+@pytest.mark.slow
 def test_mlapg_beats_euclidean(reid):
     metric, hist = mlapg.fit(reid.x_train, reid.y_train, _method())
     assert metric.kind == "linear" and metric.projection.shape[1] == 64
@@ -72,6 +75,7 @@ def test_mlapg_beats_euclidean(reid):
     assert res["mAP"] >= reid.euclidean["mAP"] + 45
 
 
+@pytest.mark.slow
 def test_pca_is_folded_into_the_projection_and_runs_repeat():
     x, y = _small_problem(dim=12)
     cfg = _method(pca_dim=5, dim=3, max_iters=30, log_every=5)

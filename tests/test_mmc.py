@@ -35,6 +35,7 @@ def _diffs(x, pairs):
     return x[pairs[:, 0]] - x[pairs[:, 1]]
 
 
+@pytest.mark.slow
 def test_mmc_beats_euclidean(reid):
     # 5,000 dissimilar pairs instead of 20 C^2 = 200,000 (all 600 similar ones either way)
     metric, hist = mmc.fit(reid.x_train, reid.y_train, _method(num_constraints=5000, **EXACT))
@@ -48,6 +49,7 @@ def test_mmc_beats_euclidean(reid):
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
+@pytest.mark.slow
 def test_gradient_equals_autodiff_and_direction_is_orthogonal():
     x, y = _small_problem()
     pairs = mmc.draw_pairs(y, 0, 0)
@@ -115,6 +117,7 @@ def test_projections_are_the_dense_ones():
             assert np.linalg.norm(exact - a) <= np.linalg.norm(other - a) + 1e-9
 
 
+@pytest.mark.slow
 def test_alternating_projections_learn_on_a_small_problem():
     x, y = _small_problem()
     metric, hist = mmc.fit(x, y, _method(max_iter=10, log_every=2))
@@ -123,6 +126,7 @@ def test_alternating_projections_learn_on_a_small_problem():
     assert metric.is_finite()
 
 
+@pytest.mark.slow
 def test_pairs_follow_the_seed():
     x, y = _small_problem()
     cfg = _method(max_iter=5, **EXACT)
@@ -152,6 +156,7 @@ def test_stops_when_the_step_is_below_tol_and_says_why():
     assert rows[-1]["stopped"] == last["stopped"]
 
 
+@pytest.mark.slow
 def test_in_a_sklearn_pipeline():
     x, y, _ = data.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0

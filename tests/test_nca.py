@@ -44,6 +44,7 @@ def _dense_nca(lmap, x, y):
     return p_i.mean(), 2.0 * lmap @ inner / len(y)
 
 
+@pytest.mark.slow
 def test_nca_beats_euclidean(reid):
     metric, hist = nca.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -54,6 +55,7 @@ def test_nca_beats_euclidean(reid):
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
+@pytest.mark.slow
 def test_blocked_loss_and_closed_form_gradient_are_the_papers():
     block_size = 24  # four blocks of 80 rows, the last one padded
     x, y = _small_problem()
@@ -86,6 +88,7 @@ def test_objective_is_expected_leave_one_out_accuracy():
     assert nca.objective(lmap, x, y, block_size=7) == pytest.approx(nca.objective(lmap, x, y))
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(num_iters=20)
@@ -117,6 +120,7 @@ def test_stops_when_converged_and_says_why():
     assert rows[-1]["stopped"] == last["stopped"]
 
 
+@pytest.mark.slow
 def test_in_a_sklearn_pipeline():
     x, y, _ = data.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0

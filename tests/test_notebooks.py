@@ -46,6 +46,7 @@ def test_stored_without_outputs_and_installs_on_colab(path):
 
 # jupyter_client and jupyter_core may warn about their own coming changes while a kernel starts
 # and stops (paths, zmq, utcnow); those are not the notebooks' warnings.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Jupyter is migrating its paths:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:jupyter_client")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:jupyter_core")

@@ -179,6 +179,7 @@ def test_a_changed_method_config_is_refused(tiny_run, tmp_path):
         protocol.run_protocol(changed, copy)
 
 
+@pytest.mark.slow
 def test_shards_and_workers_give_the_single_process_results(tiny_run, tmp_path):
     workdir, _ = tiny_run
     reference = _run_results(workdir)

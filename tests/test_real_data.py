@@ -167,6 +167,7 @@ def _check(real, label, features, got, base, base_label):
     assert ok, (real.name, label, got, base_label, base)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", LINEAR)
 def test_linear_learner_beats_the_named_baseline_on_real_images(real, label):
     reason = _refused(real, label, "pca")
@@ -178,6 +179,7 @@ def test_linear_learner_beats_the_named_baseline_on_real_images(real, label):
     _check(real, label, "pca", real.score(label), real.score(base_label), base_label)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", CHI2)
 def test_chi2_learner_beats_the_named_baseline_on_real_images(real, label):
     # VIPeR: nearest neighbour under the chi2 distance on the same histograms. ORL: the

@@ -54,6 +54,7 @@ def test_pair_set_has_every_positive_and_only_true_negatives():
     assert not np.array_equal(i, i2)
 
 
+@pytest.mark.slow
 def test_linear_gradient_equals_autodiff_float64():
     x, y = _small_problem()
     i, j, s = _pairs(y)
@@ -68,6 +69,7 @@ def test_linear_gradient_equals_autodiff_float64():
         assert float(jnp.abs(ref).max()) > 1e-3  # a gradient that is not trivially zero
 
 
+@pytest.mark.slow
 def test_kernel_gradient_equals_autodiff_and_its_preconditioned_form_float64():
     x, y = _small_problem(hist=True)
     i, j, s = _pairs(y)
@@ -83,6 +85,7 @@ def test_kernel_gradient_equals_autodiff_and_its_preconditioned_form_float64():
         np.testing.assert_allclose(pre, jnp.linalg.solve(k, ref.T).T, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["none", "chi2_rbf"])
 def test_start_is_the_whitened_pca_at_unit_mean_pair_distance(kernel):
     """init 'pca' (Xiong et al.'s start): the untrained map gives the training samples
@@ -125,6 +128,7 @@ def test_lam_weighs_the_sum_of_the_pair_losses(monkeypatch):
     assert lams == [pytest.approx(0.5 / len(i))]
 
 
+@pytest.mark.slow
 def test_linear_rpcca_beats_euclidean(reid):
     metric, hist = rpcca.fit(reid.x_train, reid.y_train, _method(num_iters=300))
     assert metric.kind == "linear" and metric.projection.shape == (40, 64)
@@ -148,6 +152,7 @@ def test_kernel_rpcca_chi2_beats_chi2_distance(reid_hist):
     assert res["mAP"] >= chi2["mAP"] + 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [{}, {"batch_size": 64, "kernel": "rbf"}])
 def test_same_seed_same_result(overrides):
     x, y = _small_problem()

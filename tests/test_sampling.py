@@ -45,6 +45,7 @@ def _dist(anchors, cand):
     return jnp.asarray(np.linalg.norm(anchors[:, None] - cand[None], axis=-1), jnp.float32)
 
 
+@pytest.mark.slow
 def test_exact_violators_count_and_draw_a_violator():
     rng = np.random.default_rng(0)
     d_ik = rng.uniform(0, 3, size=(64, 150))
@@ -72,6 +73,7 @@ def _every_seventh(b, c=100):
     return jnp.full(b, 0.5), d_ik, jnp.ones((b, c), bool)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", sampling.SAMPLERS)
 def test_violator_draw_is_uniform(sampler):
     b = 4096
@@ -87,6 +89,7 @@ def test_violator_draw_is_uniform(sampler):
         np.testing.assert_array_equal(np.asarray(viol.rank), 15)
 
 
+@pytest.mark.slow
 def test_exact_rank_from_a_pool_is_rescaled():
     negative = jnp.asarray(np.array([[True] * 5 + [False] * 5]))
     viol = sampling.find_violators(
@@ -100,6 +103,7 @@ def test_exact_rank_from_a_pool_is_rescaled():
     assert float(viol.rank[0]) == pytest.approx(1000.0)  # all 5 pool negatives violate
 
 
+@pytest.mark.slow
 def test_wsabie_tries_follow_the_geometric_law():
     # A quarter of the candidates violate: WSABIE's tries t ~ Geometric(1/4), mean 4.
     b, c = 8192, 400
@@ -135,6 +139,7 @@ def test_wsabie_tries_follow_the_geometric_law():
     assert np.all(np.asarray(capped.rank)[~np.asarray(capped.found)] == 0)
 
 
+@pytest.mark.slow
 def test_same_label_candidates_never_violate():
     viol = sampling.find_violators(
         _u(4, 8),
@@ -159,6 +164,7 @@ def test_same_label_candidates_never_violate():
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [1, 3, 32])
 def test_select_nth(width):
     rng = np.random.default_rng(5)

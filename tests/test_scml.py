@@ -39,6 +39,7 @@ def _small_problem():
     return _split_problem()[:2]
 
 
+@pytest.mark.slow
 def test_scml_beats_euclidean(reid):
     metric, hist = scml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -51,6 +52,7 @@ def test_scml_beats_euclidean(reid):
     assert 0 < hist[-1]["active_bases"] < 1280
 
 
+@pytest.mark.slow
 def test_closed_form_subgradient_equals_autodiff():
     rng = np.random.default_rng(0)
     x, basis = rng.standard_normal((50, 8)), rng.standard_normal((30, 8))
@@ -91,6 +93,7 @@ def _scml_reference(w, basis, x, triplets, *, beta):
     return sum(max(s, 0.0) for s in slacks) / len(triplets) + beta * np.sum(np.abs(w)), slacks
 
 
+@pytest.mark.slow
 def test_objective_and_subgradient_equal_a_loop_over_the_papers_triplets():
     rng = np.random.default_rng(3)
     y = np.repeat(np.arange(30), [5] * 28 + [2, 1])  # one genuine neighbour; no anchor
@@ -156,6 +159,7 @@ def test_local_lda_spans_sklearns_discriminant_directions():
     np.testing.assert_allclose(np.abs(np.sum(ours * theirs, axis=1)), 1.0, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_and_stopping_rule():
     x, y = _small_problem()
     a, ha = scml.fit(x, y, _method(**FAST), seed=3)

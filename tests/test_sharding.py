@@ -13,12 +13,9 @@ import jax
 import numpy as np
 import pytest
 from processes import ROOT, cpu_env, run_python
-from repo_configs import config_module
 
-from warca_jax import sharding
+from warca_jax import defaults, sharding
 from warca_jax.methods import warca
-
-warca_config = config_module("warca")
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
 # by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
@@ -27,7 +24,7 @@ SCRIPT = r"""
 import json
 import jax
 import numpy as np
-warca_config = config_module("warca")
+from warca_jax import defaults
 from warca_jax.methods import warca
 
 rng = np.random.default_rng(0)
@@ -48,8 +45,7 @@ for name, over in cases.items():
     feats = np.abs(x) if "kernel" in over else x
     res = {}
     for nd in (1, 8):
-        cfg = warca_config.get_config("small").method
-        cfg.unlock()
+        cfg = defaults.method_config("warca:small")
         cfg.update(num_iters=60, log_every=20, num_devices=nd, **over)
         metric, hist = warca.fit(feats, y, cfg, seed=3)
         res[nd] = (np.asarray(metric.projection), [h["loss"] for h in hist])
@@ -66,7 +62,7 @@ for name, over in cases.items():
 import re
 from warca_jax import sampling, sharding
 from warca_jax.methods.warca import prepare
-cfg = warca_config.get_config("small").method
+cfg = defaults.method_config("warca:small")
 mesh = sharding.make_mesh(8)
 chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
 w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])
@@ -92,6 +88,7 @@ def eight_devices():
     return json.loads(line[len("RESULT ") :])
 
 
+@pytest.mark.slow
 def test_eight_forced_devices_are_seen(eight_devices):
     assert eight_devices["devices"] == 8
 
@@ -116,12 +113,12 @@ def test_eight_devices_give_the_one_device_model(eight_devices, case):
 
 
 def _cfg(**over):
-    cfg = warca_config.get_config("small").method
-    cfg.unlock()
+    cfg = defaults.method_config("warca:small")
     cfg.update(num_iters=20, log_every=10, **over)
     return cfg
 
 
+@pytest.mark.slow
 def test_a_mesh_of_one_is_the_default_here(reid):
     # The suite runs on one CPU device: num_devices=0 (all) and 1 are the same mesh.
     x, y = reid.x_train, reid.y_train
@@ -148,6 +145,7 @@ def test_make_mesh_checks_its_argument():
     assert sharding.pad_to_multiple(7, mesh) == 7
 
 
+@pytest.mark.slow
 def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
     # The multi-host path on one machine: two processes joined by jax.distributed (gloo
     # collectives on the CPU), one device each, form one mesh of 2 devices.

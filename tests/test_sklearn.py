@@ -58,6 +58,7 @@ def test_every_method_with_a_config_has_an_estimator(method):
         wsk.estimator(method, not_a_field=1)
 
 
+@pytest.mark.slow
 def test_pipeline_beats_the_same_pipeline_without_warca(problem):
     xtr, ytr, xte, yte = problem
     plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(xtr, ytr)
@@ -68,6 +69,7 @@ def test_pipeline_beats_the_same_pipeline_without_warca(problem):
     assert learned[1].transform(xte).shape == (len(yte), 8)
 
 
+@pytest.mark.slow
 def test_grid_search_clones_the_estimator_and_picks_a_parameter(problem):
     xtr, ytr, _, _ = problem
     # The learning rate lives in the optimiser state, so all fits share one program.

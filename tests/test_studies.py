@@ -58,6 +58,7 @@ def test_condition_number_matches_numpy_singular_values():
         aon_study.condition_number(np.ones(4))
 
 
+@pytest.mark.slow
 def test_aon_at_large_lambda_is_near_orthonormal_and_frobenius_is_not(small_split):
     _, x, y = small_split
     method = aon_config.get_config("small").method
@@ -75,6 +76,7 @@ def test_aon_at_large_lambda_is_near_orthonormal_and_frobenius_is_not(small_spli
     assert conds["frobenius"] > 10 * conds["aon"]
 
 
+@pytest.mark.slow
 def test_aon_study_writes_every_promised_file(aon_run):
     config, workdir, results = aon_run
     for name in ("config.json", "results.json", "results.md"):
@@ -110,6 +112,7 @@ def test_aon_study_writes_every_promised_file(aon_run):
     assert "| 1e-06 |" in table and "Euclidean" in table
 
 
+@pytest.mark.slow
 def test_aon_study_on_the_same_workdir_redoes_nothing(aon_run, monkeypatch):
     config, workdir, first = aon_run
     calls = []
@@ -195,6 +198,7 @@ def test_study_plots_refuse_misshapen_curves(tmp_path):
 
 
 # ----------------------------------------------------------------------------- training time
+@pytest.mark.slow
 def test_training_time_writes_curves_sampled_every_log_every(tt_run):
     config, workdir, results = tt_run
     assert (workdir / training_time.PLOT).read_bytes()[:8] == PNG
@@ -244,6 +248,7 @@ def test_training_time_refuses_bad_configs_before_any_work(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_rpcca_callback_sees_the_metric_so_far_and_its_time_is_not_training(small_split):
     _, x, y = small_split
     cfg = tt_config.get_config("small").rpcca

@@ -61,6 +61,7 @@ def small_run(tmp_path_factory):
     return workdir, json.loads((workdir / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_small_run_writes_every_file(small_run):
     workdir, results = small_run
     config = get_config("small")
@@ -241,7 +242,7 @@ def test_validation_cost_plot_checks_its_curves(tmp_path):
     [
         ({"methods": ("nn", "nope")}, "unknown method label 'nope'"),
         ({"methods": ("nn:nope",)}, "unknown variant in method label 'nn:nope'"),
-        ({"methods": ("nn", "study_figures")}, "has no method section"),
+        ({"methods": ("nn", "study_figures")}, "unknown method label .study_figures."),
         ({"methods": ("nn,kissme",)}, "not a comma-separated string"),
         ({"methods": ("nn", "nn")}, "more than once"),
         ({"methods": ()}, "config.methods is empty"),

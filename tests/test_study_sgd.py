@@ -20,6 +20,7 @@ def _method(name, **overrides):
     return cfg
 
 
+@pytest.mark.slow
 def test_pairwise_gradient_is_the_studys_outer_product_form():
     # eq. 5: d/dA (y^T A y) = y y^T, so d/dL ||L y||^2 = 2 L y y^T for A = L^T L.
     with jax.enable_x64(True):
@@ -36,6 +37,7 @@ def test_pairwise_gradient_is_the_studys_outer_product_form():
         np.testing.assert_allclose(g, expected, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_triplet_gradient_is_the_studys_outer_product_form():
     with jax.enable_x64(True):
         rng = np.random.default_rng(1)
@@ -55,6 +57,7 @@ def test_triplet_gradient_is_the_studys_outer_product_form():
         np.testing.assert_allclose(g, 2 * proj @ outer + 0.2 * proj, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_mined_triplets_are_the_hardest_and_valid_random_ones():
     rng = np.random.default_rng(2)
     y = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4, 4])  # identity 3 has one image
@@ -78,6 +81,7 @@ def test_mined_triplets_are_the_hardest_and_valid_random_ones():
     assert len(set(zip(a[12:], n[12:], strict=True))) > 12  # random negatives vary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_beats_euclidean_and_follows_the_schedule(reid, name):
     metric, hist = study_sgd.fit(reid.x_train, reid.y_train, _method(name), seed=0)

@@ -29,6 +29,7 @@ def small_fit():
     return x, y, svmml.fit(x, y, _method(num_iters=60, log_every=30), seed=1)
 
 
+@pytest.mark.slow
 def test_svmml_beats_euclidean(reid):
     metric, hist = svmml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -42,6 +43,7 @@ def test_svmml_beats_euclidean(reid):
         assert np.linalg.eigvalsh(m.astype(np.float64)).min() > -1e-4 * np.abs(m).max()
 
 
+@pytest.mark.slow
 def test_distances_are_the_decision_function(small_fit):
     x, _, (metric, _) = small_fit
     got = metric.pairwise_distances(x[:7], x[5:16], block_size=3)
@@ -78,6 +80,7 @@ def test_pairs_are_all_positives_and_sampled_negatives():
     np.testing.assert_array_equal(j, j2)
 
 
+@pytest.mark.slow
 def test_same_seed_same_result(small_fit):
     x, y, (metric, hist) = small_fit
     again, hist2 = svmml.fit(x, y, _method(num_iters=60, log_every=30), seed=1)
@@ -108,6 +111,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         svmml.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_pair_decisions_equal_the_gathered_form():
     rng = np.random.default_rng(7)
     x = jnp.asarray(rng.normal(size=(9, 4)), jnp.float32)
@@ -155,6 +159,7 @@ def _numpy_solve(xr, i, j, dis, lam, iters):
     return theta
 
 
+@pytest.mark.slow
 def test_fit_reaches_the_constrained_optimum():
     """The fit stops on a small KKT residual, and its objective equals an independent solve."""
     x, y = _small_problem(seed=3)

@@ -28,6 +28,7 @@ def _small(**data_overrides):
     return c
 
 
+@pytest.mark.slow
 def test_entry_point_writes_every_output(tmp_path):
     workdir = tmp_path / "run"
     proc = subprocess.run(
@@ -76,6 +77,7 @@ def test_entry_point_writes_every_output(tmp_path):
     assert metric.kind == "linear" and metric.output_dim == 16
 
 
+@pytest.mark.slow
 def test_unknown_config_field_fails_loudly(tmp_path):
     proc = subprocess.run(
         [
@@ -94,6 +96,7 @@ def test_unknown_config_field_fails_loudly(tmp_path):
     assert proc.returncode != 0 and "lerning_rate" in proc.stderr
 
 
+@pytest.mark.slow
 def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
     config = _small()
     first = pipeline.train_and_evaluate(config, str(tmp_path))
@@ -122,6 +125,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
         pipeline.train_and_evaluate(other, str(tmp_path))
 
 
+@pytest.mark.slow
 def test_user_npz_with_fixed_splits(tmp_path):
     x, y, cams = data.make_synthetic(
         num_ids=40, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=1
@@ -160,6 +164,7 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
 ORL = fixture_trees.ORL
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
 def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
     """configs/warca.py:orl: features from the real images, kernel WARCA, one split."""
@@ -238,6 +243,7 @@ def _spy_on_fit(monkeypatch, name, wrap_callback=None):
     return fitted
 
 
+@pytest.mark.slow
 def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypatch):
     config = _val_config()
     fitted = _spy_on_fit(monkeypatch, "warca")
@@ -274,6 +280,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     assert not np.array_equal(a.train_idx, b.train_idx)
 
 
+@pytest.mark.slow
 def test_keep_best_keeps_the_model_of_the_best_validated_chunk(tmp_path, monkeypatch):
     import dataclasses
 
@@ -338,6 +345,7 @@ def test_closed_form_learner_refuses_val_fraction(tmp_path):
         pipeline.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["rpcca", "lmnn", "frml", "svmml", "mlapg"])
 def test_other_iterative_learners_log_val_metrics(module, tmp_path):
     config = _val_config(module, num_splits=1, eval__keep_best=True)

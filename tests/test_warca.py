@@ -29,6 +29,7 @@ def default_data():
     return datasets.from_config(get_config("linear").data)
 
 
+@pytest.mark.slow
 def test_warca_beats_euclidean_by_a_wide_margin(default_data):
     ds, split = default_data, default_data.splits[0]
     cfg = _method(num_iters=600)
@@ -41,6 +42,7 @@ def test_warca_beats_euclidean_by_a_wide_margin(default_data):
     assert hist[-1]["loss"] < hist[0]["loss"]
 
 
+@pytest.mark.slow
 def test_kernel_warca_chi2_beats_chi2_distance():
     ds = datasets.from_config(get_config("chi2").data)
     split = ds.splits[0]
@@ -52,6 +54,7 @@ def test_kernel_warca_chi2_beats_chi2_distance():
     assert learned["rank1"] >= chi2["rank1"] + 25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -76,6 +79,7 @@ def _small_problem(seed=0, hist=False):
     return x, y
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
@@ -87,6 +91,7 @@ def test_same_seed_same_result():
     assert not np.allclose(a.projection, c.projection)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["none", "rbf"])
 def test_closed_form_and_autodiff_training_agree(kernel):
     x, y = _small_problem()
@@ -98,6 +103,7 @@ def test_closed_form_and_autodiff_training_agree(kernel):
     np.testing.assert_allclose(a.projection, b.projection, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_duplicate_images_do_not_give_nan():
     x, y = _small_problem()
     x[1] = x[0]  # d_ij = 0 for the pair (0, 1)
@@ -107,6 +113,7 @@ def test_duplicate_images_do_not_give_nan():
     assert metric.is_finite() and all(np.isfinite(r["loss"]) for r in hist)
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error_not_a_model():
     x, y = _small_problem()
     cfg = _method(dim=6, num_iters=60, batch_size=64, log_every=20, learning_rate=1e12)
@@ -160,6 +167,7 @@ def test_bad_input_is_refused_before_training(mutate, overrides, match):
         warca.fit(x, y, _method(**{"dim": 6, "num_iters": 5, **overrides}))
 
 
+@pytest.mark.slow
 def test_train_step_is_one_jitted_step():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32)
@@ -196,6 +204,7 @@ def test_train_step_is_one_jitted_step():
         )
 
 
+@pytest.mark.slow
 def test_chunk_equals_repeated_single_steps():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32, candidate_pool=50)
@@ -219,6 +228,7 @@ def test_chunk_equals_repeated_single_steps():
     assert int(chunked.step) == 7
 
 
+@pytest.mark.slow
 def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
     x, y = _small_problem()
     cfg = _method(dim=6, num_iters=20, batch_size=32, log_every=20)
@@ -235,6 +245,7 @@ def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
     assert row["loss"] == pytest.approx(row["hinge"] + 1e-4 * row["penalty"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_optimizer_takes_traced_hyperparams_and_equals_the_fixed_one():
     from warca_jax import optim
 
@@ -255,6 +266,7 @@ def test_optimizer_takes_traced_hyperparams_and_equals_the_fixed_one():
         optim.make_optimizer(learning_rate=1e-2, lam=-1.0)
 
 
+@pytest.mark.slow
 def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
     import time
 
@@ -276,6 +288,7 @@ def test_callback_sees_the_metric_so_far_and_its_time_is_not_training_time():
     assert hist[-1]["seconds"] - hist[0]["seconds"] < 0.6
 
 
+@pytest.mark.slow
 def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
     ds = datasets.from_config(get_config("chi2").data)
     split = ds.splits[0]
@@ -310,6 +323,7 @@ def test_nystroem_features_reproduce_the_kernel():
     np.testing.assert_allclose(phi @ phi[rows].T, kl, atol=2e-3)
 
 
+@pytest.mark.slow
 def test_memory_mapped_features_train_like_in_memory_ones(tmp_path):
     x, y = _small_problem()
     path = tmp_path / "x.npy"
@@ -343,6 +357,7 @@ def reference_hist():
     return p["hist_train"].astype(np.float32), p["train_labels"], probes, gallery
 
 
+@pytest.mark.slow
 def test_linear_default_is_robust_to_the_step_size_and_the_input_scale(default_data):
     ds, split = default_data, default_data.splits[0]
     q, g, tr = split.query_idx, split.gallery_idx, split.train_idx
@@ -364,6 +379,7 @@ def test_linear_default_is_robust_to_the_step_size_and_the_input_scale(default_d
     assert rank1(scale=1e-4, normalize="none", lam=1e-2) <= default - 8
 
 
+@pytest.mark.slow
 def test_kernel_default_is_robust_to_the_step_size(reference_hist):
     xtr, ytr, probes, gallery = reference_hist
     by_eta = {
@@ -377,12 +393,14 @@ def test_kernel_default_is_robust_to_the_step_size(reference_hist):
     assert by_eta[1e-2] >= max(by_eta.values()) - 3.0, by_eta
 
 
+@pytest.mark.slow
 def test_plain_kernel_gradient_learns_at_the_default_step(reference_hist):
     xtr, ytr, probes, gallery = reference_hist
     plain, _ = warca.fit(xtr, ytr, _method("chi2", preconditioned=False))
     assert _rank1(plain, *probes, *gallery) >= 65  # chance is 0.5, chi2 distance 3.0
 
 
+@pytest.mark.slow
 def test_normalisation_is_carried_by_the_metric():
     """Features x c train the same model; the Metric embeds the user's features as given."""
     from warca_jax import synthetic

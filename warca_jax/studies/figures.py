@@ -54,8 +54,8 @@ def method_configs(config) -> dict[str, ml_collections.ConfigDict]:
     """Label -> method section (``config.overrides`` applied) of every ``config.methods``.
 
     Labels and overrides are read as the protocol reads them (``warca_jax.protocol``):
-    a tuple of labels 'file' or 'file:variant' of configs/, and a map label -> {field:
-    value} whose fields must exist in that label's method section.
+    a tuple of labels 'method' or 'method:variant' (the learners' default configs), and a
+    map label -> {field: value} whose fields must exist in that label's method section.
     """
     labels = fields.names(config, "methods")
     if not labels:
