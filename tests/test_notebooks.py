@@ -1,5 +1,7 @@
-"""Every notebooks/*.ipynb runs top to bottom, is stored without outputs and installs on Colab."""
+"""Every notebooks/*.ipynb runs top to bottom from a clone, is stored without outputs and sets
+itself up on Colab (clone, install, change into the clone)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,17 +12,35 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-# The first code cell of every notebook, exactly.
-INSTALL_CELL = """\
-# On Colab, install warca_jax first: set REPO_URL to where this repository is hosted.
+# The first code cell of every notebook, exactly: it works from a clone (see its comments).
+SETUP_CELL = """\
+# Work from a clone of this repository: configs/ and data/ are read from its root. On Colab,
+# set REPO_URL: this cell clones the repository, installs it and changes into the clone.
+# Elsewhere, start Jupyter in the clone (its root or notebooks/) or in the folder holding it.
+import os
 import subprocess
 import sys
+import tempfile
 
-if "google.colab" in sys.modules:
+if "google.colab" in sys.modules and not os.path.isdir("warca_jax/configs"):
     REPO_URL = "https://github.com/<owner>/warca_jax"  # edit: your copy of this repository
     if "<owner>" in REPO_URL:
         raise RuntimeError("set REPO_URL to the git URL of this repository first")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"git+{REPO_URL}"], check=True)"""
+    subprocess.run(["git", "clone", "-q", REPO_URL, "warca_jax"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "warca_jax"], check=True)
+# The clone's root, changed into before anything imports warca_jax: from the folder holding
+# a clone named warca_jax, "import warca_jax" would find that folder instead of the package.
+for root in (".", "..", "warca_jax"):
+    if os.path.isfile(os.path.join(root, "configs", "warca.py")):
+        os.chdir(root)
+        break
+else:
+    raise RuntimeError(f"no clone of the repository at or around {os.getcwd()}")
+if "warca_jax" in sys.modules and not getattr(sys.modules["warca_jax"], "__file__", None):
+    raise RuntimeError("warca_jax was imported from the clone's folder: restart the kernel")
+OUT = os.path.join(tempfile.gettempdir(), "warca_jax_notebooks")  # this notebook's files
+os.makedirs(OUT, exist_ok=True)
+print("working in", os.getcwd())"""
 
 
 def test_there_are_notebooks():
@@ -33,12 +53,12 @@ def _read(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_stored_without_outputs_and_installs_on_colab(path):
+def test_stored_without_outputs_and_sets_up_from_a_clone(path):
     nb = _read(path)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code, f"{path.name} has no code cell"
-    assert code[0].source == INSTALL_CELL, f"{path.name}: first code cell is not the install cell"
+    assert code[0].source == SETUP_CELL, f"{path.name}: first code cell is not the set-up cell"
     stored = [i for i, c in enumerate(code) if c.outputs or c.execution_count is not None]
     assert not stored, f"{path.name} is stored with outputs in code cells {stored}"
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
@@ -52,11 +72,12 @@ def test_stored_without_outputs_and_installs_on_colab(path):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:jupyter_core")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:zmq")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_runs_top_to_bottom(path, tmp_path):
-    before = sorted(p.name for p in (ROOT / "notebooks").iterdir())
+def test_runs_top_to_bottom(path):
+    """Started in notebooks/, as Jupyter opened in a clone does; it writes nothing there."""
+    before = _listing()
     nb = _read(path)
     client = nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
     try:
         client.execute()
@@ -64,6 +85,44 @@ def test_runs_top_to_bottom(path, tmp_path):
         pytest.fail(f"{path.name} failed in a cell:\n{e}", pytrace=False)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert sorted(p.name for p in (ROOT / "notebooks").iterdir()) == before, (
-        f"{path.name} wrote into notebooks/ instead of its working directory"
+    assert _listing() == before, f"{path.name} wrote into the clone instead of its OUT folder"
+
+
+def _listing() -> list[str]:
+    """The clone's top level and notebooks/ (what a notebook must not write into)."""
+    return sorted(p.name for p in ROOT.iterdir()) + sorted(
+        p.name for p in (ROOT / "notebooks").iterdir()
     )
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Jupyter is migrating its paths:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:jupyter_client")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:jupyter_core")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:zmq")
+def test_set_up_from_the_folder_holding_a_clone_named_warca_jax(tmp_path):
+    """Jupyter started beside a clone named warca_jax (Colab's /content after a git clone):
+    the set-up cell changes into the clone before anything imports the package, so
+    ``import warca_jax`` is the package, not the clone's folder as a namespace."""
+    (tmp_path / "warca_jax").symlink_to(ROOT, target_is_directory=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(SETUP_CELL),
+        nbformat.v4.new_code_cell(
+            "import warca_jax\n"
+            "from warca_jax import data\n"
+            "assert warca_jax.__file__, 'the clone folder was imported as a namespace'\n"
+            "assert hasattr(data, 'validated_dataset')\n"
+            "print(os.getcwd())"
+        ),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as e:
+        pytest.fail(f"the set-up from the clone's parent failed:\n{e}", pytrace=False)
+    printed = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert os.path.samefile(printed.strip(), tmp_path / "warca_jax"), printed  # the clone
