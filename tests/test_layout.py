@@ -58,12 +58,14 @@ def test_the_top_level_is_the_specified_one():
 
 def test_only_the_library_is_installed():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    found = pyproject.split("[tool.setuptools.packages.find]", 1)[1].split("[", 1)[0]
-    assert found.strip() == 'include = ["warca_jax*"]', found
+    section = pyproject.split("[tool.setuptools.packages.find]", 1)[1].split("\n[", 1)[0]
+    assert section.strip() == 'include = ["warca_jax*"]', section
     assert not (ROOT / "configs" / "__init__.py").exists()  # loaded by path, never imported
     setuptools = pytest.importorskip("setuptools")
     found = setuptools.find_namespace_packages(str(ROOT), include=["warca_jax*"])
-    assert "warca_jax.methods.warca" in found and all(p == "warca_jax" or p.startswith("warca_jax.") for p in found), found
+    assert "warca_jax.methods.warca" in found and all(
+        p == "warca_jax" or p.startswith("warca_jax.") for p in found
+    ), found
 
 
 def test_the_library_imports_neither_configs_nor_experiments():
