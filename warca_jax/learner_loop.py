@@ -21,7 +21,13 @@ rPCCA, SVMML and the study's SGD) trains through ``run_in_chunks``.
 Every learner's result goes through ``check_model`` (once in the learner, once more in
 the method registry's dispatch, ``warca_jax.methods``): a model with NaN or inf, or one
 that maps every training sample to the same point (an all-zero projection), is a
-``TrainingDivergedError``, never a model.
+``TrainingDivergedError``, never a model (both in ``warca_jax.model_checks``, with
+``check_row``, and re-exported here).
+
+A learner's ``fit`` hands its own arguments on to the loop as a ``Loop`` (its name, the
+training features, ``log_fn``, ``progress``, ``callback`` and its start time), built once
+at its start; ``Loop.fit(advance, current_metric, num_iters=..., chunk=..., ...)`` is
+``fit_in_chunks`` with them.
 """
 
 from __future__ import annotations
@@ -38,23 +44,12 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax.metric import Metric
-
-# A loss more than this many times its reference (the learner's loss scale at the start,
-# or the first logged loss) is a diverged run: no training that is converging gets there.
-MAX_LOSS_GROWTH = 1e6
-# Rows of the training features embedded by ``check_model`` to look for a degenerate map.
-_CHECK_ROWS = 64
-
-
-class TrainingDivergedError(FloatingPointError, RuntimeError):
-    """Training diverged, or ended in a degenerate model; no model is returned.
-
-    Raised for a non-finite or exploding loss (``run_in_chunks`` / ``check_row``) and for a
-    learned metric with NaN or inf or that maps every input to one point
-    (``check_model``). The message names the learner, the step and the loss where known,
-    and what to try. A ``FloatingPointError`` (what the learners raised before) and a
-    ``RuntimeError``.
-    """
+from warca_jax.model_checks import (  # noqa: F401 (re-exported: learner_loop.check_model)
+    MAX_LOSS_GROWTH,
+    TrainingDivergedError,
+    check_model,
+    check_row,
+)
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,7 +127,8 @@ class StoppingRule:
 
     ``check(metrics, step)`` adds ``rel_change`` to a chunk's metrics (from the
     ``window``-th row on) and says whether training is over; ``stopped`` says why it ended
-    (None until it has), for ``Chunk.stopped``.
+    (None until it has), for ``Chunk.stopped``; ``chunk(metrics, done, length)`` is the
+    ``Chunk`` an ``advance`` returns with both.
     """
 
     def __init__(self, *, tol: float, window: int, num_iters: int, log_every: int):
@@ -162,6 +158,13 @@ class StoppingRule:
                 change = " (tol 0: no early stop)"
             self.stopped = f"num_iters reached: {self.num_iters} steps{change}"
         return False
+
+    def chunk(self, metrics: dict, done: int, length: int) -> Chunk:
+        """The ``Chunk`` of the ``length`` steps after ``done`` that gave ``metrics``: their
+        ``check``, and so the end of training when it converged."""
+        metrics = jax.device_get(metrics)
+        stop = self.check(metrics, done + length)
+        return Chunk(metrics, length, stop=stop, stopped=self.stopped)
 
 
 def run_in_chunks(
@@ -279,6 +282,35 @@ def fit_in_chunks(
     return check_model(current_metric(), method=method, features=features, hint=hint), history
 
 
+class Loop(NamedTuple):
+    """One ``fit`` of an iterative learner, as its loop needs it: the arguments every such
+    ``fit`` hands on to ``fit_in_chunks`` unchanged.
+
+    Attributes:
+      method: the learner's name, for the messages and the progress bar.
+      features: the training features as the ``fit`` got them (``check_model``).
+      log_fn, progress, callback: the ``fit``'s arguments of those names.
+      t0: ``time.perf_counter()`` at the start of the fit (None: when the loop starts).
+    """
+
+    method: str
+    features: Any
+    log_fn: Callable[[dict], None] | None = None
+    progress: bool = False
+    callback: Callable[[dict, Metric], dict | None] | None = None
+    t0: float | None = None
+
+    @classmethod
+    def start(cls, method: str, features, log_fn=None, progress=False, callback=None) -> Loop:
+        """A ``Loop`` whose clock (the rows' ``seconds``) starts now."""
+        return cls(method, features, log_fn, progress, callback, time.perf_counter())
+
+    def fit(self, advance, current_metric, **loop) -> tuple[Metric, list[dict]]:
+        """``fit_in_chunks(advance, current_metric, ...)`` with this fit's arguments; ``loop``:
+        the others (num_iters, chunk, reference_loss, hint, model_hint)."""
+        return fit_in_chunks(advance, current_metric, **self._asdict(), **loop)
+
+
 def _scalar(v) -> int | float:
     return v if isinstance(v, int) and not isinstance(v, bool) else float(v)
 
@@ -313,79 +345,3 @@ def call_hook(hook: Callable[[dict], dict | None], row: dict, *, method: str, st
             )
         row.update(extra)
     return seconds
-
-
-def check_row(
-    row: dict,
-    *,
-    method: str,
-    step: int,
-    reference_loss: float | None = None,
-    hint: str = "lower learning_rate",
-) -> None:
-    """Raises ``TrainingDivergedError`` for a history row of a diverged run.
-
-    Diverged: a value of the row is NaN or inf, or its ``loss`` is more than
-    ``MAX_LOSS_GROWTH`` times ``reference_loss`` in size (the loss at the start; no such
-    test when it is None or 0).
-    """
-    bad = sorted(k for k, v in row.items() if not np.isfinite(v))
-    loss = row.get("loss")
-    if bad:
-        raise TrainingDivergedError(
-            f"{method} diverged by step {step}: {', '.join(bad)} not finite (loss {loss}); {hint}"
-        )
-    if loss is not None and reference_loss and abs(loss) > MAX_LOSS_GROWTH * reference_loss:
-        raise TrainingDivergedError(
-            f"{method} diverged by step {step}: loss {loss:.4g} is more than "
-            f"{MAX_LOSS_GROWTH:g} times its starting size {reference_loss:.4g}; {hint}"
-        )
-
-
-def check_model(
-    metric: Metric,
-    *,
-    method: str,
-    features: np.ndarray | None = None,
-    hint: str = "lower learning_rate",
-) -> Metric:
-    """Returns ``metric`` when it is a usable model; ``TrainingDivergedError`` otherwise.
-
-    Refused: NaN or inf in any of its arrays or floats; an all-zero projection; and, given
-    the training ``features``, embeddings of (up to 64 of) them that are not finite or
-    all the same point (every distance 0: nothing was learned).
-
-    Args:
-      metric: a learner's result.
-      method: the learner's name, for the message.
-      features: the training features as the learner got them (optional).
-      hint: what to try, for the message.
-    """
-    bad = metric.non_finite_fields()
-    if bad:
-        raise TrainingDivergedError(
-            f"{method} produced a non-finite model (NaN or inf in {bad}); {hint}"
-        )
-    proj = metric.projection
-    if proj is not None and proj.size and not np.any(proj):
-        raise TrainingDivergedError(
-            f"{method} produced a degenerate model: its projection is all zeros (every input "
-            f"maps to the same point); {hint}"
-        )
-    if features is None or metric.kind not in ("linear", "kernel"):
-        return metric
-    x = np.asarray(features[:_CHECK_ROWS])
-    if x.ndim != 2 or len(x) < 2:
-        return metric
-    emb = np.asarray(metric.transform(x), np.float64)
-    if not np.all(np.isfinite(emb)):
-        raise TrainingDivergedError(
-            f"{method} produced a model whose embeddings of training samples are not finite "
-            f"(overflow: entries too large); {hint}"
-        )
-    if np.any(np.ptp(x.astype(np.float64), axis=0) > 0) and not np.any(np.ptp(emb, axis=0) > 0):
-        raise TrainingDivergedError(
-            f"{method} produced a degenerate model: it maps {len(x)} different training samples "
-            f"to one point; {hint}"
-        )
-    return metric

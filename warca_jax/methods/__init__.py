@@ -4,8 +4,16 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
 ``method.name`` of a config) to a ``Method``:
 
 * ``fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
-  -> (Metric, history)``: learns on the training part; ``cfg`` is the config's
-  ``method`` section; ``history`` is a list of dicts (empty for closed forms);
+  -> (Metric, history)``: learns on the training part, ``features`` [N, D] and
+  ``labels`` [N] (identities); ``cfg`` is the config's ``method`` section
+  (configs/<learner>.py); ``seed`` seeds what the learner draws (same seed, same result;
+  unused by a deterministic learner); ``log_fn`` is called with each history row and
+  ``progress`` shows a progress bar; ``history`` is a list of dicts (empty for closed
+  forms, which ignore ``log_fn`` and ``progress``). It raises ``ValueError`` for bad data
+  or config before any work (its ``validate``), and
+  ``learner_loop.TrainingDivergedError`` when training diverged or ended in a non-finite
+  or degenerate model. Each learner's ``fit`` docstring says only what is its own: what
+  it learns, what ``seed`` draws, its history rows;
 * ``validate(features, labels, cfg)``: raises ``ValueError`` naming the problem
   when the method cannot run on this data with this config (the data through
   ``checks.training_data``, every hyperparameter through ``checks.check_number`` or a
@@ -18,14 +26,22 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
   (``warca_jax.learner_loop.run_in_chunks``). ``warca_jax.pipeline`` evaluates on held-out
   identities this way (``data.val_fraction``).
 
-Modules are discovered with ``pkgutil``, so adding a learner is adding a file.
-
 * ``default_config(variant)`` and ``variants``: the learner's default hyperparameters, the
   ``method`` section of a config, for each named variant (the first is the default);
   ``warca_jax.defaults.method_config("lfda:chi2")`` reads them, and every file in
-  configs/ starts from them.
+  configs/ starts from them (configs/<learner>.py).
 
-Every learner's ``fit`` ends in ``learner_loop.finish_fit``: its model goes through
+Modules are discovered with ``pkgutil``, so adding a learner is adding a file; a helper
+module without ``METHODS`` registers nothing. Each learner's module ends the same way:
+``VARIANTS`` (the variants, with what sets them apart), then ``default_config``, which
+starts from ``checks.new_config(name, variant, VARIANTS)`` (the variant checked, ``name``
+set) and returns the ConfigDict unlocked, so that a config file or a caller can change
+fields before locking it; last ``METHODS = {name: Method(fit, validate, default_config,
+VARIANTS, takes_callback=...)}``.
+
+An iterative learner's ``fit`` ends in ``learner_loop.fit_in_chunks`` (through a
+``learner_loop.Loop`` of its arguments; SDML and the study's SGD, with loops of their own,
+in ``learner_loop.run_in_chunks``), and every learner's model goes through
 ``learner_loop.check_model`` before anyone sees it, so that a model with NaN or inf or one
 that maps every training sample to one point is a ``learner_loop.TrainingDivergedError``,
 never a model.

@@ -1,8 +1,12 @@
-"""Covariances of pair differences, shared by XQDA, KISSME and the Mahalanobis baseline.
+"""Covariances shared by the learners.
 
-Sigma_I (same-identity pairs) and Sigma_E (different-identity pairs) of the differences
-x_i - x_j over every ordered pair i != j, computed without enumerating the O(N^2) pairs
-(XQDA's eq. 19-20): X^T X, per-class sums and counts are enough.
+``pair_covariances`` (XQDA, KISSME and the Mahalanobis baseline): Sigma_I (same-identity
+pairs) and Sigma_E (different-identity pairs) of the differences x_i - x_j over every
+ordered pair i != j, computed without enumerating the O(N^2) pairs (XQDA's eq. 19-20):
+X^T X, per-class sums and counts are enough.
+
+``invertible_covariance`` (the "covariance" prior of ITML and SDML): the features'
+covariance, refused when it is singular.
 """
 
 from __future__ import annotations
@@ -57,3 +61,20 @@ def pair_covariances(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.
     if n_intra <= 0 or n_extra <= 0:
         raise ValueError("need an identity with two images and two identities for pair covariances")
     return intra / n_intra, (every - intra) / n_extra
+
+
+def invertible_covariance(x: np.ndarray) -> np.ndarray:
+    """[D, D] float64 covariance of the features ``x`` [N, D], when it is invertible.
+
+    Raises:
+      ValueError: its eigenvalues spread over more than 1e10 (a prior must be definite).
+    """
+    cov = np.atleast_2d(np.cov(np.asarray(x, np.float64), rowvar=False))
+    w = np.linalg.eigvalsh(cov)
+    if not w.min() > 1e-10 * max(w.max(), 1e-300):
+        raise ValueError(
+            "method.prior 'covariance' needs an invertible covariance of the training features; "
+            f"its eigenvalues range over [{w.min():.3g}, {w.max():.3g}] ({x.shape[0]} samples, "
+            f"{x.shape[1]} dimensions): use prior 'identity' or reduce the dimension (PCA)"
+        )
+    return cov

@@ -156,9 +156,7 @@ MAHALANOBIS_VARIANTS = ("features", "within_class", "small")
 
 def nn_config(variant: str = "euclidean") -> ml_collections.ConfigDict:
     """``nn``'s defaults: the variant names the distance (``small``: Euclidean)."""
-    checks.check_variant("nn", variant, NN_VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "nn"
+    m = checks.new_config("nn", variant, NN_VARIANTS)
     # euclidean | manhattan | cosine | chi2 (chi2 needs non-negative features).
     m.distance = "euclidean" if variant == "small" else variant
     return m
@@ -166,9 +164,7 @@ def nn_config(variant: str = "euclidean") -> ml_collections.ConfigDict:
 
 def kernel_nn_config(variant: str = "chi2") -> ml_collections.ConfigDict:
     """``kernel_nn``'s defaults: the variant names the kernel (``small``: chi2)."""
-    checks.check_variant("kernel_nn", variant, KERNEL_NN_VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "kernel_nn"
+    m = checks.new_config("kernel_nn", variant, KERNEL_NN_VARIANTS)
     # linear | rbf | chi2 | chi2_rbf | laplacian (the chi2 family needs non-negative features).
     m.kernel = "chi2" if variant == "small" else variant
     # bandwidth (0: 1 / mean training distance of the kernel's distance).
@@ -178,9 +174,7 @@ def kernel_nn_config(variant: str = "chi2") -> ml_collections.ConfigDict:
 
 def mahalanobis_config(variant: str = "features") -> ml_collections.ConfigDict:
     """``mahalanobis``'s defaults: the variant names the covariance (``small``: features)."""
-    checks.check_variant("mahalanobis", variant, MAHALANOBIS_VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "mahalanobis"
+    m = checks.new_config("mahalanobis", variant, MAHALANOBIS_VARIANTS)
     # 'features': covariance of the features; 'within_class': of same-identity differences.
     m.covariance = "within_class" if variant == "within_class" else "features"
     m.reg = 1e-6  # ridge reg * trace(C) / D on C's diagonal (a warning if it matters).
@@ -188,17 +182,9 @@ def mahalanobis_config(variant: str = "features") -> ml_collections.ConfigDict:
 
 
 METHODS = {
-    "nn": Method(fit=fit_nn, validate=validate_nn, default_config=nn_config, variants=NN_VARIANTS),
-    "kernel_nn": Method(
-        fit=fit_kernel_nn,
-        validate=validate_kernel_nn,
-        default_config=kernel_nn_config,
-        variants=KERNEL_NN_VARIANTS,
-    ),
+    "nn": Method(fit_nn, validate_nn, nn_config, NN_VARIANTS),
+    "kernel_nn": Method(fit_kernel_nn, validate_kernel_nn, kernel_nn_config, KERNEL_NN_VARIANTS),
     "mahalanobis": Method(
-        fit=fit_mahalanobis,
-        validate=validate_mahalanobis,
-        default_config=mahalanobis_config,
-        variants=MAHALANOBIS_VARIANTS,
+        fit_mahalanobis, validate_mahalanobis, mahalanobis_config, MAHALANOBIS_VARIANTS
     ),
 }

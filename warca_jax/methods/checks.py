@@ -12,6 +12,8 @@
   is a finite number (or an integer) in its range; the message names the field
   (``method.lam must be >= 0 (a finite number); got nan``); ``check_numbers`` for several
   fields with the same range, ``check_choice`` for a name among choices.
+* ``new_config(method, variant, variants)``: the start of every learner's
+  ``default_config``.
 
 The scale of the features. float32, which every learner computes in, holds squared
 distances only between about 1e-38 and 3e38, and products of four features (covariances
@@ -38,6 +40,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import ml_collections
 import numpy as np
 
 from warca_jax import kernels
@@ -247,6 +250,15 @@ def check_variant(method: str, variant, variants: tuple[str, ...]) -> str:
             f"unknown variant {variant!r} of {method}'s default config; expected one of {variants}"
         )
     return variant
+
+
+def new_config(method: str, variant, variants: tuple[str, ...]) -> ml_collections.ConfigDict:
+    """A learner's ``default_config`` start: ``variant`` checked against ``variants``
+    (``check_variant``), then an unlocked ConfigDict whose ``name`` is ``method``."""
+    check_variant(method, variant, variants)
+    cfg = ml_collections.ConfigDict()
+    cfg.name = method
+    return cfg
 
 
 def check_range(value: int, low: int, high: int, *, what: str, note: str = "") -> None:

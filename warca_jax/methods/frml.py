@@ -49,7 +49,6 @@ here), unfinished: FRML is the slowest learner on 2 shared CPU cores (a VIPeR sp
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Callable
 from typing import NamedTuple
@@ -180,41 +179,17 @@ def make_train_chunk(frozen_cfg: tuple) -> Callable:
     return jax.jit(chunk, static_argnums=4)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an FRML metric.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an FRML metric (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/frml.py).
-      seed: PRNG seed (initial U and the sampling); same seed, same result.
-      log_fn: called with each history row (every ``cfg.log_every`` steps).
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far (to evaluate it during training); its time is not counted
-        in the rows' ``seconds``, and a dict it returns is merged into the row
-        (``learner_loop.run_in_chunks``).
+    ``seed`` draws the initial U and the samples; a history row every ``log_every`` steps.
 
     Returns:
       (linear Metric with W = diag(sqrt(s)) U^T: [dim, D], history rows: step,
       loss, hinge, mean_rank, violated_frac, active_frac, seconds).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate
-        metric.
     """
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("FRML", features, log_fn, progress, callback)
     table = sampling.make_pair_table(y)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     q, _ = jnp.linalg.qr(jax.random.normal(key_init, (x.shape[1], cfg.dim), jnp.float32))
@@ -232,34 +207,17 @@ def fit(
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    return learner_loop.fit_in_chunks(
-        advance,
-        lambda: make_metric(state),
-        method="FRML",
-        features=features,
-        callback=callback,
-        num_iters=cfg.num_iters,
-        chunk=cfg.log_every,
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
-        hint=hint,
+    return loop.fit(
+        advance, lambda: make_metric(state), num_iters=cfg.num_iters, chunk=cfg.log_every, hint=hint
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/frml.py, which starts from them.
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small")  # small: a fast run, for the tests
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``frml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("frml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "frml"
+    """The defaults of ``frml``: what configs/frml.py starts from."""
+    m = checks.new_config("frml", variant, VARIANTS)
     m.dim = 40  # rank r of M = U diag(s) U^T (the output dimension of W).
     m.lam = 1e-2  # weight of the L2 regulariser lam/2 ||M||_F^2 (0: none).
     m.margin = 1.0  # gamma of the hinge, in squared Mahalanobis distance.
@@ -270,7 +228,7 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     m.num_iters = 500  # Riemannian SGD steps.
     m.learning_rate = 3e-3  # constant step size eta (scale with 1 / ||x_i - x_j||^2).
     m.log_every = 100  # steps between history rows.
-    if variant == "small":
+    if variant == "small":  # rank 16, 200 steps of 128 pairs
         m.dim = 16
         m.batch_size = 128
         m.num_iters = 200
@@ -278,12 +236,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "frml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"frml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

@@ -52,9 +52,6 @@ ended.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -63,6 +60,7 @@ from absl import logging
 
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks
+from warca_jax.methods._covariance import invertible_covariance
 from warca_jax.methods.constraints import label_pairs
 from warca_jax.metric import Metric
 
@@ -109,14 +107,7 @@ def prior_matrices(x: np.ndarray, prior: str) -> tuple[np.ndarray, np.ndarray]:
     d = x.shape[1]
     if prior == "identity":
         return np.eye(d), np.eye(d)
-    cov = np.atleast_2d(np.cov(np.asarray(x, np.float64), rowvar=False))
-    w = np.linalg.eigvalsh(cov)
-    if not w.min() > 1e-10 * max(w.max(), 1e-300):
-        raise ValueError(
-            "method.prior 'covariance' needs an invertible covariance of the training features; "
-            f"its eigenvalues range over [{w.min():.3g}, {w.max():.3g}] ({x.shape[0]} samples, "
-            f"{d} dimensions): use prior 'identity' or reduce the dimension (PCA)"
-        )
+    cov = invertible_covariance(x)
     return np.linalg.inv(cov), cov
 
 
@@ -268,38 +259,19 @@ def itml_constraints(x, y, cfg, rng):
     return v[keep].astype(np.float32), delta[keep].astype(np.float32), xi0, (u, low)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an ITML metric from pairs drawn from the labels.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an ITML metric from pairs drawn from the labels (arguments and errors:
+    ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/itml.py).
-      seed: draws the constraints (and the points the bounds are measured on).
-      log_fn: called with each history row (one per ``log_every`` sweeps).
-      progress: show a progress bar.
-      callback: ``callback(row, metric)`` after every logged chunk with the metric so far
-        (``learner_loop.run_in_chunks``).
+    ``seed`` draws the constraints (and the points the bounds are measured on); a history
+    row every ``log_every`` sweeps.
 
     Returns:
       (linear Metric with W^T W = A, history rows: step (sweeps), loss, logdet_div,
       slack_div, conv, violated, active, seconds; the last row's ``stopped``).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("ITML", features, log_fn, progress, callback)
     v, delta, xi0, (u, low) = itml_constraints(x, y, cfg, np.random.default_rng(seed))
     a0, prior_inv = prior_matrices(x, cfg.prior)
     vj, dj = jnp.asarray(v), jnp.asarray(delta)
@@ -326,34 +298,21 @@ def fit(
         proj = linalg.psd_factor(np.asarray(a, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=proj, name="itml")
 
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance,
         lambda: make_metric(state[0]),
-        method="ITML",
-        features=features,
-        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         hint=f"lower gamma (now {gamma:g})",
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/itml.py, which starts from them.
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small")  # small: 2,000 constraints, 100 sweeps at most
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``itml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("itml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "itml"
+    """The defaults of ``itml``: what configs/itml.py starts from."""
+    m = checks.new_config("itml", variant, VARIANTS)
     # slack trade-off: weight of D_ld(diag xi, diag xi_0) against D_ld(A, A_0)
     # (paper's gamma; metric-learn: 1.0). Larger: harder constraints.
     m.gamma = 1.0
@@ -379,12 +338,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "itml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"itml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

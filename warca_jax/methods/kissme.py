@@ -77,20 +77,12 @@ validate = checks.validator("KISSME", check_config)
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
-    """Learns a KISSME metric (closed form; ``seed`` draws the sampled negatives).
+    """Learns a KISSME metric in closed form (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of configs/kissme.py.
-      seed: PRNG seed of the negative-pair sample (unused when all pairs are used).
+    ``seed`` draws the sampled negative pairs (unused when all pairs are used).
 
     Returns:
       (linear Metric with projection [k, D], k the PCA dimension; empty history).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -111,31 +103,18 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     inv_same = np.linalg.inv(linalg.regularise(c_same, eps=cfg.reg, what="KISSME C_same"))
     inv_diff = np.linalg.inv(linalg.regularise(c_diff, eps=cfg.reg, what="KISSME C_diff"))
     m = linalg.psd_project(inv_same - inv_diff)
-    proj = linalg.psd_factor(m).astype(np.float64) @ comps
-    metric = Metric(
-        "linear",
-        x.shape[1],
-        projection=proj.astype(np.float32),
-        name="kissme",
-        feature_scale=scale,
-    )
+    proj = (linalg.psd_factor(m).astype(np.float64) @ comps).astype(np.float32)
+    metric = Metric("linear", x.shape[1], projection=proj, name="kissme", feature_scale=scale)
     learner_loop.check_model(metric, method="KISSME", features=features, hint="raise reg")
     return metric, []
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/kissme.py, which starts from them.
-VARIANTS = ("default", "sampled", "small")
+VARIANTS = ("default", "sampled", "small")  # sampled: 10,000 negative pairs
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``kissme`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("kissme", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "kissme"
+    """The defaults of ``kissme``: what configs/kissme.py starts from."""
+    m = checks.new_config("kissme", variant, VARIANTS)
     m.pca_variance = 0.95  # fraction of variance PCA keeps (the paper's setting).
     m.pca_dim = 0  # cap on the PCA dimension (0: none).
     m.num_negative_pairs = 0  # different-identity pairs sampled for C_diff (0: all).
@@ -145,6 +124,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "kissme": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
-}
+METHODS = {"kissme": Method(fit, validate, default_config, VARIANTS)}

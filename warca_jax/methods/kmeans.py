@@ -58,19 +58,12 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     return learner_loop.check_model(metric, method="kmeans_nn", features=features), []
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/kmeans.py, which starts from them.
-VARIANTS = ("default", "two", "small")
+VARIANTS = ("default", "two", "small")  # two: k = 2; small: k = 4, 5 iterations
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``kmeans_nn`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("kmeans_nn", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "kmeans_nn"
+    """The defaults of ``kmeans_nn``: what configs/kmeans.py starts from."""
+    m = checks.new_config("kmeans_nn", variant, VARIANTS)
     m.num_clusters = 10  # k; at most the gallery size.
     m.iterations = 20  # Lloyd iterations.
     m.init = "kmeans++"  # 'kmeans++' or 'random' (k distinct gallery points), from the seed.
@@ -82,8 +75,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "kmeans_nn": Method(
-        fit=fit, validate=validate, default_config=default_config, variants=VARIANTS
-    )
-}
+METHODS = {"kmeans_nn": Method(fit, validate, default_config, VARIANTS)}

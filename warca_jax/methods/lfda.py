@@ -57,7 +57,6 @@ from the settings in configs/lfda.py:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -188,28 +187,11 @@ def solve(s_w: np.ndarray, s_b: np.ndarray, *, dim: int, reg: float, embedding: 
     return vecs
 
 
-def fit(
-    features: np.ndarray,
-    labels: np.ndarray,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-) -> tuple[Metric, list[dict]]:
-    """Learns an LFDA metric (closed form: ``seed``, ``log_fn``, ``progress`` unused).
-
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/lfda.py).
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+    """Learns an LFDA metric in closed form (arguments and errors: ``warca_jax.methods``).
 
     Returns:
       (Metric, []): kind "linear" with W: [dim, D], or kind "kernel" with A: [dim, N].
-
-    Raises:
-      ValueError: bad input or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -237,19 +219,12 @@ def fit(
     return metric, []
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/lfda.py, which starts from them.
-VARIANTS = ("linear", "chi2", "small")
+VARIANTS = ("linear", "chi2", "small")  # chi2: kLFDA with the chi2-RBF kernel
 
 
 def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``lfda`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("lfda", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "lfda"
+    """The defaults of ``lfda``: what configs/lfda.py starts from."""
+    m = checks.new_config("lfda", variant, VARIANTS)
     m.kernel = "none"  # 'none' (linear W) or linear | rbf | chi2 | chi2_rbf | laplacian.
     m.kernel_gamma = 0.0  # kernel bandwidth (0: 1 / mean training distance).
     m.dim = 40  # output dimension (WARCA paper: 200 Market-1501, 100 VIPeR, 40 others).
@@ -276,6 +251,4 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "lfda": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
-}
+METHODS = {"lfda": Method(fit, validate, default_config, VARIANTS)}

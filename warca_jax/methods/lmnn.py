@@ -38,8 +38,6 @@ truncated active set), the number to compare learned maps by.
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -238,44 +236,21 @@ def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule,
     return tx, jax.jit(round_fn)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an LMNN metric.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an LMNN metric (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/lmnn.py).
-      seed: unused beyond the contract (LMNN is deterministic: fixed targets,
-        identity or PCA initialisation, full-batch steps).
-      log_fn: called with each history row (one per refresh round).
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far (to evaluate it during training); its time is not counted
-        in the rows' ``seconds``, and a dict it returns is merged into the row
-        (``learner_loop.run_in_chunks``).
+    Deterministic (fixed targets, identity or PCA initialisation, full-batch steps):
+    ``seed`` is unused. A history row per refresh round.
 
     Returns:
       (linear Metric with W = L, history rows: step, loss, pull, push,
       active_triplets, truncated_frac, seconds; rel_change from the ``tol_window``-th
       row on; the last row's ``stopped`` says why training ended: "converged: ..."
       when the rule above fired, "num_iters reached: ..." otherwise).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
     del seed
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("LMNN", features, log_fn, progress, callback)
     _, inverse = np.unique(y, return_inverse=True)
     xj, lj = jnp.asarray(x), jnp.asarray(inverse, jnp.int32)
     k, bs = int(cfg.k), int(cfg.block_size)
@@ -315,39 +290,24 @@ def fit(
     def advance_or_stop(done, length):
         # A round's metrics, with the relative change of the loss over the last
         # ``window`` rounds; the last chunk says why training ended.
-        metrics = jax.device_get(advance(done, length))
-        stop = rule.check(metrics, done + length)
-        return learner_loop.Chunk(metrics, length, stop=stop, stopped=rule.stopped)
+        return rule.chunk(advance(done, length), done, length)
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance_or_stop,
         lambda: make_metric(lmap),
-        method="LMNN",
-        features=features,
-        callback=callback,
         num_iters=cfg.num_iters,
         chunk=int(cfg.refresh_every),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/lmnn.py, which starts from them.
-VARIANTS = ("default", "small", "large")
+VARIANTS = ("default", "small", "large")  # small: 60 steps; large: L [128, D], 100 steps
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``lmnn`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("lmnn", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "lmnn"
+    """The defaults of ``lmnn``: what configs/lmnn.py starts from."""
+    m = checks.new_config("lmnn", variant, VARIANTS)
     m.k = 3  # target neighbours per point (same label, nearest in the input space).
     m.dim = 0  # output dimension D' of L (0: D, a square L; < D: PCA-initialised).
     m.mu = 1.0  # weight of the push (impostor) term: loss = pull + mu * push.
@@ -374,12 +334,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "lmnn": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"lmnn": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

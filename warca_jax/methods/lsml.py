@@ -45,7 +45,6 @@ metric-learn). The learned metric is returned as W with W^T W = M.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -270,40 +269,18 @@ def _stopped(state: LsmlState, cfg) -> str | None:
     return None
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an LSML metric.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an LSML metric (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/lsml.py).
-      seed: seed of ``np.random.default_rng`` drawing the quadruplets; same seed, same
-        result.
-      log_fn: called with each history row (every ``log_every`` steps).
-      progress: show a progress bar.
-      callback: ``callback(row, metric)`` after every logged chunk
-        (``learner_loop.run_in_chunks``).
+    ``seed`` draws the quadruplets; a history row every ``log_every`` steps.
 
     Returns:
       (linear Metric with W^T W = M, [D, D]; history rows: step, loss, residual,
       divergence, violated_frac, grad_norm, step_size, seconds; the last row's
       ``stopped`` says why training ended).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite loss or model.
     """
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("LSML", features, log_fn, progress, callback)
     quads = draw_quadruplets(y, int(cfg.n_constraints), np.random.default_rng(seed))
     pinv64 = prior(x, quads, cfg.prior, float(cfg.prior_reg))
     m0 = np.linalg.inv(pinv64)
@@ -333,35 +310,22 @@ def fit(
         w = linalg.psd_factor(np.asarray(m, np.float64))
         return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="lsml")
 
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance,
         lambda: make_metric(state.m),
-        method="LSML",
-        features=features,
-        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.log_every),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         reference_loss=float(loss),
         hint="check the features (LSML's line search keeps the loss falling)",
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/lsml.py, which starts from them.
-VARIANTS = ("default", "covariance", "small")
+VARIANTS = ("default", "covariance", "small")  # covariance: the covariance prior; small: 100 steps
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``lsml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("lsml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "lsml"
+    """The defaults of ``lsml``: what configs/lsml.py starts from."""
+    m = checks.new_config("lsml", variant, VARIANTS)
     # quadruplets (similar pair, dissimilar pair) drawn from the labels; 0: metric-learn's
     # default 20 * classes^2, capped by the similar (and dissimilar) pairs that exist.
     m.n_constraints = 0
@@ -382,12 +346,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "lsml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"lsml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

@@ -24,8 +24,6 @@ independent of the data's units; both are folded back into the returned W.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -162,37 +160,14 @@ def prepared_features(x: np.ndarray, pca_dim: int):
     return jnp.asarray(xr / np.sqrt(scale), jnp.float32), mean, comps, scale
 
 
-def fit(
-    features: np.ndarray,
-    labels: np.ndarray,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an MLAPG metric (deterministic: ``seed`` is unused).
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an MLAPG metric (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/mlapg.py).
-      log_fn: called with {"step", "loss", "rank", "step_size", "seconds"} every
-        ``cfg.log_every`` iterations and at the last one.
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` at every logged iteration with the
-        metric learned so far (to evaluate it during training); its time is not counted
-        in the rows' ``seconds``, and a dict it returns is merged into the row before
-        ``log_fn`` sees it (``learner_loop.run_in_chunks``).
+    Deterministic: ``seed`` is unused. A history row (step, loss, rank, step_size, seconds)
+    every ``log_every`` iterations and at the last one.
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
-
-    Raises:
-      ValueError: bad input or config, before any training.
-      learner_loop.TrainingDivergedError: a non-finite loss, or a non-finite or degenerate
-        metric.
     """
     del seed
     x, y, feature_scale = validate(features, labels, cfg)
@@ -207,7 +182,8 @@ def fit(
     )
     f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
     state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
-    t0, prev = time.perf_counter(), float(f0)
+    loop = learner_loop.Loop.start("MLAPG", features, log_fn, progress, callback)
+    prev = float(f0)
     hint = f"lower init_step (now {cfg.init_step:g}) or check the training data"
 
     def advance(done, length):
@@ -240,36 +216,23 @@ def fit(
             feature_scale=feature_scale,
         )
 
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance,
         lambda: make_metric(state.m),
-        method="MLAPG",
-        features=features,
-        callback=callback,
         num_iters=cfg.max_iters,
         chunk=cfg.log_every,
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         # a loss far above F(I) is a divergence
         reference_loss=float(f0),
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/mlapg.py, which starts from them.
-VARIANTS = ("default", "small", "large")
+VARIANTS = ("default", "small", "large")  # small: 50 iterations; large: also 64 PCA dims
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``mlapg`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("mlapg", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "mlapg"
+    """The defaults of ``mlapg``: what configs/mlapg.py starts from."""
+    m = checks.new_config("mlapg", variant, VARIANTS)
     m.pca_dim = 256  # PCA to this many dims first when D is larger (0: never); M is
     #                  [D, D] and every iteration eigendecomposes it.
     m.dim = 0  # keep the top dim directions of M in W (0: all of its rank).
@@ -287,12 +250,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "mlapg": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"mlapg": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

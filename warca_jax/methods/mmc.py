@@ -38,13 +38,14 @@ d^T A d = q_i + q_j - 2 (XA)_i . x_j (q_i = x_i^T A x_i), and sum_p w_p d_p d_p^
 X^T (diag(deg) X - Y) with Y_i = sum_{p touching i} w_p x_other, in blocks of
 ``block_size`` pairs. The learned A is returned as a linear Metric W with W^T W = A
 (its eigendecomposition, ``linalg.psd_factor``).
+
+The projections onto C1 n C2 (the paper's alternating ones and the exact one) are in
+``warca_jax.methods.mmc_projection``.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -54,6 +55,7 @@ import numpy as np
 
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks, constraints
+from warca_jax.methods.mmc_projection import PROJECTIONS, project
 from warca_jax.metric import Metric
 
 GROW, SHRINK = 1.05, 0.5  # step factors after a kept / an undone step (metric-learn)
@@ -150,85 +152,6 @@ def ascent_direction(grad_g: jax.Array, grad_f: jax.Array) -> jax.Array:
     """(grad g)_perp: grad g without its component along grad f, unit Frobenius norm."""
     perp = grad_g - jnp.vdot(grad_g, grad_f) / jnp.vdot(grad_f, grad_f) * grad_f
     return perp / jnp.sqrt(jnp.vdot(perp, perp))
-
-
-def _psd(a: jax.Array) -> jax.Array:
-    """The projection onto the PSD cone C2: negative eigenvalues set to 0."""
-    evals, evecs = jnp.linalg.eigh((a + a.T) / 2.0)
-    return (evecs * jnp.maximum(evals, 0.0)) @ evecs.T
-
-
-def project_alternating(a: jax.Array, w: jax.Array, *, proj_tol: float, max_proj: int):
-    """Alternating projections onto C1 = {<W, A> <= 1} and the PSD cone C2 (the paper's).
-
-    Rounds of (C1, then C2) until <W, A> <= 1 + proj_tol or ``max_proj`` rounds.
-
-    Returns:
-      (A, rounds, satisfied): ``satisfied`` False when ``max_proj`` rounds did not reach
-      the tolerance.
-    """
-    w_sq = jnp.vdot(w, w)
-
-    def one_round(carry):
-        a, rounds = carry
-        return _psd(a - jnp.maximum(jnp.vdot(w, a) - 1.0, 0.0) / w_sq * w), rounds + 1
-
-    def violated(carry):
-        a, rounds = carry
-        return (jnp.vdot(w, a) > 1.0 + proj_tol) & (rounds < max_proj)
-
-    a, rounds = jax.lax.while_loop(violated, one_round, one_round((a, jnp.int32(0))))
-    return a, rounds, jnp.vdot(w, a) <= 1.0 + proj_tol
-
-
-def project_exact(a: jax.Array, w: jax.Array, *, proj_tol: float, max_proj: int):
-    """The nearest (Frobenius) point of C1 n C2: PSD(A - lambda W) with lambda >= 0 the
-    smallest that gives <W, PSD(A - lambda W)> <= 1 (the KKT conditions of the
-    projection; <W, PSD(A - lambda W)> falls with lambda), found by bisection on lambda
-    to a relative width of 1e-6, at most ``max_proj`` eigendecompositions.
-
-    Returns:
-      (A, eigendecompositions, satisfied), as ``project_alternating``.
-    """
-    del proj_tol  # the bisection ends on the feasible side
-
-    def f_at(lam):
-        return jnp.vdot(w, _psd(a - lam * w))
-
-    f0 = f_at(0.0)
-    # a first bracket [0, hi], hi the C1 step alone, doubled until feasible
-    hi = jnp.maximum(jnp.maximum(jnp.vdot(w, a), f0) - 1.0, 0.0) / jnp.vdot(w, w)
-    lo, hi, n = jax.lax.while_loop(
-        lambda c: (f_at(c[1]) > 1.0) & (c[2] < max_proj),
-        lambda c: (c[1], 2.0 * c[1], c[2] + 1),
-        (0.0 * hi, hi, jnp.int32(1)),
-    )
-
-    def halve(carry):
-        lo, hi, n = carry
-        mid = (lo + hi) / 2.0
-        above = f_at(mid) > 1.0
-        return jnp.where(above, mid, lo), jnp.where(above, hi, mid), n + 1
-
-    lo, hi, n = jax.lax.while_loop(
-        lambda c: (c[1] - c[0] > 1e-6 * c[1]) & (c[2] < max_proj), halve, (lo, hi, n)
-    )
-    a = _psd(a - jnp.where(f0 > 1.0, hi, 0.0) * w)
-    return a, n, jnp.vdot(w, a) <= 1.0 + 1e-4  # 1 at hi, up to float32 rounding
-
-
-PROJECTIONS = {"alternating": project_alternating, "exact": project_exact}
-
-
-def project(a: jax.Array, w: jax.Array, *, method: str, proj_tol: float, max_proj: int):
-    """A projected into C1 n C2 by ``method`` (``PROJECTIONS``), then scaled by
-    min(1, 1 / <W, A>) so that it is exactly in C1 (it stays PSD).
-
-    Returns:
-      (A, rounds, satisfied).
-    """
-    a, rounds, ok = PROJECTIONS[method](a, w, proj_tol=proj_tol, max_proj=max_proj)
-    return a / jnp.maximum(jnp.vdot(w, a), 1.0), rounds, ok
 
 
 class MMCState(NamedTuple):
@@ -330,41 +253,19 @@ class _Tries:
         return learner_loop.Chunk(row, it, stop=alpha < tol, stopped=stopped)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an MMC metric (full matrix).
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an MMC metric, a full matrix (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/mmc.py).
-      seed: seed of the pairs drawn from the labels (same seed, same pairs, same result).
-      log_fn: called with each history row (one per ``log_every`` tries).
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
+    ``seed`` draws the pairs; a history row every ``log_every`` tries.
 
     Returns:
       (linear Metric with W^T W = A, history rows: step (tries so far), loss (-g(A)),
       objective (g(A)), similar (f(A) <= 1), step_size (the relative alpha of the next
       try), kept (tries kept in the chunk), projections (mean rounds per try), seconds;
       the last row's ``stopped`` says why training ended).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, scale = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("MMC", features, log_fn, progress, callback)
     run = _Tries(x, draw_pairs(y, int(cfg.num_constraints), seed), cfg)
 
     def make_metric(a) -> Metric:
@@ -372,35 +273,22 @@ def fit(
         return Metric("linear", x.shape[1], projection=proj, name="mmc", feature_scale=scale)
 
     hint = "lower init_step or check the training data"
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         run.advance,
         lambda: make_metric(run.state.a),
-        method="MMC",
-        features=features,
-        callback=callback,
         num_iters=run.max_iter,
         chunk=int(cfg.log_every),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         reference_loss=float(run.state.g),
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/mmc.py, which starts from them.
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small")  # small: 30 tries, the exact projection
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``mmc`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("mmc", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "mmc"
+    """The defaults of ``mmc``: what configs/mmc.py starts from."""
+    m = checks.new_config("mmc", variant, VARIANTS)
     # similar pairs drawn from the labels, and as many dissimilar ones (0: 20 C^2 with C
     # the number of identities, metric-learn's n_constraints=None; capped by the pairs
     # that exist); drawn from the seed.
@@ -427,12 +315,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "mmc": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"mmc": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

@@ -32,8 +32,6 @@ LDA), the top D' principal directions for D' < D.
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -251,82 +249,45 @@ class _Trainer:
         self.lmap, self.opt_state, metrics = chunk_fn(
             self.lmap, self.opt_state, self.x, self.labels
         )
-        metrics = jax.device_get(metrics)
-        stop = self.rule.check(metrics, done + length)
-        return learner_loop.Chunk(metrics, length, stop=stop, stopped=self.rule.stopped)
+        return self.rule.chunk(metrics, done, length)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an NCA map.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an NCA map (arguments and errors: ``warca_jax.methods``).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/nca.py).
-      seed: unused beyond the contract (NCA is deterministic here: identity or PCA
-        initialisation, full-batch steps).
-      log_fn: called with each history row (one per ``log_every`` steps).
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
+    Deterministic here (identity or PCA initialisation, full-batch steps): ``seed`` is
+    unused. A history row every ``log_every`` steps.
 
     Returns:
       (linear Metric with W = L, history rows: step, loss (-f / N), expected_accuracy
       (f / N), seconds; rel_change from the ``tol_window``-th row on; the last row's
       ``stopped`` says why training ended).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate map.
     """
     del seed
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("NCA", features, log_fn, progress, callback)
     state = _Trainer(x, np.unique(y, return_inverse=True)[1], cfg)
 
     def make_metric(lmap) -> Metric:
         return Metric(kind="linear", input_dim=x.shape[1], projection=np.asarray(lmap), name="nca")
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         state.advance,
         lambda: make_metric(state.lmap),
-        method="NCA",
-        features=features,
-        callback=callback,
         num_iters=int(cfg.num_iters),
         chunk=int(cfg.log_every),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         reference_loss=1.0,  # the loss is in [-1, 0]
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/nca.py, which starts from them.
-VARIANTS = ("default", "small", "large")
+VARIANTS = ("default", "small", "large")  # small: 30 steps; large: L [128, D] from PCA
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``nca`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("nca", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "nca"
+    """The defaults of ``nca``: what configs/nca.py starts from."""
+    m = checks.new_config("nca", variant, VARIANTS)
     # output dimension D' of L (0: D, a square L initialised at the identity, as
     # metric-learn's n_components=None; < D: the top D' principal directions).
     m.dim = 0
@@ -355,12 +316,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "nca": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"nca": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

@@ -117,20 +117,13 @@ def rca_projection(within: np.ndarray, total: np.ndarray, *, dim: int, reg: floa
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
-    """Learns an RCA metric (closed form; ``seed`` draws the chunklets).
+    """Learns an RCA metric in closed form (arguments and errors: ``warca_jax.methods``;
+    too few chunklets included is a ``ValueError`` too).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of configs/rca.py.
-      seed: seed of ``np.random.default_rng`` drawing the chunklets; same seed, same metric.
+    ``seed`` draws the chunklets.
 
     Returns:
       (linear Metric with W: [dim or D, D], empty history).
-
-    Raises:
-      ValueError: bad data or config (too few chunklets included), before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -139,31 +132,18 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     )
     within, total = chunklet_covariances(x, chunks)
     dim = int(cfg.dim) or x.shape[1]
-    proj = rca_projection(within, total, dim=dim, reg=float(cfg.reg))
-    metric = Metric(
-        "linear",
-        x.shape[1],
-        projection=proj.astype(np.float32),
-        name="rca",
-        feature_scale=scale,
-    )
+    proj = rca_projection(within, total, dim=dim, reg=float(cfg.reg)).astype(np.float32)
+    metric = Metric("linear", x.shape[1], projection=proj, name="rca", feature_scale=scale)
     learner_loop.check_model(metric, method="RCA", features=features, hint="raise reg")
     return metric, []
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/rca.py, which starts from them.
-VARIANTS = ("default", "reduced", "small")
+VARIANTS = ("default", "reduced", "small")  # reduced: 40 dims; small: 40 chunklets
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``rca`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("rca", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "rca"
+    """The defaults of ``rca``: what configs/rca.py starts from."""
+    m = checks.new_config("rca", variant, VARIANTS)
     m.n_chunks = 100  # chunklets drawn from the labels (metric-learn: n_chunks=100).
     m.chunk_size = 2  # same-label samples per chunklet (metric-learn: chunk_size=2).
     # output dimension (0: D, W = C'^{-1/2}, metric-learn's n_components=None); < D: the
@@ -180,6 +160,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "rca": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
-}
+METHODS = {"rca": Method(fit, validate, default_config, VARIANTS)}

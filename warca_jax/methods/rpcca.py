@@ -63,8 +63,6 @@ the paper's Table 2: rPCCA-chi2 22.25 / 53.82, rPCCA-L 15.91 / 42.71):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -207,45 +205,17 @@ def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int
     return jax.jit(chunk, static_argnums=7)
 
 
-def fit(
-    features: np.ndarray,
-    labels: np.ndarray,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an rPCCA metric by gradient descent.
+def initial_map(x, i, j, cfg, key_init, feature_scale) -> tuple[jax.Array, jax.Array, float, float]:
+    """(feats, params, scale, gamma): what rPCCA trains from.
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of a config (see configs/rpcca.py).
-      seed: PRNG seed (negative pairs, initialisation, minibatches); same seed, same result.
-      log_fn: called with {"step", "loss", "seconds"} every ``cfg.log_every`` steps.
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        metric learned so far; its time is not counted in the rows' ``seconds``, and a
-        dict it returns is merged into the row (``learner_loop.run_in_chunks``).
-
-    Returns:
-      (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
-
-    Raises:
-      ValueError: bad input or config, before any training.
-      learner_loop.TrainingDivergedError: training diverged, or a non-finite or degenerate
-        model.
+    ``feats``: the Gram matrix of ``x`` (kernel form) or ``x`` itself, divided by
+    ``scale``, the mean squared distance of the pairs ``(i, j)`` (refused when 0);
+    ``params``: the initial map (random from ``key_init``, or PCA whitened with
+    ``init="pca"``), scaled to a mean squared pair distance of 1; ``gamma``: the kernel's
+    bandwidth (1.0 for the linear form).
     """
-    # Over 60 lines: the chunk function and the metric maker are closures over one training
-    # state (map, optimiser state, kernel or features) that run_in_chunks drives.
-    x, y, feature_scale = validate(features, labels, cfg)
-    kernel_form = cfg.kernel != "none"
-    key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
-    i, j, sign = pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=key_pairs)
     gamma = 1.0
-    if kernel_form:
+    if cfg.kernel != "none":
         kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, feature_scale)
         gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         diag = jnp.diag(gram)
@@ -268,6 +238,24 @@ def fit(
     # Start with a mean squared pair distance of 1, the loss's threshold.
     emb = feats @ params.T
     params = params / jnp.sqrt(jnp.mean(jnp.sum((emb[i] - emb[j]) ** 2, axis=1)))
+    return feats, params, scale, gamma
+
+
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an rPCCA metric by gradient descent (arguments and errors:
+    ``warca_jax.methods``).
+
+    ``seed`` draws the negative pairs, the initial map and the minibatches; a history row
+    (step, loss, seconds) every ``log_every`` steps.
+
+    Returns:
+      (metric, history): kind "linear" (W: [dim, D]) or "kernel" (A: [dim, N]).
+    """
+    x, y, feature_scale = validate(features, labels, cfg)
+    kernel_form = cfg.kernel != "none"
+    key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
+    i, j, sign = pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=key_pairs)
+    feats, params, scale, gamma = initial_map(x, i, j, cfg, key_init, feature_scale)
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
     chunk = learner_loop.compiled(
         make_chunk,
@@ -300,33 +288,22 @@ def fit(
         )
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
-    return learner_loop.fit_in_chunks(
+    loop = learner_loop.Loop("rPCCA", features, log_fn, progress, callback)
+    return loop.fit(
         advance,
         lambda: make_metric(params),
-        method="rPCCA",
-        features=features,
-        callback=callback,
         num_iters=cfg.num_iters,
         chunk=cfg.log_every,
-        log_fn=log_fn,
-        progress=progress,
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/rpcca.py, which starts from them.
-VARIANTS = ("linear", "chi2", "small", "large")
+VARIANTS = ("linear", "chi2", "small", "large")  # chi2: chi2-RBF kernel; large: 4,096-pair batches
 
 
 def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``rpcca`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("rpcca", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "rpcca"
+    """The defaults of ``rpcca``: what configs/rpcca.py starts from."""
+    m = checks.new_config("rpcca", variant, VARIANTS)
     m.kernel = "none"  # 'none' (linear L) or linear | rbf | chi2 | chi2_rbf | laplacian.
     m.kernel_gamma = 0.0  # kernel bandwidth (0: 1 / mean training distance).
     m.dim = 40  # output dimension (WARCA paper: 200 Market-1501, 100 VIPeR, 40 others).
@@ -365,12 +342,4 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "rpcca": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"rpcca": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

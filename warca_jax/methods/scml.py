@@ -39,7 +39,6 @@ directions without within-class variance instead of adding a ridge.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -239,39 +238,20 @@ def metric_from_weights(basis: np.ndarray, w: np.ndarray) -> Metric:
     return Metric("linear", basis.shape[1], projection=proj.astype(np.float32), name="scml")
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an SCML metric.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an SCML metric (arguments and errors: ``warca_jax.methods``; a fit that ends
+    with no active basis is a ``TrainingDivergedError`` too).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/scml.py).
-      seed: seed of the k-means of the basis and of the minibatches; same seed, same result.
-      log_fn: called with each history row (every ``output_iter`` steps).
-      progress: show a progress bar.
-      callback: ``callback(row, metric)`` after every logged chunk with the best metric
-        so far (``learner_loop.run_in_chunks``).
+    ``seed`` draws the k-means of the basis and the minibatches; a history row every
+    ``output_iter`` steps; the ``callback`` gets the best metric so far.
 
     Returns:
       (linear Metric of the best w, history rows: step, loss (F of the current w),
       best_loss, hinge, l1, violated_frac, active_bases, seconds; the last row's
       ``stopped`` says why training ended).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite loss, or no active basis.
     """
     x, y, _ = validate(features, labels, cfg)
-    t0 = time.perf_counter()
+    loop = learner_loop.Loop.start("SCML", features, log_fn, progress, callback)
     key_basis, key_train = jax.random.split(jax.random.PRNGKey(seed))
     basis = lda_basis(
         x, y, n_basis=int(cfg.n_basis), kmeans_iters=int(cfg.kmeans_iters), key=key_basis
@@ -313,35 +293,22 @@ def fit(
     def best_metric():
         return metric_from_weights(basis, best["w"])
 
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance,
         best_metric,
-        method="SCML",
-        features=features,
-        callback=callback,
         num_iters=int(cfg.max_iter),
         chunk=int(cfg.output_iter),
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         reference_loss=1.0,  # F(0) = 1
         hint=f"raise gamma (now {cfg.gamma:g})",
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/scml.py, which starts from them.
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small")  # small: 2,000 steps at most
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``scml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("scml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "scml"
+    """The defaults of ``scml``: what configs/scml.py starts from."""
+    m = checks.new_config("scml", variant, VARIANTS)
     m.k_genuine = 3  # same-label nearest neighbours per anchor (metric-learn: 3).
     m.k_impostor = 10  # other-label nearest neighbours per anchor (metric-learn: 10).
     # rank-one bases of the 'lda' basis (0: metric-learn's default min(20 D, 2 N r - 1),
@@ -363,12 +330,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "scml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"scml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

@@ -46,7 +46,6 @@ problem's optimality conditions and against ``sklearn.covariance.graphical_lasso
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -57,6 +56,7 @@ from absl import logging
 
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks
+from warca_jax.methods._covariance import invertible_covariance
 from warca_jax.methods.constraints import label_pairs
 from warca_jax.metric import Metric
 
@@ -101,15 +101,7 @@ def prior_inverse(x: np.ndarray, prior: str) -> np.ndarray:
     """
     if prior == "identity":
         return np.eye(x.shape[1])
-    cov = np.atleast_2d(np.cov(np.asarray(x, np.float64), rowvar=False))
-    w = np.linalg.eigvalsh(cov)
-    if not w.min() > 1e-10 * max(w.max(), 1e-300):
-        raise ValueError(
-            "method.prior 'covariance' needs an invertible covariance of the training features; "
-            f"its eigenvalues range over [{w.min():.3g}, {w.max():.3g}] ({x.shape[0]} samples, "
-            f"{x.shape[1]} dimensions): use prior 'identity' or reduce the dimension (PCA)"
-        )
-    return cov
+    return invertible_covariance(x)
 
 
 def relative_eigenvalues(k: np.ndarray, prior_inv: np.ndarray) -> np.ndarray:
@@ -293,36 +285,16 @@ def solve(p, alpha, cfg, *, log_fn=None, progress=False, t0=None, on_chunk=None)
     return np.asarray(state.z), history
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, Metric], dict | None] | None = None,
-) -> tuple[Metric, list[dict]]:
-    """Learns an SDML metric from pairs drawn from the labels.
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an SDML metric from pairs drawn from the labels (arguments and errors:
+    ``warca_jax.methods``; a P with no minimiser, its diagonal not positive, is a
+    ``ValueError`` before the solver).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/sdml.py).
-      seed: draws the pairs.
-      log_fn: called with each history row (one per ``log_every`` ADMM iterations).
-      progress: show a progress bar.
-      callback: ``callback(row, metric)`` after every logged chunk with the metric so far
-        (``learner_loop.run_in_chunks``).
+    ``seed`` draws the pairs; a history row every ``log_every`` ADMM iterations.
 
     Returns:
       (linear Metric with W^T W = Z, clipped to PSD; history rows: step, loss, dual, gap,
       primal_res, dual_res, rho, nonzero, seconds; the last row's ``stopped``).
-
-    Raises:
-      ValueError: bad data or config, before any work; a P with no minimiser (its
-        diagonal not positive), before the solver.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
@@ -340,21 +312,13 @@ def fit(
     return learner_loop.check_model(metric, method="SDML", features=features), history
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/sdml.py, which starts from them.
-VARIANTS = ("default", "metric_learn", "small")
+VARIANTS = ("default", "metric_learn", "small")  # metric_learn: its loss matrix (sum)
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``sdml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("sdml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "sdml"
-    # eta in P = M_0^-1 + eta K (metric-learn's balance_param: 0.5; the paper's eta).
-    m.balance_param = 0.5
+    """The defaults of ``sdml``: what configs/sdml.py starts from."""
+    m = checks.new_config("sdml", variant, VARIANTS)
+    m.balance_param = 0.5  # eta in P = M_0^-1 + eta K (metric-learn: 0.5; the paper's eta).
     # alpha, the l1 weight on the off-diagonal of M (metric-learn's sparsity_param: 0.01,
     # passed to scikit-learn's graphical_lasso as its alpha; the paper's lambda).
     m.sparsity_param = 0.01
@@ -382,12 +346,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "sdml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"sdml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

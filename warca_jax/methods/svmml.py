@@ -61,8 +61,6 @@ stays below Euclidean there. Synthetic (tests): rank-1 well above Euclidean.
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -234,51 +232,38 @@ def make_chunk(lam: float):
     return jax.jit(chunk, static_argnums=6)
 
 
-def fit(
-    features,
-    labels,
-    cfg,
-    *,
-    seed: int = 0,
-    log_fn: Callable[[dict], None] | None = None,
-    progress: bool = False,
-    callback: Callable[[dict, SvmmlMetric], dict | None] | None = None,
-) -> tuple[SvmmlMetric, list[dict]]:
-    """Learns an SVMML decision function.
+def whitened_pca(x: np.ndarray, cfg) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, comps, xr): the PCA SVMML learns on, whitened, and the features in it (float64).
 
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the config's ``method`` section (configs/svmml.py).
-      seed: seed of the sampled different-label pairs; same seed, same result.
-      log_fn: called with each history row (every ``cfg.log_every`` steps).
-      progress: show a progress bar.
-      callback: called as ``callback(row, metric)`` after every logged chunk with the
-        decision function learned so far (to evaluate it during training); its time is not counted
-        in the rows' ``seconds``, and a dict it returns is merged into the row
-        (``learner_loop.run_in_chunks``).
-
-    Returns:
-      (SvmmlMetric, history rows: step, loss (mean over the chunk), residual (the
-      projected-gradient residual at the chunk's end), seconds; the last row's ``stopped``
-      says whether the residual reached ``cfg.tol``).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: training diverged, or a non-finite model.
+    Every kept component gets variance 1/p (mean squared norm 1), so that the Frobenius
+    regulariser weighs all directions alike; components without variance (more asked for
+    than the data's rank) carry nothing and are dropped. ``comps`` [p, D] includes the
+    whitening: ``xr = (x - mean) @ comps.T``.
     """
-    x, y, feature_scale = validate(features, labels, cfg)
-    t0 = time.perf_counter()
     mean, comps = linalg.pca(x, variance=float(cfg.pca_variance), max_dim=int(cfg.pca_dim) or None)
     xr = (x.astype(np.float64) - mean) @ comps.T.astype(np.float64)
-    # Whiten: every kept component gets variance 1/p (mean squared norm 1), so that the
-    # Frobenius regulariser weighs all directions alike; components without variance
-    # (more asked for than the data's rank) carry nothing and are dropped.
     sd = xr.std(axis=0)
     keep = sd > 1e-6 * sd.max()
     sd = sd[keep] * np.sqrt(keep.sum())
     comps = comps[keep] / sd[:, None]
     xr = xr[:, keep] / sd
+    return mean, comps, xr
+
+
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+    """Learns an SVMML decision function (arguments and errors: ``warca_jax.methods``).
+
+    ``seed`` draws the different-label pairs; a history row every ``log_every`` steps; the
+    ``callback`` gets the decision function learned so far.
+
+    Returns:
+      (SvmmlMetric, history rows: step, loss (mean over the chunk), residual (the
+      projected-gradient residual at the chunk's end), seconds; the last row's ``stopped``
+      says whether the residual reached ``cfg.tol``).
+    """
+    x, y, feature_scale = validate(features, labels, cfg)
+    loop = learner_loop.Loop.start("SVMML", features, log_fn, progress, callback)
+    mean, comps, xr = whitened_pca(x, cfg)
     i, j, dis = make_pairs(y, neg_ratio=float(cfg.neg_ratio), seed=seed)
     lam = float(cfg.lam)
     step = 1.0 / lipschitz_bound(xr, i, j, dis, lam)
@@ -319,36 +304,23 @@ def fit(
         )
 
     hint = "raise lam"
-    return learner_loop.fit_in_chunks(
+    return loop.fit(
         advance,
         lambda: make_metric(state[0]),
-        method="SVMML",
-        features=features,
-        callback=callback,
         num_iters=cfg.num_iters,
         chunk=cfg.log_every,
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
         # the objective at the start (A = B = 0, c = b = 0: every margin 1) is 2
         reference_loss=2.0,
         hint=hint,
     )
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/svmml.py, which starts from them.
-VARIANTS = ("default", "small", "large")
+VARIANTS = ("default", "small", "large")  # small: 100 steps; large: 256 PCA dims, fewer pairs
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``svmml`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("svmml", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "svmml"
+    """The defaults of ``svmml``: what configs/svmml.py starts from."""
+    m = checks.new_config("svmml", variant, VARIANTS)
     m.pca_variance = 0.95  # share of the variance PCA keeps (used when pca_dim == 0).
     m.pca_dim = 0  # PCA components (0: as many as pca_variance needs).
     m.neg_ratio = 50.0  # different-label pairs per same-label pair (all if fewer).
@@ -366,12 +338,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "svmml": Method(
-        fit=fit,
-        validate=validate,
-        default_config=default_config,
-        variants=VARIANTS,
-        takes_callback=True,
-    )
-}
+METHODS = {"svmml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}

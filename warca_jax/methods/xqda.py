@@ -101,19 +101,10 @@ def xqda_projection(
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
-    """Learns an XQDA metric (closed form; ``seed``, ``log_fn``, ``progress`` unused).
-
-    Args:
-      features: [N, D] training features.
-      labels: [N] identity labels.
-      cfg: the ``method`` section of configs/xqda.py (``dim``, ``reg``).
+    """Learns an XQDA metric in closed form (arguments and errors: ``warca_jax.methods``).
 
     Returns:
       (linear Metric with projection [r, D], empty history).
-
-    Raises:
-      ValueError: bad data or config, before any work.
-      learner_loop.TrainingDivergedError: a non-finite or degenerate result.
     """
     del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
@@ -129,25 +120,16 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     return metric, []
 
 
-# The default hyperparameters: the ``method`` section of a config file, e.g.
-# configs/xqda.py, which starts from them.
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small")  # small: the same (XQDA is fast)
 
 
 def default_config(variant: str = "default") -> ml_collections.ConfigDict:
-    """The default hyperparameters of ``xqda`` for ``variant`` (one of ``VARIANTS``).
-
-    Returned unlocked, so that a config file or a caller can change fields before locking.
-    """
-    checks.check_variant("xqda", variant, VARIANTS)
-    m = ml_collections.ConfigDict()
-    m.name = "xqda"
+    """The defaults of ``xqda``: what configs/xqda.py starts from."""
+    m = checks.new_config("xqda", variant, VARIANTS)
     m.dim = 0  # cap on the subspace dimension (0: every eigenvalue > 1, as the paper).
     m.reg = 1.0  # ridge reg * trace(Sigma_I) / D on Sigma_I: the mean eigenvalue
     #              (xqda.py docstring; 1e-3 kept 315 noise directions on VIPeR).
     return m
 
 
-METHODS = {
-    "xqda": Method(fit=fit, validate=validate, default_config=default_config, variants=VARIANTS)
-}
+METHODS = {"xqda": Method(fit, validate, default_config, VARIANTS)}
