@@ -18,13 +18,13 @@ from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
 from warca_jax import cli, datasets, features, pipeline, workdir
-
-nn_config = config_module("nn")
-warca_config = config_module("warca")
 from warca_jax.datasets import npz_file
 from warca_jax.defaults import overridden
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
+
+nn_config = config_module("nn")
+warca_config = config_module("warca")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -392,6 +392,7 @@ def test_damaged_split_files_are_redone(tmp_path, finished, damage, reason, capl
     assert json.loads((wd / "split_1.json").read_text())["split"] == 1
 
 
+@pytest.mark.slow
 def test_cut_metrics_line_is_dropped_on_resume(tmp_path, finished, caplog):
     wd, config, results = _copy(finished, tmp_path)
     (wd / "split_1.json").unlink()

@@ -132,6 +132,7 @@ def test_a_damaged_run_result_is_redone(damage, copy, reference, caplog):
     _rerun_and_compare(copy, reference, caplog, path)
 
 
+@pytest.mark.slow
 def test_the_report_stage_leaves_a_damaged_result_out_instead_of_averaging_it(
     copy, reference, caplog
 ):
@@ -221,7 +222,7 @@ def test_a_method_that_cannot_run_on_a_dataset_is_not_applicable(tmp_path, monke
 
 
 def _failing_fit(fit, *, fail_all_warca=False):
-    """pipeline.fit_method, but WARCA with step size 0.1 (or any) diverges and kNN fails on split 1."""
+    """pipeline.fit_method, but WARCA at step size 0.1 (or any) diverges, kNN fails on split 1."""
 
     def fit_method(features, labels, method_cfg, *, seed=0, **kw):
         if method_cfg.name == "warca" and (fail_all_warca or method_cfg.learning_rate == 0.1):
@@ -266,7 +267,9 @@ def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkey
 
 def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
-    monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True))
+    monkeypatch.setattr(
+        pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True)
+    )
     with pytest.raises(RuntimeError, match="every grid point of warca:linear"):
         protocol.run_protocol(_tiny(), workdir)
     results = _load(os.path.join(workdir, "results.json"))

@@ -191,15 +191,20 @@ def test_non_finite_hyperparameters_are_refused_before_any_work(name, field, val
 
 
 # ----------------------------------------------------------------------------- divergence
+@pytest.mark.slow
 def test_a_huge_learning_rate_is_a_divergence_error_not_a_model():
     x, y, _, _ = _PROBLEM
-    with pytest.raises(learner_loop.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"):
+    with pytest.raises(
+        learner_loop.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"
+    ):
         methods.get("warca").fit(x, y, _warca(learning_rate=1e6))
 
 
 def test_run_in_chunks_refuses_a_loss_that_blows_up():
     losses = iter([2.0, 30.0, 5e6])
-    with pytest.raises(learner_loop.TrainingDivergedError, match="step 30: loss 5e.06 is more than"):
+    with pytest.raises(
+        learner_loop.TrainingDivergedError, match="step 30: loss 5e.06 is more than"
+    ):
         learner_loop.run_in_chunks(
             lambda done, n: {"loss": next(losses)}, num_iters=30, chunk=10, method="m"
         )

@@ -7,9 +7,9 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
+from warca_jax.methods import frml
 
 get_config = config_module("frml").get_config
-from warca_jax.methods import frml
 
 
 def _method(**overrides):
@@ -120,6 +120,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         frml.fit(x, y, _method(**{"dim": 4, **overrides}))
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error():
     x, y = _small_problem()
     cfg = _method(dim=4, num_iters=20, batch_size=64, log_every=20, learning_rate=1e30)

@@ -11,9 +11,9 @@ from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
 from warca_jax import data, defaults
+from warca_jax.methods import itml
 
 get_config = config_module("itml").get_config
-from warca_jax.methods import itml
 
 
 def _method(**overrides):

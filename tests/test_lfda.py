@@ -5,10 +5,10 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
-
-get_config = config_module("lfda").get_config
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
+
+get_config = config_module("lfda").get_config
 
 
 def _method(variant="linear", **overrides):
@@ -87,6 +87,7 @@ def test_linear_lfda_beats_euclidean(reid):
     assert res["mAP"] >= reid.euclidean["mAP"] + 45
 
 
+@pytest.mark.slow
 def test_kernel_lfda_chi2_beats_chi2_distance(reid_hist):
     metric, _ = lfda.fit(reid_hist.x_train, reid_hist.y_train, _method("chi2"))
     assert metric.kind == "kernel" and metric.kernel == "chi2_rbf"

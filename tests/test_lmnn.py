@@ -10,9 +10,9 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
+from warca_jax.methods import constraints, lmnn
 
 get_config = config_module("lmnn").get_config
-from warca_jax.methods import constraints, lmnn
 
 
 def _method(**overrides):

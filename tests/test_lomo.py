@@ -96,6 +96,7 @@ def test_shapes_norms_and_batching():
         lomo_lib.lomo(x[:, :60, :40])
 
 
+@pytest.mark.slow
 def test_constant_colour_is_one_hot_before_normalisation():
     rgb = (200, 40, 90)
     x = np.broadcast_to(np.array(rgb, np.uint8), (2, 128, 48, 3))

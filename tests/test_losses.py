@@ -150,6 +150,7 @@ def test_kernel_hinge_grad_matches_autodiff_and_the_dense_form(seed):
     assert float(jnp.abs(closed).max()) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_preconditioned_hinge_grad_is_grad_times_k_inverse(seed):
     """Eq. 23-24: the sparse A K E_ijk update equals the plain gradient times K^-1, and

@@ -14,9 +14,9 @@ from sklearn.preprocessing import StandardScaler
 
 from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
+from warca_jax.methods import lsml
 
 get_config = config_module("lsml").get_config
-from warca_jax.methods import lsml
 
 
 def _method(**overrides):
@@ -137,6 +137,7 @@ def test_loss_falls_and_the_last_row_says_why():
     assert hist[-1]["step"] == 1 and len(hist) == 1
 
 
+@pytest.mark.slow
 def test_linear_change_of_features_gives_the_same_distances():
     # With the covariance prior LSML is invariant to x -> x A, and so are the
     # natural-gradient iterates: M_A = A^{-1} M A^{-T}.

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import methods
+from warca_jax import methods, protocol
 
 get_config = config_module("protocol").get_config
-from warca_jax import protocol
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
@@ -108,6 +107,7 @@ _NOT_BETTER = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

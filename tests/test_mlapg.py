@@ -7,9 +7,9 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
+from warca_jax.methods import mlapg
 
 get_config = config_module("mlapg").get_config
-from warca_jax.methods import mlapg
 
 
 def _method(**overrides):

@@ -12,9 +12,9 @@ from sklearn.preprocessing import StandardScaler
 
 from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
+from warca_jax.methods import mmc
 
 get_config = config_module("mmc").get_config
-from warca_jax.methods import mmc
 
 EXACT = dict(projection="exact")  # tens of eigendecompositions per try, not thousands
 
@@ -145,6 +145,7 @@ def test_pairs_follow_the_seed():
     assert np.all(y[pairs.dissimilar[:, 0]] != y[pairs.dissimilar[:, 1]])
 
 
+@pytest.mark.slow
 def test_stops_when_the_step_is_below_tol_and_says_why():
     x, y = _small_problem()
     rows = []

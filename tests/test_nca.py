@@ -13,9 +13,9 @@ from sklearn.preprocessing import StandardScaler
 
 from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
+from warca_jax.methods import nca
 
 get_config = config_module("nca").get_config
-from warca_jax.methods import nca
 
 
 def _method(**overrides):
@@ -107,6 +107,7 @@ def test_adam_learns_too():
     assert hist[-1]["stopped"] == "num_iters reached: 100 steps (tol 0: no early stop)"
 
 
+@pytest.mark.slow
 def test_stops_when_converged_and_says_why():
     x, y = _small_problem()
     rows = []

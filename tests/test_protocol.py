@@ -9,10 +9,9 @@ import pytest
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults
+from warca_jax import datasets, defaults, protocol
 
 get_config = config_module("protocol").get_config
-from warca_jax import protocol
 
 
 def _tiny(**changes):

@@ -9,9 +9,9 @@ from sklearn.preprocessing import StandardScaler
 
 from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
+from warca_jax.methods import constraints, rca
 
 get_config = config_module("rca").get_config
-from warca_jax.methods import constraints, rca
 
 
 def _method(**overrides):

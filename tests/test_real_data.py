@@ -63,9 +63,13 @@ LINEAR = (
     "triplet_sgd",
 )
 
-pytestmark = pytest.mark.skipif(
-    not (VIPER.is_dir() and ORL.is_dir()), reason="data/viper_subset or data/orl_faces missing"
-)
+pytestmark = [
+    # every test here trains to a threshold on real descriptors: the slow tier
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (VIPER.is_dir() and ORL.is_dir()), reason="data/viper_subset or data/orl_faces missing"
+    ),
+]
 
 
 def _pca(ds, split):
@@ -98,7 +102,7 @@ class RealData:
                 metric, _ = pipeline.fit_method(x, y, method, seed=s)
                 r = evaluation.evaluate_metric(metric, d, split, self.eval_cfg)
                 rows.append((r["rank1"], r["mAP"]))
-            self.cache[key] = dict(zip(("rank1", "mAP"), np.mean(rows, 0)))
+            self.cache[key] = dict(zip(("rank1", "mAP"), np.mean(rows, 0), strict=True))
         return self.cache[key]
 
 

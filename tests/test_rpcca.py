@@ -7,10 +7,10 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
-
-get_config = config_module("rpcca").get_config
 from warca_jax.methods import rpcca
 from warca_jax.metric import Metric
+
+get_config = config_module("rpcca").get_config
 
 
 def _method(variant="linear", **overrides):
@@ -109,6 +109,7 @@ def test_start_is_the_whitened_pca_at_unit_mean_pair_distance(kernel):
     np.testing.assert_allclose(c / c[0, 0], np.eye(4), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_lam_weighs_the_sum_of_the_pair_losses(monkeypatch):
     """lam is Xiong et al.'s, on the sum over the P pairs: the step minimises the mean
     pair loss plus lam / P times the penalty."""
@@ -140,6 +141,7 @@ def test_linear_rpcca_beats_euclidean(reid):
     assert res["mAP"] >= reid.euclidean["mAP"] + 40
 
 
+@pytest.mark.slow
 def test_kernel_rpcca_chi2_beats_chi2_distance(reid_hist):
     metric, _ = rpcca.fit(reid_hist.x_train, reid_hist.y_train, _method("chi2", num_iters=300))
     assert metric.kind == "kernel" and metric.kernel == "chi2_rbf"

@@ -192,6 +192,7 @@ def test_step_bits_are_distinct_per_step_and_reproducible():
     np.testing.assert_array_equal(np.asarray(typed), a)
 
 
+@pytest.mark.slow
 def test_violator_search_agrees_with_the_loss():
     """The search flags a negative k exactly where the loss's hinge of (i, j, k) is positive.
 
@@ -262,6 +263,7 @@ def test_violator_search_agrees_with_the_loss():
         assert drawn == set(np.nonzero(positive[row])[0].tolist())
 
 
+@pytest.mark.slow
 def test_a_triplet_on_the_margin_is_no_violator_and_has_no_hinge():
     """gamma + xi_ijk = 0 exactly: no violator for the search, a zero hinge for the loss."""
     pu = jnp.asarray([[0.5, 0.0]], jnp.float32)  # d_ij = 0.5

@@ -13,9 +13,9 @@ from sklearn.preprocessing import StandardScaler
 
 from warca_jax import data, defaults
 from warca_jax import sklearn as wsk
+from warca_jax.methods import constraints, scml
 
 get_config = config_module("scml").get_config
-from warca_jax.methods import constraints, scml
 
 # One chunk length and batch for the small fits below, so that they share one program.
 FAST = dict(max_iter=400, output_iter=200)
@@ -201,6 +201,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         scml.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_in_a_sklearn_pipeline():
     xtr, ytr, xte, yte = _split_problem()
     plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(xtr, ytr)

@@ -13,9 +13,9 @@ from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
 from warca_jax import data, defaults
+from warca_jax.methods import sdml
 
 get_config = config_module("sdml").get_config
-from warca_jax.methods import sdml
 
 
 def _method(**overrides):

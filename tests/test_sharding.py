@@ -93,6 +93,7 @@ def test_eight_forced_devices_are_seen(eight_devices):
     assert eight_devices["devices"] == 8
 
 
+@pytest.mark.slow
 def test_violator_search_stays_where_the_candidates_live(eight_devices):
     # 197 rows padded to whole selection blocks on each of the 8 devices
     rows = eight_devices["rows"]

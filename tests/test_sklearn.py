@@ -101,6 +101,7 @@ def test_params_map_onto_the_config_and_bad_ones_are_refused(problem):
         wsk.WARCA(dim=25, **FAST).fit(xtr, ytr)
 
 
+@pytest.mark.slow
 def test_mahalanobis_matrix_gives_the_learned_distances(problem):
     xtr, ytr, xte, _ = problem
     est = wsk.WARCA(dim=8, **FAST).fit(xtr, ytr)
@@ -127,6 +128,7 @@ def test_non_embedding_metrics_have_no_transform_nor_matrix(problem):
     assert est.pairwise_distances(xtr[:3]).shape == (3, 3)
 
 
+@pytest.mark.slow
 def test_generic_and_generated_forms_agree_and_pickle(problem):
     xtr, ytr, xte, _ = problem
     a = wsk.MetricLearner("triplet_sgd", params=TRIPLET, seed=1).fit(xtr, ytr)

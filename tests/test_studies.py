@@ -7,16 +7,13 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import datasets, plots
-from warca_jax.methods import warca
-
-aon_config = config_module("aon_study")
-from warca_jax import defaults
-
-tt_config = config_module("training_time")
-from warca_jax.methods import rpcca
+from warca_jax import datasets, defaults, plots
+from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
 from warca_jax.studies import training_time
+
+aon_config = config_module("aon_study")
+tt_config = config_module("training_time")
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -131,6 +128,7 @@ def test_aon_study_on_the_same_workdir_redoes_nothing(aon_run, monkeypatch):
     assert redone["lambda_sweep"] == first["lambda_sweep"]
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_recorded_and_the_study_goes_on(tmp_path, monkeypatch):
     config = aon_config.get_config("small")
     config.study.lams = (1e-6, 1.0)
@@ -225,6 +223,7 @@ def test_training_time_writes_curves_sampled_every_log_every(tt_run):
         assert mean["rank1"][-1] > on_disk["baseline_euclidean"]["rank1_mean"]
 
 
+@pytest.mark.slow
 def test_training_time_resumes_and_refuses_another_config(tt_run, monkeypatch):
     config, workdir, first = tt_run
     monkeypatch.setattr(training_time, "rank1_curve", lambda *a, **k: pytest.fail("retrained"))

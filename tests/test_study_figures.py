@@ -13,10 +13,10 @@ from PIL import Image
 from repo_configs import config_module
 
 from warca_jax import data, datasets, evaluation, pipeline, plots
-
-get_config = config_module("study_figures").get_config
 from warca_jax.protocol import plan
 from warca_jax.studies import figures as study_figures
+
+get_config = config_module("study_figures").get_config
 
 ROOT = Path(__file__).resolve().parents[1]
 ORL = str(fixture_trees.ORL)
@@ -88,6 +88,7 @@ def test_small_run_writes_every_file(small_run):
     assert results["methods"]["triplet_sgd:small"]["rank1"] > results["methods"]["nn"]["rank1"]
 
 
+@pytest.mark.slow
 def test_small_run_ranked_list_is_consistent(small_run):
     _, results = small_run
     config = get_config("small")
@@ -100,6 +101,7 @@ def test_small_run_ranked_list_is_consistent(small_run):
         assert np.all(np.diff(q["distances"]) >= 0)
 
 
+@pytest.mark.slow
 def test_small_run_has_one_validation_point_per_check(small_run):
     _, results = small_run
     config = get_config("small")
@@ -115,6 +117,7 @@ def test_small_run_has_one_validation_point_per_check(small_run):
     assert config.ranked.method in sgd
 
 
+@pytest.mark.slow
 def test_restart_reuses_fits_and_other_config_is_refused(small_run, monkeypatch, tmp_path):
     workdir, first = small_run
 

@@ -101,6 +101,7 @@ def test_beats_euclidean_and_follows_the_schedule(reid, name):
     assert costs[hist[-1]["best_epoch"]] == min(costs.values())
 
 
+@pytest.mark.slow
 def test_returns_the_best_validation_parameters(reid):
     long, hist = study_sgd.fit(reid.x_train, reid.y_train, _method("triplet_sgd"), seed=0)
     best = hist[-1]["best_epoch"]

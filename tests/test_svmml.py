@@ -6,10 +6,10 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
-
-get_config = config_module("svmml").get_config
 from warca_jax.methods import svmml
 from warca_jax.metric import Metric
+
+get_config = config_module("svmml").get_config
 
 
 def _method(**overrides):
@@ -59,6 +59,7 @@ def test_distances_are_the_decision_function(small_fit):
     assert np.abs(want).max() > 0.1  # a non-trivial model
 
 
+@pytest.mark.slow
 def test_save_load_round_trip(small_fit, tmp_path):
     x, _, (metric, _) = small_fit
     metric.save(tmp_path / "svmml.npz")
@@ -168,7 +169,7 @@ def test_fit_reaches_the_constrained_optimum():
     assert hist[-1]["stopped"].startswith("converged"), hist[-1]
     assert hist[-1]["residual"] <= 3e-4
     # The reduced (whitened) features the fit used, and its pairs.
-    xr = ((x.astype(np.float64) - metric.mean) @ metric.components.T.astype(np.float64))
+    xr = (x.astype(np.float64) - metric.mean) @ metric.components.T.astype(np.float64)
     np.testing.assert_allclose(np.mean(np.sum(xr * xr, 1)), 1.0, rtol=1e-4)
     np.testing.assert_allclose(xr.var(0), 1.0 / xr.shape[1], rtol=1e-3)
     i, j, dis = svmml.make_pairs(y, neg_ratio=3.0, seed=0)

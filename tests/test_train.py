@@ -12,9 +12,9 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import data, datasets, evaluation, methods, pipeline
+from warca_jax.metric import Metric
 
 get_config = config_module("warca").get_config
-from warca_jax.metric import Metric
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,6 +117,7 @@ def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
     assert sum(r["split"] == 1 for r in lines) == 3  # no duplicated lines for the redone split
 
 
+@pytest.mark.slow
 def test_other_config_on_same_workdir_is_refused(tmp_path):
     pipeline.train_and_evaluate(_small(), str(tmp_path))
     other = _small()
@@ -276,7 +277,10 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     assert [{k: v for k, v in r.items() if k != "seconds"} for r in _lines(tmp_path / "b")] == strip
     other = _val_config()
     other.seed = 1
-    a, b = pipeline.validation_split(dataset, 0, config), pipeline.validation_split(dataset, 0, other)
+    a, b = (
+        pipeline.validation_split(dataset, 0, config),
+        pipeline.validation_split(dataset, 0, other),
+    )
     assert not np.array_equal(a.train_idx, b.train_idx)
 
 

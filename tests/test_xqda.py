@@ -10,9 +10,9 @@ import scipy.linalg
 from repo_configs import config_module
 
 from warca_jax import data
+from warca_jax.methods import _covariance, xqda
 
 get_config = config_module("xqda").get_config
-from warca_jax.methods import _covariance, xqda
 
 
 def _cfg(**fields):
