@@ -17,9 +17,9 @@ variants of the learners that have one). A learner whose fit takes longer than
 
 import argparse
 import copy
-import importlib
 import json
 import multiprocessing as mp
+import os
 import pkgutil
 import time
 from pathlib import Path
@@ -27,7 +27,10 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from warca_jax import configs, data, evaluation, methods
+from warca_jax import data, defaults, evaluation, methods
+
+# the repository's config files (run from anywhere)
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 SHARED = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
@@ -69,10 +72,8 @@ def _problem(name: str, histogram: bool):
 
 def _configs(only, problem):
     out, seen = [], []
-    for info in pkgutil.iter_modules(configs.__path__):
-        if info.name == "common":
-            continue
-        module = importlib.import_module(f"warca_jax.configs.{info.name}")
+    for info in pkgutil.iter_modules([CONFIGS]):
+        module = defaults.load_config_module(os.path.join(CONFIGS, f"{info.name}.py"))
         for variant in (None, "chi2", "large"):
             if variant == "large" and problem != "large":
                 continue
