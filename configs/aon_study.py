@@ -44,8 +44,7 @@ VARIANTS = ("synthetic", "small")
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the AON-study config for variant ``arg``."""
-    if arg not in VARIANTS:
-        raise ValueError(f"unknown variant {arg!r}; expected one of {VARIANTS}")
+    defaults.check_variant(arg, VARIANTS, "AON study")
     small = arg == "small"
     # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
     c = defaults.base_config(small=small)

@@ -161,8 +161,7 @@ def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the protocol config for variant ``arg``."""
-    if arg not in VARIANTS:
-        raise ValueError(f"unknown variant {arg!r}; expected one of {VARIANTS}")
+    defaults.check_variant(arg, VARIANTS, "protocol")
     synthetic = arg in ("synthetic", "small")
     c = defaults.base_config(histogram=synthetic)
     c.progress = True  # the progress bar over the whole grid.

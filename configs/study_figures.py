@@ -46,8 +46,7 @@ _STUDY_METHODS = (
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the study-figures config for variant ``arg``."""
-    if arg not in VARIANTS:
-        raise ValueError(f"unknown variant {arg!r}; expected one of {VARIANTS}")
+    defaults.check_variant(arg, VARIANTS, "study's figures")
     base = defaults.base_config(small=arg == "small")
     c = ml_collections.ConfigDict()
     c.seed = 0  # seed of the fits (split s is fitted with seed + s); same seed, same result.

@@ -33,8 +33,7 @@ VARIANTS = ("synthetic", "small")
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the training-time config for variant ``arg``."""
-    if arg not in VARIANTS:
-        raise ValueError(f"unknown variant {arg!r}; expected one of {VARIANTS}")
+    defaults.check_variant(arg, VARIANTS, "training-time study")
     small = arg == "small"
     # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
     c = defaults.base_config(small=small)

@@ -12,14 +12,12 @@ import os
 
 import jax
 from absl import app, flags, logging
-from ml_collections import config_flags
 
 from warca_jax import cli, pipeline
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to a config file (configs/*.py[:variant]).", lock_config=True
+_CONFIG, _WORKDIR = cli.define_run_flags(
+    "Path to a config file (configs/*.py[:variant]).", "Folder for the run's outputs."
 )
-_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the run's outputs.")
 _CACHE = flags.DEFINE_string(
     "compilation_cache_dir",
     "",
@@ -42,7 +40,6 @@ _NUM_PROCESSES = flags.DEFINE_integer(
 _PROCESS_ID = flags.DEFINE_integer(
     "process_id", None, "--distributed: this process's index (default: detected)."
 )
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):

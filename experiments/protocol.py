@@ -10,20 +10,17 @@ Config fields are overridden as ``--config.<field>=<value>`` (configs/protocol.p
 import json
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from warca_jax import cli
 from warca_jax.protocol.runner import STAGES, run_protocol
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "configs/protocol.py[:variant]", lock_config=True
+_CONFIG, _WORKDIR = cli.define_run_flags(
+    "configs/protocol.py[:variant]", "Folder of the protocol's runs and reports."
 )
-_WORKDIR = flags.DEFINE_string("workdir", None, "Folder of the protocol's runs and reports.")
 _STAGE = flags.DEFINE_enum("stage", "all", STAGES, "Which stage to run.")
 _WORKERS = flags.DEFINE_integer("num_workers", 1, "Local processes running jobs in parallel.")
 _SHARDS = flags.DEFINE_integer("num_shards", 1, "Machines sharing the workdir.")
 _SHARD = flags.DEFINE_integer("shard_index", 0, "This machine's shard, in [0, num_shards).")
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):

@@ -6,17 +6,14 @@ r"""The CUHK03 study's figures and tables: ``warca_jax.studies.figures``.
 
 import json
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import app
 
 from warca_jax import cli
 from warca_jax.studies import figures
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to configs/study_figures.py[:variant].", lock_config=True
+_CONFIG, _WORKDIR = cli.define_run_flags(
+    "Path to configs/study_figures.py[:variant].", "Folder for the figures and tables."
 )
-_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the figures and tables.")
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):

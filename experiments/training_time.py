@@ -6,17 +6,14 @@ r"""Test rank-1 against training time (the paper's Fig. 3): ``warca_jax.studies.
 
 import time
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import app
 
 from warca_jax import cli
 from warca_jax.studies import training_time
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Path to configs/training_time.py[:variant].", lock_config=True
+_CONFIG, _WORKDIR = cli.define_run_flags(
+    "Path to configs/training_time.py[:variant].", "Folder for the study's outputs."
 )
-_WORKDIR = flags.DEFINE_string("workdir", None, "Folder for the study's outputs.")
-flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):

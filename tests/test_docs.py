@@ -7,8 +7,8 @@ that leads nowhere is a bug in them. For README.md and every docs/*.md page:
   joined at a trailing backslash or an open quote; inline code that starts with
   ``python``) that runs ``python -m <module>`` or ``python <file>.py`` names a module or
   file that exists; for the entry points (``experiments.<name>``) every ``--flag`` is one
-  the entry point defines (read from its source: ``flags.DEFINE_*("name"`` and
-  ``config_flags.DEFINE_config_file("name"``), every ``--config=PATH[:variant]`` names a
+  the entry point defines (read from its source: ``flags.DEFINE_*("name"``,
+  ``config_flags.DEFINE_config_file("name"`` and ``cli.define_run_flags``), every ``--config=PATH[:variant]`` names a
   file under the repository's root whose ``VARIANTS`` holds the variant, and every
   ``--config.<field path>`` override is a field of that config;
 * every lone inline flag (``--config.eval.rerank=True``, ``--num_workers=N``) is a field of
@@ -184,6 +184,9 @@ def _entry_flags(module_file: str) -> tuple[frozenset, frozenset]:
         names.add(name)
         if owner == "config_flags" and kind.startswith("config"):
             config_names.add(name)
+    if "cli.define_run_flags(" in source:  # --config (a config file) and --workdir
+        names.update(("config", "workdir"))
+        config_names.add("config")
     return frozenset(names), frozenset(config_names)
 
 

@@ -9,12 +9,22 @@ absl does for any other bad flag.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 from absl import app, flags
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
+
+from warca_jax import defaults
+
+
+def define_run_flags(config_help: str, workdir_help: str):
+    """The ``--config`` (a config file, locked) and ``--workdir`` flags every entry point
+    takes, both required; returns their flag holders."""
+    config = config_flags.DEFINE_config_file("config", None, config_help, lock_config=True)
+    workdir = flags.DEFINE_string("workdir", None, workdir_help)
+    flags.mark_flags_as_required(["config", "workdir"])
+    return config, workdir
 
 
 def _config_flag_names() -> list[str]:
@@ -23,15 +33,6 @@ def _config_flag_names() -> list[str]:
         for name, flag in flags.FLAGS._flags().items()  # noqa: SLF001 - absl has no public list
         if isinstance(flag.parser, config_flags.ConfigFileFlagParser)
     ]
-
-
-def _load_config(spec: str):
-    """The config of a ``path.py[:arg]`` flag value, loaded as the flag does."""
-    path, _, arg = spec.partition(":")
-    module_spec = importlib.util.spec_from_file_location("_cli_config", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.get_config(arg) if arg else module.get_config()
 
 
 def _unknown_field(argv: list[str]) -> str | None:
@@ -48,7 +49,7 @@ def _unknown_field(argv: list[str]) -> str | None:
                 continue
             path = arg[len(name) + 3 :].split("=", 1)[0]
             try:
-                config = _load_config(files[name])
+                config = defaults.load_config(files[name])
             except Exception:  # noqa: BLE001 - the file's own error is reported by absl
                 return None
             node, done = config, []
