@@ -5,7 +5,8 @@ previous one finished. That is only safe when every file it reuses is complete a
 belongs to this run, so:
 
 * every file is written under a temporary name in the same folder and moved into
-  place with ``os.replace`` (``write_json``, ``write_text``, ``atomic_path``): a run
+  place with ``os.replace`` (``write_json``, ``write_text``, ``write_figure``,
+  ``atomic_path``): a run
   killed at any instant leaves the old file or the new one, never half of one;
 * every file a resume relies on is read through ``reuse_json``, which checks that it
   parses and passes the caller's check (finite numbers, the right split) and returns
@@ -85,6 +86,12 @@ def write_json(path: str, obj) -> None:
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     write_text(path, json.dumps(obj, indent=1, allow_nan=False))
+
+
+def write_figure(path: str, fig, **savefig) -> None:
+    """Writes a matplotlib ``fig`` to ``path`` atomically (``fig.savefig(path, **savefig)``)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, **savefig)
 
 
 def read_json(path: str, *, what: str = "file"):
