@@ -31,10 +31,10 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, defaults, evaluation, losses, pipeline, plots
+from warca_jax import defaults, evaluation, losses, plots
 from warca_jax import workdir as workdir_lib
 from warca_jax.methods import warca
-from warca_jax.metric import Metric
+from warca_jax.studies import shared
 
 PLOTS = ("condition_number.png", "rank1_vs_lambda.png", "rank1_vs_eta.png", "cmc.png")
 
@@ -289,74 +289,72 @@ def _mean_cmc(records: list[dict]) -> list[float]:
     return np.mean([c[:length] for c in curves], axis=0).tolist()
 
 
+def _lambda_sweep(runs, p: str, lams, eta: float, splits) -> tuple[dict, dict]:
+    """(the lambda sweep of penalty ``p`` at step size ``eta``, its best point)."""
+    recs = _grid(runs, p, lams, [eta] * len(lams), splits)
+    rank1 = _values(recs, "rank1")
+    cond = _values(recs, "condition_number")
+    mean, std = _stats(rank1)
+    logs = [[None if c is None else float(np.log(c)) for c in row] for row in cond]
+    geo = [None if m is None else float(np.exp(m)) for m in _stats(logs)[0]]
+    sweep = {
+        "rank1": rank1,
+        "rank1_mean": mean,
+        "rank1_std": std,
+        "mAP": _values(recs, "mAP"),
+        "condition_number": cond,
+        "condition_number_geomean": geo,
+        "diverged": _values(recs, "diverged"),
+    }
+    i = _best(lams, mean)
+    best = {
+        "lam": lams[i],
+        "eta": eta,
+        "rank1_mean": mean[i],
+        "rank1_std": std[i],
+        "cmc": _mean_cmc(recs[i]),
+    }
+    return sweep, best
+
+
+def _eta_sweep(runs, p: str, lam: float, lam_from: str, etas, splits) -> dict:
+    """The step-size sweep of penalty ``p`` at penalty weight ``lam`` (chosen by ``lam_from``)."""
+    recs = _grid(runs, p, [lam] * len(etas), etas, splits)
+    mean, std = _stats(_values(recs, "rank1"))
+    return {
+        "lam": lam,
+        "lam_from": lam_from,
+        "rank1": _values(recs, "rank1"),
+        "rank1_mean": mean,
+        "rank1_std": std,
+        "diverged": _values(recs, "diverged"),
+    }
+
+
 def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Runs the lambda and eta sweeps of every penalty and writes the study's files.
+    """Runs the lambda and eta sweeps of every penalty (``config`` from configs/aon_study.py)
+    and writes the study's files into ``workdir``; returns the dict of results.json.
 
-    Args:
-      config: a ConfigDict as returned by configs/aon_study.py.
-      workdir: output folder (created if needed; a study there with another config is
-        refused, one with the same config is resumed).
-
-    Returns:
-      The dict written to results.json.
-
-    Raises:
-      ValueError: a bad config or data, before any training.
+    ``shared.open_study`` makes the workdir and resumes a study of the same config there
+    (another config is refused); a bad config or data is a ValueError before any training.
     """
-    # Over 60 lines: a study driver; it reads as the study's steps (grid, fits, reuse of
-    # finished points, tables, figure) in the order they run.
     check_config(config)
-    dataset = datasets.from_config(config.data, progress=bool(config.progress))
-    for sp in dataset.splits:
-        warca.validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], config.method)
-    os.makedirs(workdir, exist_ok=True)
-    pipeline.check_config_file(workdir, config)
-
+    dataset = shared.open_study(config, workdir, [config.method])
     pens = tuple(config.study.penalties)
     lams = [float(v) for v in config.study.lams]
     etas = [float(v) for v in config.study.etas]
     base_eta = float(config.method.learning_rate)
     splits = range(len(dataset.splits))
-    total = len(pens) * len(splits) * (len(lams) + len(etas))
-    runs = _Runs(dataset, config, workdir, total)
-
-    lambda_sweep, eta_sweep, best = {}, {}, {}
+    runs = _Runs(dataset, config, workdir, len(pens) * len(splits) * (len(lams) + len(etas)))
+    lambda_sweep, best = {}, {}
     for p in pens:
-        recs = _grid(runs, p, lams, [base_eta] * len(lams), splits)
-        rank1 = _values(recs, "rank1")
-        cond = _values(recs, "condition_number")
-        mean, std = _stats(rank1)
-        logs = [[None if c is None else float(np.log(c)) for c in row] for row in cond]
-        geo = [None if m is None else float(np.exp(m)) for m in _stats(logs)[0]]
-        lambda_sweep[p] = {
-            "rank1": rank1,
-            "rank1_mean": mean,
-            "rank1_std": std,
-            "mAP": _values(recs, "mAP"),
-            "condition_number": cond,
-            "condition_number_geomean": geo,
-            "diverged": _values(recs, "diverged"),
-        }
-        i = _best(lams, mean)
-        best[p] = {
-            "lam": lams[i],
-            "eta": base_eta,
-            "rank1_mean": mean[i],
-            "rank1_std": std[i],
-            "cmc": _mean_cmc(recs[i]),
-        }
+        lambda_sweep[p], best[p] = _lambda_sweep(runs, p, lams, base_eta, splits)
+    eta_lam = config.study.eta_lam
+    lam_from = "best lambda" if eta_lam is None else "study.eta_lam"
+    eta_sweep = {}
     for p in pens:
-        lam = best[p]["lam"] if config.study.eta_lam is None else float(config.study.eta_lam)
-        recs = _grid(runs, p, [lam] * len(etas), etas, splits)
-        mean, std = _stats(_values(recs, "rank1"))
-        eta_sweep[p] = {
-            "lam": lam,
-            "lam_from": "best lambda" if config.study.eta_lam is None else "study.eta_lam",
-            "rank1": _values(recs, "rank1"),
-            "rank1_mean": mean,
-            "rank1_std": std,
-            "diverged": _values(recs, "diverged"),
-        }
+        lam = best[p]["lam"] if eta_lam is None else float(eta_lam)
+        eta_sweep[p] = _eta_sweep(runs, p, lam, lam_from, etas, splits)
     runs.bar.close()
 
     results = {
@@ -378,10 +376,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
         ),
     }
     if config.eval.baseline:
-        r1 = []
-        for sp in dataset.splits:
-            ident = Metric("identity", dataset.features.shape[1], name="euclidean")
-            r1.append(evaluation.evaluate_metric(ident, dataset, sp, config.eval)["rank1"])
+        r1 = shared.euclidean_rank1(dataset, config.eval)
         results["baseline_euclidean"] = {
             "rank1": r1,
             "rank1_mean": float(np.mean(r1)),

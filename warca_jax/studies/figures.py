@@ -27,7 +27,8 @@ For every config label of ``config.methods`` it fits that config's method on the
   workdir holding a run with another config is refused.
 
 The gallery order of a ranked list is the evaluation's: gallery entries of the query's
-identity and camera and entries labelled -1 are removed, and ties keep gallery order.
+identity and camera and entries labelled -1 are removed, and ties keep gallery order
+(``warca_jax.studies.ranking``, whose names are importable from here too).
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ from warca_jax import datasets, evaluation, methods, pipeline, plots
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
+from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)
+    _kept,
+    image_paths,
+    pick_queries,
+    ranked_lists,
+    valid_queries,
+)
 
 SGD_METHODS = ("pairwise_sgd", "triplet_sgd")  # fit histories with epoch and val_cost
 TABLE_RANKS = (1, 5, 10)
@@ -92,88 +100,6 @@ def check_config(config) -> dict[str, ml_collections.ConfigDict]:
 
 
 # ----------------------------------------------------------------------------- ranked lists
-def _kept(ql, qc, gl, gc) -> np.ndarray:
-    """[q, g] bool: the gallery entries each query ranks (evaluation protocol)."""
-    ql, qc, gl, gc = (np.asarray(a) for a in (ql, qc, gl, gc))
-    junk = (gl[None, :] == ql[:, None]) & (gc[None, :] == qc[:, None])
-    return (gl[None, :] != -1) & ~junk
-
-
-def valid_queries(ql, qc, gl, gc) -> np.ndarray:
-    """[q] bool: queries with a true match (same identity, other camera) in the gallery."""
-    kept = _kept(ql, qc, gl, gc)
-    return np.any(kept & (np.asarray(gl)[None, :] == np.asarray(ql)[:, None]), axis=1)
-
-
-def ranked_lists(dist, query_labels, gallery_labels, query_cams, gallery_cams, *, top_k: int):
-    """The top-k gallery entries of each query, in the evaluation's order.
-
-    Entries of the query's identity and camera and entries labelled -1 are removed; the
-    rest are sorted by float32 distance, ties in gallery order (as ``warca_jax.evaluation``).
-
-    Args:
-      dist: [q, g] distances of the queries to the gallery.
-      query_labels, query_cams: [q] ints. gallery_labels, gallery_cams: [g] ints.
-      top_k: entries kept per query.
-
-    Returns:
-      (index [q, k] gallery positions, distances [q, k], matches [q, k] bool: same identity).
-
-    Raises:
-      ValueError: a query with fewer than top_k entries left, or mismatched shapes.
-    """
-    dist = np.asarray(dist, dtype=np.float32)
-    ql, gl = np.asarray(query_labels), np.asarray(gallery_labels)
-    if dist.ndim != 2 or dist.shape != (len(ql), len(gl)):
-        raise ValueError(f"dist must be [q={len(ql)}, g={len(gl)}], got {dist.shape}")
-    kept = _kept(ql, query_cams, gl, gallery_cams)
-    short = np.flatnonzero(kept.sum(axis=1) < top_k)
-    if short.size:
-        raise ValueError(
-            f"top_k={top_k} but query {int(short[0])} has only "
-            f"{int(kept[short[0]].sum())} gallery entries left after junk removal"
-        )
-    index = np.empty((len(ql), top_k), np.int64)
-    for r in range(len(ql)):
-        cols = np.flatnonzero(kept[r])
-        index[r] = cols[np.argsort(dist[r, cols], kind="stable")[:top_k]]
-    distances = np.take_along_axis(dist, index, axis=1)
-    return index, distances, gl[index] == ql[:, None]
-
-
-def pick_queries(split: data_lib.Split, dataset: data_lib.Dataset, num: int, seed: int):
-    """``num`` positions into ``split.query_idx`` drawn from ``seed`` among valid queries."""
-    q, g = split.query_idx, split.gallery_idx
-    lab, cam = dataset.labels, dataset.cams
-    valid = np.flatnonzero(valid_queries(lab[q], cam[q], lab[g], cam[g]))
-    if num > len(valid):
-        raise ValueError(
-            f"ranked.num_queries={num} is larger than the {len(valid)} queries of split 0 "
-            "with a true match in the gallery"
-        )
-    return np.random.default_rng(seed).choice(valid, size=num, replace=False)
-
-
-def image_paths(data_cfg, dataset: data_lib.Dataset) -> tuple[str, ...] | None:
-    """The image path of every sample when the dataset is read from images, else None."""
-    if data_cfg.name == "synthetic":
-        return None
-    try:
-        datasets.get_loader(data_cfg.name)
-    except ValueError:
-        return None
-    options = datasets.loader_options(data_cfg.loader_options, data_cfg.name)
-    found = datasets.load(data_cfg.name, os.path.expanduser(data_cfg.path), **options)
-    if not isinstance(found, datasets.ImageSet):
-        return None  # a feature file: no images
-    if len(found.paths) != len(dataset.labels) or not np.array_equal(found.labels, dataset.labels):
-        raise ValueError(
-            f"the images of {data_cfg.name} do not line up with its features "
-            f"({len(found.paths)} images, {len(dataset.labels)} feature rows)"
-        )
-    return found.paths
-
-
 # ----------------------------------------------------------------------------- run
 def _slug(label: str) -> str:
     return label.replace(":", "-")
@@ -369,14 +295,8 @@ def _validation_costs(fits: dict, dataset_name: str, workdir: str) -> tuple[dict
 
 
 def run(config, workdir: str) -> dict:
-    """Fits every method, writes the figures and tables (module docstring); returns results.
-
-    Args:
-      config: a ConfigDict as returned by configs/study_figures.py.
-      workdir: output folder (created if needed).
-
-    Returns:
-      The dict written to results.json.
+    """Fits every method of ``config`` (configs/study_figures.py) and writes the figures and
+    tables (module docstring) into ``workdir``, made when needed; returns results.json's dict.
 
     Raises:
       ValueError: a bad config or data, before any fit.

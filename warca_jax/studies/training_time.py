@@ -31,9 +31,9 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, pipeline, plots
+from warca_jax import evaluation, methods, plots
 from warca_jax import workdir as workdir_lib
-from warca_jax.metric import Metric
+from warca_jax.studies import shared
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config
 PLOT = "training_time.png"
@@ -130,65 +130,54 @@ def _mean_curve(curves: list[dict]) -> dict:
     }
 
 
+def _method_curves(name: str, dataset, config, workdir: str) -> dict:
+    """Method ``name``'s curves on every split (a split's finished curve reused from the
+    workdir), their mean and its compilation estimate."""
+    cfg, fit = config[name], methods.get(name).fit
+    per_split = []
+    for s, sp in enumerate(dataset.splits):
+        path = os.path.join(workdir, "curves", f"{name}_split{s}.json")
+        done = workdir_lib.reuse_json(path, workdir_lib.record_check(split=s))
+        if done is not None:
+            per_split.append(done)
+            continue
+        seed = config.seed + s
+        x, y = dataset.features[sp.train_idx], dataset.labels[sp.train_idx]
+        warm = warm_up(fit, x, y, cfg, seed=seed)
+        curve = rank1_curve(dataset, s, cfg, config.eval, seed=seed, fit=fit)
+        curve = {"split": s, "warm_up_first_chunk_seconds": warm, **curve}
+        workdir_lib.write_json(path, curve)
+        logging.info(
+            "%s split %d: rank1 %.1f after %.2fs of training (warm-up chunk %.2fs)",
+            name,
+            s,
+            curve["rank1"][-1],
+            curve["seconds"][-1],
+            warm,
+        )
+        per_split.append(curve)
+    warm = [c["warm_up_first_chunk_seconds"] for c in per_split]
+    first = [c["seconds"][0] for c in per_split]
+    return {
+        "splits": per_split,
+        "mean": _mean_curve(per_split),
+        "warm_up_first_chunk_seconds": warm,
+        "compile_seconds_estimate": float(max(w - f for w, f in zip(warm, first, strict=True))),
+    }
+
+
 def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Trains every method on every split, sampling test rank-1, and writes the study's files.
+    """Trains every method on every split, sampling test rank-1, and writes the study's
+    files (module docstring) into ``workdir``: what curves.json holds is returned.
 
-    Args:
-      config: a ConfigDict as returned by configs/training_time.py.
-      workdir: output folder (created if needed; a study there with another config is
-        refused, one with the same config is resumed).
-
-    Returns:
-      The dict written to curves.json.
-
-    Raises:
-      ValueError: a bad config or data, before any training.
+    ``config``: configs/training_time.py's. The workdir is opened by ``shared.open_study``
+    (a finished curve there is reused); bad config or data: ValueError, nothing trained.
     """
-    # Over 60 lines: a study driver; it reads as the study's steps (sizes, fits, reuse of
-    # finished points, table, figure) in the order they run.
     check_config(config)
-    dataset = datasets.from_config(config.data, progress=bool(config.progress))
-    for name in METHODS:
-        validate = methods.get(name).validate
-        for sp in dataset.splits:
-            validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], config[name])
-    os.makedirs(os.path.join(workdir, "curves"), exist_ok=True)
-    pipeline.check_config_file(workdir, config)
-
-    out = {}
-    for name in METHODS:
-        cfg, fit = config[name], methods.get(name).fit
-        per_split = []
-        for s, sp in enumerate(dataset.splits):
-            path = os.path.join(workdir, "curves", f"{name}_split{s}.json")
-            done = workdir_lib.reuse_json(path, workdir_lib.record_check(split=s))
-            if done is not None:
-                per_split.append(done)
-                continue
-            seed = config.seed + s
-            x, y = dataset.features[sp.train_idx], dataset.labels[sp.train_idx]
-            warm = warm_up(fit, x, y, cfg, seed=seed)
-            curve = rank1_curve(dataset, s, cfg, config.eval, seed=seed, fit=fit)
-            curve = {"split": s, "warm_up_first_chunk_seconds": warm, **curve}
-            workdir_lib.write_json(path, curve)
-            logging.info(
-                "%s split %d: rank1 %.1f after %.2fs of training (warm-up chunk %.2fs)",
-                name,
-                s,
-                curve["rank1"][-1],
-                curve["seconds"][-1],
-                warm,
-            )
-            per_split.append(curve)
-        warm = [c["warm_up_first_chunk_seconds"] for c in per_split]
-        first = [c["seconds"][0] for c in per_split]
-        out[name] = {
-            "splits": per_split,
-            "mean": _mean_curve(per_split),
-            "warm_up_first_chunk_seconds": warm,
-            "compile_seconds_estimate": float(max(w - f for w, f in zip(warm, first, strict=True))),
-        }
-
+    dataset = shared.open_study(
+        config, workdir, [config[name] for name in METHODS], folder="curves"
+    )
+    out = {name: _method_curves(name, dataset, config, workdir) for name in METHODS}
     results = {
         "dataset": dataset.name,
         "num_splits": len(dataset.splits),
@@ -203,11 +192,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
         ),
     }
     if config.eval.baseline:
-        ident = Metric("identity", dataset.features.shape[1], name="euclidean")
-        r1 = [
-            evaluation.evaluate_metric(ident, dataset, sp, config.eval)["rank1"]
-            for sp in dataset.splits
-        ]
+        r1 = shared.euclidean_rank1(dataset, config.eval)
         results["baseline_euclidean"] = {"rank1": r1, "rank1_mean": float(np.mean(r1))}
     workdir_lib.write_json(os.path.join(workdir, "curves.json"), results)
     plots.plot_rank1_vs_seconds(
