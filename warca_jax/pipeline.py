@@ -231,16 +231,19 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     return res
 
 
-def run_split(dataset, s: int, config, workdir: str) -> dict:
-    """Fits, saves and evaluates split ``s``; returns its JSON-able results."""
-    # Over 60 lines: the validation callback and the log writer are closures over this split's
-    # state (seed, held-out part, kept model), and the steps read in the order they happen:
-    # fit, keep, save, test, baseline, write.
+def _fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, float, dict]:
+    """Fits split ``s``'s model, its history rows appended to ``metrics_path``.
+
+    With held-out identities ``val`` (``validation_split``), the model is trained on their
+    training part and scored on them after every logged chunk; with ``eval.keep_best`` the
+    best scored model is kept, else the last.
+
+    Returns:
+      (the model, its training seconds without the validation, ``watch``: the kept chunk's
+      step and scores under ``kept`` and the validation's ``seconds``).
+    """
     split = dataset.splits[s]
-    metrics_path = os.path.join(workdir, "metrics.jsonl")
-    _drop_split_lines(metrics_path, s)
     seed = config.seed + s
-    val = validation_split(dataset, s, config)
     keep_best = val is not None and bool(config.eval.get("keep_best", False))
     # the kept chunk's step and scores (the best so far, or the last), its metric, the time
     watch = {"kept": None, "metric": None, "seconds": 0.0}
@@ -279,6 +282,17 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
         raise RuntimeError(f"{config.method.name} logged no chunk: nothing was validated")
     if keep_best:
         metric = watch["metric"]
+    return metric, train_seconds, watch
+
+
+def run_split(dataset, s: int, config, workdir: str) -> dict:
+    """Fits, saves and evaluates split ``s``; returns its JSON-able results."""
+    split = dataset.splits[s]
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    _drop_split_lines(metrics_path, s)
+    seed = config.seed + s
+    val = validation_split(dataset, s, config)
+    metric, train_seconds, watch = _fit_split(dataset, s, val, config, metrics_path)
     metric.save(os.path.join(workdir, f"model_split{s}.npz"))
     t0 = time.perf_counter()
     res = evaluation.evaluate_metric(metric, dataset, split, config.eval, seed=seed)

@@ -256,60 +256,14 @@ def probe_gallery_splits(
       ValueError: for bad options, too few eligible identities, or a fixed test identity
         that is not in the data or cannot give a probe and a match.
     """
-    # Over 60 lines: most of it is the checks of its arguments, each with its own message,
-    # before the draw (the draw itself is the loop at the end).
-    labels = np.asarray(labels, dtype=np.int64)
-    cams = np.asarray(cams, dtype=np.int64)
-    if labels.ndim != 1 or labels.shape != cams.shape:
-        raise ValueError(
-            f"{name}: labels and cams must be 1-D of one length; got "
-            f"{labels.shape} and {cams.shape}"
-        )
-    masked = probe_mask is not None or gallery_mask is not None
-    if masked:
-        if probe_mask is None or gallery_mask is None:
-            raise ValueError(f"{name}: give both probe_mask and gallery_mask, or neither")
-        probe_mask = np.asarray(probe_mask, dtype=bool)
-        gallery_mask = np.asarray(gallery_mask, dtype=bool)
-        if probe_mask.shape != labels.shape or gallery_mask.shape != labels.shape:
-            raise ValueError(f"{name}: probe_mask and gallery_mask must have shape {labels.shape}")
-        probes_per_id = _count(probes_per_id, "probes_per_id", allow_none=True)
-        gallery_per_id = _count(gallery_per_id, "gallery_per_id", allow_none=True)
-    elif probes_per_id != 1 or gallery_per_id is not None:
-        raise ValueError(
-            f"{name}: without masks the protocol is one probe per identity and the rest as "
-            f"gallery; got probes_per_id={probes_per_id!r}, gallery_per_id={gallery_per_id!r}"
-        )
-    order = np.argsort(labels, kind="stable")
-    ids, starts = np.unique(labels[order], return_index=True)
-    groups = np.split(order, starts[1:])
-    if masked:
-        eligible = np.array([probe_mask[g].any() and gallery_mask[g].any() for g in groups])
-        rule = "images in both the probe and the gallery camera"
-    else:
-        eligible = np.array([len(np.unique(cams[g])) >= 2 for g in groups])
-        rule = "two or more images (in two or more cameras)"
+    labels, cams, masks, probes_per_id, gallery_per_id = _probe_gallery_inputs(
+        labels, cams, probe_mask, gallery_mask, probes_per_id, gallery_per_id, name
+    )
+    ids, groups, eligible, rule = _identity_groups(labels, cams, masks)
     eligible_pos = np.flatnonzero(eligible)
-
     if test_id_sets is not None:
-        test_sets = []
-        for s, test_ids in enumerate(test_id_sets):
-            test_ids = np.unique(np.asarray(test_ids, dtype=np.int64))
-            pos = np.searchsorted(ids, test_ids)
-            bad = (pos >= len(ids)) | (ids[np.minimum(pos, len(ids) - 1)] != test_ids)
-            if bad.any():
-                raise ValueError(
-                    f"{name}: test set {s} names identity {test_ids[bad][0]}, which has no images"
-                )
-            if not eligible[pos].all():
-                raise ValueError(
-                    f"{name}: test set {s} names identity "
-                    f"{test_ids[~eligible[pos]][0]}, which lacks {rule}"
-                )
-            test_sets.append(pos)
+        test_sets = _fixed_test_sets(test_id_sets, ids, eligible, rule, name)
         num_splits = len(test_sets)
-        if num_splits == 0:
-            raise ValueError(f"{name}: test_id_sets is empty")
     else:
         num_splits = _count(num_splits, "num_splits", allow_none=False)
         n_test = _count(num_test_ids, "num_test_ids", allow_none=False)
@@ -335,21 +289,97 @@ def probe_gallery_splits(
                     f"identities are left after {len(test)} test identities"
                 )
             rest = np.sort(rng.choice(rest, n_train, replace=False))
-        query, gallery = [], []
-        for g in test:
-            idx = groups[g]
-            if masked:
-                query.append(_pick(rng, idx[probe_mask[idx]], probes_per_id))
-                gallery.append(_pick(rng, idx[gallery_mask[idx]], gallery_per_id))
-            else:
-                probe = rng.integers(len(idx))
-                query.append(idx[probe : probe + 1])
-                gallery.append(np.delete(idx, probe))
-        train = [groups[g] for g in rest] or [np.zeros(0, np.int64)]
-        split = data.Split(
-            *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))
-        )
+        split = _draw_split(rng, groups, test, rest, masks, probes_per_id, gallery_per_id)
         data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
         data.check_matches(split, labels, cams, where=f"{name} split {s}", every=True)
         splits.append(split)
     return tuple(splits)
+
+
+def _probe_gallery_inputs(
+    labels, cams, probe_mask, gallery_mask, probes_per_id, gallery_per_id, name
+):
+    """(labels, cams, masks, probes_per_id, gallery_per_id) of ``probe_gallery_splits``,
+    checked: int64 labels and cameras of one length, ``masks`` (probe, gallery) bool arrays
+    or None (the "rest" mode, one probe per identity); ValueError naming the bad one."""
+    labels = np.asarray(labels, dtype=np.int64)
+    cams = np.asarray(cams, dtype=np.int64)
+    if labels.ndim != 1 or labels.shape != cams.shape:
+        raise ValueError(
+            f"{name}: labels and cams must be 1-D of one length; got "
+            f"{labels.shape} and {cams.shape}"
+        )
+    if probe_mask is None and gallery_mask is None:
+        if probes_per_id != 1 or gallery_per_id is not None:
+            raise ValueError(
+                f"{name}: without masks the protocol is one probe per identity and the rest as "
+                f"gallery; got probes_per_id={probes_per_id!r}, gallery_per_id={gallery_per_id!r}"
+            )
+        return labels, cams, None, probes_per_id, gallery_per_id
+    if probe_mask is None or gallery_mask is None:
+        raise ValueError(f"{name}: give both probe_mask and gallery_mask, or neither")
+    probe_mask = np.asarray(probe_mask, dtype=bool)
+    gallery_mask = np.asarray(gallery_mask, dtype=bool)
+    if probe_mask.shape != labels.shape or gallery_mask.shape != labels.shape:
+        raise ValueError(f"{name}: probe_mask and gallery_mask must have shape {labels.shape}")
+    probes_per_id = _count(probes_per_id, "probes_per_id", allow_none=True)
+    gallery_per_id = _count(gallery_per_id, "gallery_per_id", allow_none=True)
+    return labels, cams, (probe_mask, gallery_mask), probes_per_id, gallery_per_id
+
+
+def _identity_groups(labels, cams, masks):
+    """(ids, groups, eligible, rule): the sorted identities, each one's image indices, and
+    whether it can give a probe and a true match (``rule`` says how, for the messages)."""
+    order = np.argsort(labels, kind="stable")
+    ids, starts = np.unique(labels[order], return_index=True)
+    groups = np.split(order, starts[1:])
+    if masks is not None:
+        probe_mask, gallery_mask = masks
+        eligible = np.array([probe_mask[g].any() and gallery_mask[g].any() for g in groups])
+        rule = "images in both the probe and the gallery camera"
+    else:
+        eligible = np.array([len(np.unique(cams[g])) >= 2 for g in groups])
+        rule = "two or more images (in two or more cameras)"
+    return ids, groups, eligible, rule
+
+
+def _fixed_test_sets(test_id_sets, ids, eligible, rule: str, name: str) -> list[np.ndarray]:
+    """The positions in ``ids`` of each fixed test set; ValueError for an identity that is
+    not in the data or not eligible, or for no set at all."""
+    test_sets = []
+    for s, test_ids in enumerate(test_id_sets):
+        test_ids = np.unique(np.asarray(test_ids, dtype=np.int64))
+        pos = np.searchsorted(ids, test_ids)
+        bad = (pos >= len(ids)) | (ids[np.minimum(pos, len(ids) - 1)] != test_ids)
+        if bad.any():
+            raise ValueError(
+                f"{name}: test set {s} names identity {test_ids[bad][0]}, which has no images"
+            )
+        if not eligible[pos].all():
+            raise ValueError(
+                f"{name}: test set {s} names identity "
+                f"{test_ids[~eligible[pos]][0]}, which lacks {rule}"
+            )
+        test_sets.append(pos)
+    if not test_sets:
+        raise ValueError(f"{name}: test_id_sets is empty")
+    return test_sets
+
+
+def _draw_split(rng, groups, test, rest, masks, probes_per_id, gallery_per_id) -> data.Split:
+    """The split of test identities ``test`` and training identities ``rest`` (positions
+    into ``groups``): each test identity's probes and gallery drawn from ``rng``."""
+    query, gallery = [], []
+    for g in test:
+        idx = groups[g]
+        if masks is not None:
+            query.append(_pick(rng, idx[masks[0][idx]], probes_per_id))
+            gallery.append(_pick(rng, idx[masks[1][idx]], gallery_per_id))
+        else:
+            probe = rng.integers(len(idx))
+            query.append(idx[probe : probe + 1])
+            gallery.append(np.delete(idx, probe))
+    train = [groups[g] for g in rest] or [np.zeros(0, np.int64)]
+    return data.Split(
+        *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))
+    )
