@@ -5,6 +5,11 @@ absolute image paths, identity labels, camera ids and the protocol's splits, wit
 read. `to_dataset` turns it into a `warca_jax.data.Dataset` by computing image descriptors
 with `warca_jax.features.extract` (imported only then, so the loaders work without it).
 
+`protocol_image_set` draws the splits of the WARCA paper's protocol for the loaders of
+published datasets; each takes `num_test_ids` (P of the paper by default), `num_splits`
+random splits and `seed` (the same seed gives the same splits), checked and gathered by
+`split_options`.
+
 Layout checks run before any other work: a missing root, subfolder or file raises
 `FileNotFoundError` naming the layout that was expected and the first thing missing; an
 image whose name does not parse raises `ValueError` naming the file and the pattern.
@@ -19,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from warca_jax import data
+from warca_jax import splits as splits_lib
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff")
@@ -87,6 +93,26 @@ def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
     for s, split in enumerate(splits):
         data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
     return ImageSet(paths, labels, cams, tuple(splits), name)
+
+
+def protocol_image_set(
+    paths, labels, cams, name: str, *, camera_rule=False, shots=1, **split_options
+) -> ImageSet:
+    """An `ImageSet` with the WARCA paper's splits of its identities.
+
+    The splits are `splits.probe_gallery_splits` of `labels` and `cams` with
+    `split_options` (num_test_ids, num_splits, seed, ...). With `camera_rule`, each test
+    identity's probes are drawn from its camera-0 images and its gallery from its camera-1
+    images, `shots` of each (None: all); without, one random image is the probe and its
+    other images the gallery.
+    """
+    cams = np.asarray(cams, dtype=np.int64)
+    if camera_rule:
+        split_options.update(
+            probe_mask=cams == 0, gallery_mask=cams == 1, probes_per_id=shots, gallery_per_id=shots
+        )
+    splits = splits_lib.probe_gallery_splits(labels, cams, name=name, **split_options)
+    return image_set(paths, labels, cams, splits, name)
 
 
 def require_layout(root, *, dataset: str, dirs=(), files=()) -> str:
@@ -170,6 +196,31 @@ def import_h5py(what: str):
             f"reading {what} (MATLAB v7.3 = HDF5) needs h5py: pip install 'warca_jax[hdf5]'"
         ) from e
     return h5py
+
+
+def split_options(*, num_splits, seed, **others) -> dict:
+    """The split options of a loader (``num_splits``, ``seed`` and the ``others``, e.g.
+    ``num_test_ids``) as a dict for `protocol_image_set`, once `check_split_options`
+    passed."""
+    check_split_options(num_splits=num_splits, seed=seed)
+    return {**others, "num_splits": num_splits, "seed": seed}
+
+
+def cameras_by_index(found, *, dataset: str, per_camera: int, example: str):
+    """(labels, cams) of the `list_images` matches ``found`` of names <identity><index>:
+    indices 1 .. per_camera are camera 0, the next ``per_camera`` camera 1; ValueError
+    naming an image whose index is outside them."""
+    labels, cams = [], []
+    for path, match in found:
+        index = int(match.group(2))
+        if not 1 <= index <= 2 * per_camera:
+            raise ValueError(
+                f"{dataset}: {path} has image index {index}; expected 001-{2 * per_camera:03d} "
+                f"in names like {example}"
+            )
+        labels.append(int(match.group(1)))
+        cams.append(0 if index <= per_camera else 1)
+    return labels, cams
 
 
 def check_split_options(*, num_splits, seed) -> None:

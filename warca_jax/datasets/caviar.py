@@ -13,7 +13,6 @@ same-camera images and every match is across cameras.
 
 from __future__ import annotations
 
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "caviar"
@@ -22,31 +21,13 @@ EXAMPLE = "0001001.jpg (identity 0001, image 001; images 001-010 camera 0, 011-0
 
 
 def load_caviar(root, *, num_test_ids=36, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads CAVIAR4REID from the folder of its images (module docstring).
-
-    Args:
-      root: the folder holding the .jpg images.
-      num_test_ids: test identities per split (36 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers, cams 0 and 1.
-    """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    """Reads CAVIAR4REID from `root`, the folder of its .jpg images (module docstring);
+    the split options are those of `base.protocol_image_set`. Labels are the identity
+    numbers, cams 0 and 1."""
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset="CAVIAR4REID")
     found = base.list_images(root, PATTERN, dataset="CAVIAR4REID", example=EXAMPLE)
-    labels, cams = [], []
-    for path, match in found:
-        index = int(match.group(2))
-        if not 1 <= index <= 20:
-            raise ValueError(
-                f"CAVIAR4REID: {path} has image index {index}; expected 001-020 "
-                f"in names like {EXAMPLE}"
-            )
-        labels.append(int(match.group(1)))
-        cams.append(0 if index <= 10 else 1)
-    splits = splits_lib.probe_gallery_splits(
-        labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
+    labels, cams = base.cameras_by_index(
+        found, dataset="CAVIAR4REID", per_camera=10, example=EXAMPLE
     )
-    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)
+    return base.protocol_image_set([p for p, _ in found], labels, cams, NAME, **options)

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "cuhk01"
@@ -28,44 +25,16 @@ EXAMPLE = "0001001.png (identity 0001, image 001; images 001-002 camera A, 003-0
 def load_cuhk01(
     root, *, num_test_ids=486, num_splits=10, seed=0, multi_shot=False
 ) -> base.ImageSet:
-    """Reads CUHK01 from `root` (module docstring).
-
-    Args:
-      root: folder holding campus/.
-      num_test_ids: test identities per split (486 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-      multi_shot: both images of each camera instead of one random image.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers, cams 0 (A) and 1 (B).
-    """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    """Reads CUHK01 from `root` holding campus/ (module docstring): labels are the identity
+    numbers, cams 0 (A) and 1 (B), the split options `base.protocol_image_set`'s, and
+    `multi_shot` takes both images of each camera instead of one random image."""
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset="CUHK01", dirs=("campus",))
     found = base.list_images(
         os.path.join(root, "campus"), PATTERN, dataset="CUHK01", example=EXAMPLE
     )
-    labels, cams = [], []
-    for path, match in found:
-        index = int(match.group(2))
-        if not 1 <= index <= 4:
-            raise ValueError(
-                f"CUHK01: {path} has image index {index}; expected 001-004 in names like {EXAMPLE}"
-            )
-        labels.append(int(match.group(1)))
-        cams.append(0 if index <= 2 else 1)
-    cams = np.asarray(cams, dtype=np.int64)
-    shots = None if multi_shot else 1
-    splits = splits_lib.probe_gallery_splits(
-        labels,
-        cams,
-        num_test_ids=num_test_ids,
-        num_splits=num_splits,
-        seed=seed,
-        probe_mask=cams == 0,
-        gallery_mask=cams == 1,
-        probes_per_id=shots,
-        gallery_per_id=shots,
-        name=NAME,
+    labels, cams = base.cameras_by_index(found, dataset="CUHK01", per_camera=2, example=EXAMPLE)
+    paths, shots = [p for p, _ in found], None if multi_shot else 1
+    return base.protocol_image_set(
+        paths, labels, cams, NAME, camera_rule=True, shots=shots, **options
     )
-    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)

@@ -179,6 +179,12 @@ def load_cuhk03(
         )
     if source not in SOURCES:
         raise ValueError(f"CUHK03 source must be one of {list(SOURCES)}; got {source!r}")
+    return _load_new_protocol(root, variant, source)
+
+
+def _new_protocol_source(root, variant: str, source: str) -> tuple[str, str]:
+    """(root, source) of the new protocol: its layout checked and ``source="auto"`` made
+    "images" when ``images_{variant}/`` is there, else "features"."""
     images = f"images_{variant}"
     dataset = "CUHK03 (new protocol)"
     root = base.require_layout(root, dataset=dataset, files=(mat_name(variant),))
@@ -195,12 +201,19 @@ def load_cuhk03(
         base.require_layout(root, dataset=dataset, files=(mat_name(variant), JSON_NAME))
     else:
         base.require_layout(root, dataset=dataset, dirs=(images,), files=(mat_name(variant),))
+    return root, source
+
+
+def _load_new_protocol(root, variant: str, source: str):
+    """The new protocol's one split, as an ``ImageSet`` or (``source="features"``) a
+    ``Dataset``."""
+    root, source = _new_protocol_source(root, variant, source)
     names, labels, cams, split = read_protocol_mat(os.path.join(root, mat_name(variant)))
     name = f"cuhk03_{variant}"
     if source == "features":
         feats = read_feature_json(os.path.join(root, JSON_NAME), num_rows=len(names))
         return base.validated_dataset(feats, labels, cams, (split,), name)
-    folder = os.path.join(root, images)
+    folder = os.path.join(root, f"images_{variant}")
     present = set(os.listdir(folder))
     absent = [n for n in names if n not in present]
     if absent:

@@ -53,8 +53,6 @@ def load_cuhk03_classic(
     Returns:
       An `ImageSet` with one split per test set.
     """
-    # Over 60 lines: reading the v7.3 file's cell arrays, writing the images out once and
-    # building the protocol are one pass over the file's layout, in its order.
     if variant not in ("labeled", "detected"):
         raise ValueError(f"CUHK03 variant must be 'labeled' or 'detected'; got {variant!r}")
     base.check_split_options(num_splits=1 if num_splits is None else num_splits, seed=seed)
@@ -73,46 +71,8 @@ def load_cuhk03_classic(
                 f"{path}: missing {missing}; expected groups 'labeled', "
                 f"'detected' and 'testsets', found {sorted(mat.keys())}"
             )
-        test_sets = []
-        for s, ref in enumerate(np.asarray(mat["testsets"]).ravel()):
-            pairs = np.asarray(mat[ref]).T
-            if pairs.ndim != 2 or pairs.shape[1] != 2:
-                raise ValueError(
-                    f"{path}: testsets cell {s + 1} has shape {pairs.shape}; "
-                    "expected [identities x 2] (camera pair, identity)"
-                )
-            test_sets.append(1000 * pairs[:, 0].astype(np.int64) + pairs[:, 1].astype(np.int64))
-        if num_splits is not None and num_splits > len(test_sets):
-            raise ValueError(f"num_splits = {num_splits} but {path} has {len(test_sets)} test sets")
-        test_sets = test_sets[:num_splits]
-        os.makedirs(image_dir, exist_ok=True)
-        paths, labels, cams = [], [], []
-        for p, pair_ref in enumerate(np.asarray(mat[variant]).ravel(), start=1):
-            cells = np.asarray(mat[pair_ref]).T  # HDF5 stores MATLAB arrays transposed.
-            if cells.ndim != 2 or cells.shape[1] != 10:
-                raise ValueError(
-                    f"{path}: {variant} cell {p} has shape {cells.shape}; "
-                    "expected [identities x 10] images"
-                )
-            for i, row in enumerate(cells, start=1):
-                for j, ref in enumerate(row):
-                    item = mat[ref]
-                    if item.ndim != 3:  # An empty MATLAB cell.
-                        continue
-                    view = 1 if j < 5 else 2
-                    out = os.path.join(image_dir, f"{p}_{i:03d}_{view}_{j + 1:02d}.png")
-                    if not os.path.isfile(out):
-                        image = np.asarray(item).T
-                        if image.dtype != np.uint8 or image.shape[2] != 3:
-                            raise ValueError(
-                                f"{path}: {variant} image ({p}, {i}, {j + 1}) is "
-                                f"{image.dtype} {image.shape}; expected uint8 "
-                                "H x W x 3"
-                            )
-                        _write_png(out, image)
-                    paths.append(out)
-                    labels.append(1000 * p + i)
-                    cams.append(2 * (p - 1) + view - 1)
+        test_sets = _test_sets(mat, path, num_splits)
+        paths, labels, cams = _write_images(mat, path, variant, image_dir)
     cams = np.asarray(cams, dtype=np.int64)
     per_id = None if multi_shot else 1
     name = f"cuhk03_{variant}_classic"
@@ -129,3 +89,54 @@ def load_cuhk03_classic(
         name=name,
     )
     return base.image_set(paths, labels, cams, splits, name)
+
+
+def _test_sets(mat, path: str, num_splits: int | None) -> list[np.ndarray]:
+    """The first ``num_splits`` (None: all) published test sets of the open .mat file, each
+    the labels (1000 camera pair + identity) of its test identities."""
+    test_sets = []
+    for s, ref in enumerate(np.asarray(mat["testsets"]).ravel()):
+        pairs = np.asarray(mat[ref]).T
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(
+                f"{path}: testsets cell {s + 1} has shape {pairs.shape}; "
+                "expected [identities x 2] (camera pair, identity)"
+            )
+        test_sets.append(1000 * pairs[:, 0].astype(np.int64) + pairs[:, 1].astype(np.int64))
+    if num_splits is not None and num_splits > len(test_sets):
+        raise ValueError(f"num_splits = {num_splits} but {path} has {len(test_sets)} test sets")
+    return test_sets[:num_splits]
+
+
+def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, list, list]:
+    """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
+    written to ``image_dir`` as PNG once (an image already there is kept)."""
+    os.makedirs(image_dir, exist_ok=True)
+    paths, labels, cams = [], [], []
+    for p, pair_ref in enumerate(np.asarray(mat[variant]).ravel(), start=1):
+        cells = np.asarray(mat[pair_ref]).T  # HDF5 stores MATLAB arrays transposed.
+        if cells.ndim != 2 or cells.shape[1] != 10:
+            raise ValueError(
+                f"{path}: {variant} cell {p} has shape {cells.shape}; "
+                "expected [identities x 10] images"
+            )
+        for i, row in enumerate(cells, start=1):
+            for j, ref in enumerate(row):
+                item = mat[ref]
+                if item.ndim != 3:  # An empty MATLAB cell.
+                    continue
+                view = 1 if j < 5 else 2
+                out = os.path.join(image_dir, f"{p}_{i:03d}_{view}_{j + 1:02d}.png")
+                if not os.path.isfile(out):
+                    image = np.asarray(item).T
+                    if image.dtype != np.uint8 or image.shape[2] != 3:
+                        raise ValueError(
+                            f"{path}: {variant} image ({p}, {i}, {j + 1}) is "
+                            f"{image.dtype} {image.shape}; expected uint8 "
+                            "H x W x 3"
+                        )
+                    _write_png(out, image)
+                paths.append(out)
+                labels.append(1000 * p + i)
+                cams.append(2 * (p - 1) + view - 1)
+    return paths, labels, cams

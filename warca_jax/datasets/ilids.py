@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "ilids"
@@ -22,23 +21,12 @@ EXAMPLE = "0001001.jpg (identity 0001, image 001)"
 
 
 def load_ilids(root, *, num_test_ids=60, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads i-LIDS MCTS from the folder of its images (module docstring).
-
-    Args:
-      root: the folder holding the .jpg images.
-      num_test_ids: test identities per split (60 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers, cams the image indices.
-    """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    """Reads i-LIDS MCTS from `root`, the folder of its .jpg images (module docstring),
+    with `base.protocol_image_set`'s splits: labels are the identity numbers and every
+    image is a camera of its own (its index)."""
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset="i-LIDS")
     found = base.list_images(root, PATTERN, dataset="i-LIDS", example=EXAMPLE)
     labels = [int(m.group(1)) for _, m in found]
-    cams = np.arange(len(found))
-    splits = splits_lib.probe_gallery_splits(
-        labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
-    )
-    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)
+    cams = np.arange(len(found))  # every image a camera of its own
+    return base.protocol_image_set([p for p, _ in found], labels, cams, NAME, **options)

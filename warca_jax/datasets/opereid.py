@@ -14,7 +14,6 @@ always train.
 
 from __future__ import annotations
 
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "opereid"
@@ -23,23 +22,11 @@ EXAMPLE = "0001_c3_000120.png (<identity>_<camera>_<anything>.<ext>)"
 
 
 def load_opereid(root, *, num_test_ids=119, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads OpeReid from the folder of its images (module docstring).
-
-    Args:
-      root: the folder holding the images.
-      num_test_ids: test identities per split (119 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet`: labels and cams are the numbers in the file names.
-    """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    """Reads OpeReid from `root`, the folder of its images (module docstring); labels and
+    cams are the numbers in the file names, the splits `base.protocol_image_set`'s."""
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset="OpeReid")
     found = base.list_images(root, PATTERN, dataset="OpeReid", example=EXAMPLE)
     labels = [int(m.group(1)) for _, m in found]
     cams = [int(m.group(2)) for _, m in found]
-    splits = splits_lib.probe_gallery_splits(
-        labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
-    )
-    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)
+    return base.protocol_image_set([p for p, _ in found], labels, cams, NAME, **options)

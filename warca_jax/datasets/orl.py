@@ -14,9 +14,6 @@ from __future__ import annotations
 import os
 import re
 
-import numpy as np
-
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "orl"
@@ -25,19 +22,12 @@ EXAMPLE = "s1/1.pgm (images 1-5 camera 0, 6-10 camera 1)"
 
 
 def load_orl(root, *, num_test_ids=20, num_train_ids=None, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads the ORL faces from `root` holding s1/ ... s40/ (module docstring).
-
-    Args:
-      root: the dataset folder.
-      num_test_ids: test people per split.
-      num_train_ids: training people per split (None: all the others).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet` of all images, sorted by person then image number.
-    """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    """Reads the ORL faces from `root` holding s1/ ... s40/ (module docstring): an `ImageSet`
+    of all images, sorted by person then image number, with `num_test_ids` test people and
+    `num_train_ids` training people (None: all the others) per split, the other split
+    options `base.protocol_image_set`'s."""
+    people = {"num_test_ids": num_test_ids, "num_train_ids": num_train_ids}
+    options = base.split_options(num_splits=num_splits, seed=seed, **people)
     root = base.require_layout(root, dataset="ORL faces")
     folders = []
     for entry in os.listdir(root):
@@ -69,18 +59,6 @@ def load_orl(root, *, num_test_ids=20, num_train_ids=None, num_splits=10, seed=0
             paths.append(path)
             labels.append(person)
             cams.append(0 if index <= 5 else 1)
-    cams = np.asarray(cams, dtype=np.int64)
-    splits = splits_lib.probe_gallery_splits(
-        labels,
-        cams,
-        num_test_ids=num_test_ids,
-        num_train_ids=num_train_ids,
-        num_splits=num_splits,
-        seed=seed,
-        probe_mask=cams == 0,
-        gallery_mask=cams == 1,
-        probes_per_id=None,
-        gallery_per_id=None,
-        name=NAME,
+    return base.protocol_image_set(
+        paths, labels, cams, NAME, camera_rule=True, shots=None, **options
     )
-    return base.image_set(paths, labels, cams, splits, NAME)

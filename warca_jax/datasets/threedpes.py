@@ -20,36 +20,25 @@ import os
 
 import numpy as np
 
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 NAME = "3dpes"
-PATTERN = r"(\d+)_(\d+)(_[^/]*)?\.(bmp|png|jpg|jpeg)"
+PATTERN = r"(\d+)_(\d+)(_[^/]*)?\.(bmp|png|jpg|jpeg)"  # <identity>_<view>[_<anything>].<ext>
 EXAMPLE = "001_1_FRAME_83_RGB.bmp (<identity>_<view>_<anything>.bmp)"
 
 
 def load_threedpes(
     root, *, num_test_ids=95, num_splits=10, seed=0, view_as_camera=False
 ) -> base.ImageSet:
-    """Reads 3DPeS from `root` holding RGB/ (module docstring).
+    """Reads 3DPeS from `root` holding RGB/ (module docstring); labels are the identity
+    numbers, and the split options `base.protocol_image_set`'s.
 
-    Args:
-      root: the dataset folder.
-      num_test_ids: test identities per split (95 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-      view_as_camera: use the view numbers as camera ids instead of one id per image.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers.
+    `view_as_camera` makes the view numbers the camera ids (default: one id per image).
     """
-    base.check_split_options(num_splits=num_splits, seed=seed)
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset="3DPeS", dirs=("RGB",))
     found = base.list_images(os.path.join(root, "RGB"), PATTERN, dataset="3DPeS", example=EXAMPLE)
     labels = [int(m.group(1)) for _, m in found]
     views = [int(m.group(2)) for _, m in found]
     cams = np.asarray(views) if view_as_camera else np.arange(len(found))
-    splits = splits_lib.probe_gallery_splits(
-        labels, cams, num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, name=NAME
-    )
-    return base.image_set([p for p, _ in found], labels, cams, splits, NAME)
+    return base.protocol_image_set([p for p, _ in found], labels, cams, NAME, **options)

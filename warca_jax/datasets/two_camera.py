@@ -16,18 +16,27 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import base
 
 CAMERA_DIRS = ("cam_a", "cam_b")
+# name: (the dataset's name in messages, image name pattern, an example, files skipped)
+LAYOUTS = {
+    "viper": ("VIPeR", r"(\d+)_(\d+)\.bmp", "000_45.bmp (identity 000, angle 45)", None),
+    "prid450s": (
+        "PRID450s",
+        r"img_(\d+)\.png",
+        "img_0001.png (masks man_*.png are ignored)",
+        r"man_.*",
+    ),
+}
 
 
-def _load_two_camera(
-    root, *, dataset, name, pattern, example, skip, num_test_ids, num_splits, seed
-) -> base.ImageSet:
-    base.check_split_options(num_splits=num_splits, seed=seed)
+def _load_two_camera(root, name: str, *, num_test_ids, num_splits, seed) -> base.ImageSet:
+    """Reads dataset ``name`` of ``LAYOUTS`` from `root` holding cam_a/ and cam_b/: labels are
+    the identity numbers, cams 0 (cam_a) and 1 (cam_b), and the splits follow the camera
+    rule (`base.protocol_image_set`, whose split options these are)."""
+    dataset, pattern, example, skip = LAYOUTS[name]
+    options = base.split_options(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
     root = base.require_layout(root, dataset=dataset, dirs=CAMERA_DIRS)
     paths, labels, cams = [], [], []
     for cam, folder in enumerate(CAMERA_DIRS):
@@ -38,66 +47,17 @@ def _load_two_camera(
             paths.append(path)
             labels.append(int(match.group(1)))
             cams.append(cam)
-    cams = np.asarray(cams, dtype=np.int64)
-    splits = splits_lib.probe_gallery_splits(
-        labels,
-        cams,
-        num_test_ids=num_test_ids,
-        num_splits=num_splits,
-        seed=seed,
-        probe_mask=cams == 0,
-        gallery_mask=cams == 1,
-        gallery_per_id=1,
-        name=name,
-    )
-    return base.image_set(paths, labels, cams, splits, name)
+    return base.protocol_image_set(paths, labels, cams, name, camera_rule=True, **options)
 
 
 def load_viper(root, *, num_test_ids=316, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads VIPeR from `root` holding cam_a/ and cam_b/ (module docstring).
-
-    Args:
-      root: the dataset folder.
-      num_test_ids: test identities per split (316 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers, cams 0 (cam_a) and 1 (cam_b).
-    """
-    return _load_two_camera(
-        root,
-        dataset="VIPeR",
-        name="viper",
-        pattern=r"(\d+)_(\d+)\.bmp",
-        example="000_45.bmp (identity 000, angle 45)",
-        skip=None,
-        num_test_ids=num_test_ids,
-        num_splits=num_splits,
-        seed=seed,
-    )
+    """Reads VIPeR (P = 316 in the paper) as ``_load_two_camera`` says."""
+    split_options = dict(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
+    return _load_two_camera(root, "viper", **split_options)
 
 
 def load_prid450s(root, *, num_test_ids=225, num_splits=10, seed=0) -> base.ImageSet:
-    """Reads PRID450s from `root` holding cam_a/ and cam_b/ (module docstring).
-
-    Args:
-      root: the dataset folder.
-      num_test_ids: test identities per split (225 in the paper).
-      num_splits: the number of random splits.
-      seed: the same seed gives the same splits.
-
-    Returns:
-      An `ImageSet`: labels are the identity numbers, cams 0 (cam_a) and 1 (cam_b).
-    """
+    """Reads PRID450s (P = 225 in the paper) as ``_load_two_camera`` says."""
     return _load_two_camera(
-        root,
-        dataset="PRID450s",
-        name="prid450s",
-        pattern=r"img_(\d+)\.png",
-        example="img_0001.png (masks man_*.png are ignored)",
-        skip=r"man_.*",
-        num_test_ids=num_test_ids,
-        num_splits=num_splits,
-        seed=seed,
+        root, "prid450s", num_test_ids=num_test_ids, num_splits=num_splits, seed=seed
     )
