@@ -102,6 +102,7 @@ def test_violator_search_stays_where_the_candidates_live(eight_devices):
         assert str(rows) not in shape.split(","), eight_devices["gathered_shapes"]
 
 
+@pytest.mark.slow  # a child process on 8 forced devices
 @pytest.mark.parametrize(
     "case",
     ["linear", "linear_pool", "linear_wsabie_autodiff", "kernel", "kernel_plain", "nystroem"],
