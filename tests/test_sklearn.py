@@ -140,3 +140,40 @@ def test_generic_and_generated_forms_agree_and_pickle(problem):
     c = pickle.loads(pickle.dumps(b))
     assert type(c) is TripletSGD and c.get_params() == b.get_params()
     np.testing.assert_array_equal(c.transform(xte), b.transform(xte))
+
+
+def test_the_public_names_are_the_estimators_and_their_helpers():
+    public = set(wsk.__all__)
+    assert {"WARCA", "MetricLearner", "estimator", "estimator_class", "rank1_score"} <= public
+    assert set(wsk.CLASS_NAMES) <= public
+    # every registered method's class is listed, under its name
+    assert {wsk.estimator_class(m).__name__ for m in methods.registry()} <= public
+    assert not {"BaseEstimator", "TransformerMixin", "functools", "inspect", "np"} & set(dir(wsk))
+    assert public <= set(dir(wsk))
+    namespace = {}
+    exec("from warca_jax.sklearn import *", namespace)  # noqa: S102
+    assert public == set(namespace) - {"__builtins__"}
+    assert namespace["KISSME"] is wsk.estimator_class("kissme")
+    assert pickle.loads(pickle.dumps(wsk.NN())).__class__ is wsk.NN
+    assert wsk.Nn is wsk.NN  # the generated name before CLASS_NAMES named it, for old pickles
+
+
+@pytest.mark.parametrize("method", sorted(methods.registry()), ids=str)
+def test_docstrings_list_every_parameter_and_its_default(method):
+    cls = wsk.estimator_class(method)
+    doc = inspect.getdoc(cls)
+    params = inspect.signature(cls).parameters
+    assert "seed" in params
+    lines = doc.splitlines()
+    for name, p in params.items():
+        line = f"{name} : {type(p.default).__name__}, default={p.default!r}"
+        assert line in lines, f"{cls.__name__}'s docstring lacks {line!r}"
+        meaning = lines[lines.index(line) + 1]
+        assert meaning.startswith("    ") and len(meaning.strip()) > 3, (name, meaning)
+    # the meanings are the comments of the learner's default_config, where it has them
+    if method == "kissme":
+        assert "fraction of variance PCA keeps" in doc
+    if method == "pairwise_sgd":  # the comment of the branch that sets the default
+        assert "eq. 6 is unbounded below" in doc and "eq. 7 alone" not in doc
+    if method == "triplet_sgd":
+        assert "eq. 7 alone" in doc and "eq. 6 is unbounded below" not in doc

@@ -6,6 +6,9 @@ Public API: ``evaluate`` (features), ``evaluate_distances`` (a distance matrix),
 ``draw="per_query"``, torchreid's draw and the default, or ``draw="gallery"``, the former
 one), ``GALLERY_CHUNK``; ``k_reciprocal``, ``k_reciprocal_features`` and
 ``evaluate_reranked`` (k-reciprocal re-ranking, Zhong et al. CVPR 2017, module ``rerank``);
+``evaluate_rank`` (torchreid's ``evaluate_rank``: its arguments, ``(cmc, mAP)`` as
+fractions, from this package's evaluation; module ``torchreid``, whose docstring says where
+the two part);
 ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
 from ``warca_jax.distances``.
 
@@ -25,6 +28,7 @@ Design (one concern per module; names with a leading underscore are private to t
   docstring), and the evaluation of re-ranked features.
 - ``multi_shot``: ``evaluate`` and ``evaluate_distances``. ``single_shot``: the
   single-shot pair (its docstring: the two draws and the mAP each reports).
+- ``torchreid``: torchreid's ``evaluate_rank`` face over ``multi_shot`` and ``single_shot``.
 
 Why two engines: both give the rank above, but of different input, and neither can
 stand in for the other. The sweep computes the distances of features itself, tile by tile
@@ -86,6 +90,7 @@ from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
+from warca_jax.evaluation.torchreid import evaluate_rank
 from warca_jax.sharding import DATA as DATA
 from warca_jax.sharding import make_mesh as make_mesh
 from warca_jax.sharding import replicated as replicated
@@ -97,6 +102,7 @@ __all__ = [
     "evaluate",
     "evaluate_distances",
     "evaluate_metric",
+    "evaluate_rank",
     "evaluate_reranked",
     "k_reciprocal",
     "k_reciprocal_features",

@@ -1,0 +1,189 @@
+"""The estimators' base: hyper-parameters from a learner's config, fit, distances, score.
+
+``_Learner`` is what every estimator of ``warca_jax.sklearn`` shares (fit, transform,
+pairwise distances, the leave-one-out rank-1 ``score`` and metric-learn's face, module
+``pairs``); ``MetricLearner`` names its method, ``_Named`` estimators (``WARCA`` and the
+generated classes) are one method each. The package docstring has the whole API.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from warca_jax import methods
+from warca_jax.metric import EMBEDDING_KINDS, Metric
+from warca_jax.sklearn import pairs as _pairs
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def default_config(method: str):
+    """A locked copy of the method's default ``method`` section (its ``default_config()``)."""
+    cfg = methods.get(method).default_config()  # unknown: ValueError listing the known ones
+    cfg.lock()
+    return cfg
+
+
+def default_params(method: str) -> dict:
+    """The method's hyper-parameters and their defaults: the config's scalar fields."""
+    cfg = default_config(method)
+    return {k: v for k, v in cfg.items() if k not in ("name", "seed") and isinstance(v, _SCALARS)}
+
+
+def rank1_score(estimator, x, y) -> float:
+    """Leave-one-out rank-1: the share of samples whose nearest other sample has their label.
+
+    Samples that are the only one of their label are not counted. A scorer
+    (``scoring=rank1_score`` in ``GridSearchCV``) for any fitted ``MetricLearner``.
+    """
+    y = np.asarray(y)
+    dist = np.array(estimator.pairwise_distances(x), dtype=np.float64)
+    np.fill_diagonal(dist, np.inf)
+    has_match = np.array([np.sum(y == v) > 1 for v in y])
+    if not has_match.any():
+        raise ValueError("rank1_score needs a label with two or more samples")
+    nearest = np.argmin(dist, axis=1)
+    return float(np.mean(y[nearest][has_match] == y[has_match]))
+
+
+class _Learner(TransformerMixin, BaseEstimator):
+    """fit / transform / distances / score for a method of the registry, and metric-learn's
+    face (the package docstring)."""
+
+    @classmethod
+    def from_metric(cls, metric: Metric, **params) -> _Learner:
+        """A fitted estimator whose learned metric is ``metric`` (e.g. ``Metric.load(path)``).
+
+        ``params`` are the constructor's (hyper-parameters for a refit, which ``clone``
+        keeps); ``MetricLearner`` takes ``method`` from ``metric.name`` when that names a
+        registered method. ``history_`` is empty.
+        """
+        if not isinstance(metric, Metric):
+            raise TypeError(f"from_metric needs a warca_jax Metric, got {type(metric).__name__}")
+        if cls is MetricLearner and "method" not in params and metric.name in methods.registry():
+            params["method"] = metric.name
+        est = cls(**params)
+        est.metric_, est.history_, est.n_features_in_ = metric, [], metric.input_dim
+        return est
+
+    def _method_and_params(self) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def _config(self):
+        name, params = self._method_and_params()
+        cfg = default_config(name)
+        for key, value in params.items():
+            if key not in cfg or key == "name":
+                raise ValueError(
+                    f"{name} has no hyper-parameter {key!r}; expected one of "
+                    f"{sorted(default_params(name))}"
+                )
+            try:
+                cfg[key] = value
+            except (TypeError, ValueError) as err:  # ConfigDict refuses a change of type
+                raise ValueError(f"{name}: bad value {value!r} for {key!r}: {err}") from err
+        return cfg
+
+    def fit(self, X, y):
+        """Learns the metric on features X [N, D] and labels y [N] (any hashable labels)."""
+        name, _ = self._method_and_params()
+        cfg = self._config()
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D [N], got shape {y.shape}")
+        _, codes = np.unique(y, return_inverse=True)  # identities as 0..K-1
+        x = np.asarray(X)
+        self.metric_, self.history_ = methods.get(name).fit(x, codes, cfg, seed=self.seed)
+        self.n_features_in_ = x.shape[1] if x.ndim == 2 else 0
+        return self
+
+    def transform(self, X) -> np.ndarray:
+        """Embeds X [n, D] -> [n, D'], where Euclidean distance is the learned distance."""
+        check_is_fitted(self, "metric_")
+        if self.metric_.kind not in EMBEDDING_KINDS:
+            raise ValueError(
+                f"{self.metric_.name or type(self).__name__} learns a {self.metric_.kind!r} "
+                "metric, which has no embedding whose Euclidean distance is the learned "
+                "one; use pairwise_distances(X, Y) instead"
+            )
+        return self.metric_.transform(np.asarray(X))
+
+    def pairwise_distances(self, X, Y=None) -> np.ndarray:
+        """[n, m] learned distances between the rows of X and Y (Y = X by default)."""
+        check_is_fitted(self, "metric_")
+        return np.asarray(self.metric_.pairwise_distances(X, X if Y is None else Y))
+
+    @property
+    def components_(self) -> np.ndarray:
+        """The learned linear map L [D', D] (float64), ``transform(X) == X @ L.T``.
+
+        Raises AttributeError where the learned distance is not ``||L (x - y)||`` (a kernel
+        metric, a kernel's distance, cosine or chi2 nearest neighbours, SVMML, k-means).
+        """
+        check_is_fitted(self, "metric_")
+        return _pairs.linear_map(self.metric_)
+
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        """M = L^T L [D, D] with d(x, y)^2 = (x - y)^T M (x - y), for linear metrics.
+
+        Raises:
+          ValueError: a metric without a linear map (``components_`` says why).
+        """
+        check_is_fitted(self, "metric_")
+        try:
+            lmap = _pairs.linear_map(self.metric_)
+        except _pairs.NoLinearMapError as err:
+            raise ValueError(
+                f"a {self.metric_.kind!r} metric has no Mahalanobis matrix in input space: {err}"
+            ) from err
+        return lmap.T @ lmap
+
+    def pair_distance(self, pairs) -> np.ndarray:
+        """[n] learned distances of ``pairs`` [n, 2, D] (metric-learn's ``pair_distance``)."""
+        check_is_fitted(self, "metric_")
+        return _pairs.pair_distances(self.metric_, pairs)
+
+    def pair_score(self, pairs) -> np.ndarray:
+        """[n] similarity of each pair, ``-pair_distance(pairs)``: higher is more similar."""
+        return -self.pair_distance(pairs)
+
+    def get_metric(self) -> _pairs.PointDistance:
+        """The learned distance as a function ``(u, v) -> float`` of two 1-D samples.
+
+        For scikit-learn's ``metric=``: ``KNeighborsClassifier(metric=est.get_metric())``.
+        """
+        check_is_fitted(self, "metric_")
+        return _pairs.PointDistance(self.metric_)
+
+    def score(self, X, y) -> float:
+        """Leave-one-out rank-1 accuracy on (X, y) (``rank1_score``)."""
+        return rank1_score(self, X, y)
+
+
+class MetricLearner(_Learner):
+    """Any registered method by name: ``MetricLearner("kissme", params={...}, seed=0)``.
+
+    Args:
+      method: the registered method name (``method.name`` of its config file).
+      params: hyper-parameters overriding the config file's defaults.
+      seed: PRNG seed of the fit.
+    """
+
+    def __init__(self, method: str = "warca", params: dict | None = None, seed: int = 0):
+        self.method = method
+        self.params = params
+        self.seed = seed
+
+    def _method_and_params(self):
+        return self.method, dict(self.params or {})
+
+
+class _Named(_Learner):
+    """A learner whose hyper-parameters are its ``__init__`` arguments (besides ``seed``)."""
+
+    method_name = ""
+
+    def _method_and_params(self):
+        return self.method_name, {k: v for k, v in self.get_params().items() if k != "seed"}
