@@ -27,7 +27,12 @@ if "google.colab" in sys.modules and not os.path.isdir("warca_jax/configs"):
     if "<owner>" in REPO_URL:
         raise RuntimeError("set REPO_URL to the git URL of this repository first")
     subprocess.run(["git", "clone", "-q", REPO_URL, "warca_jax"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "warca_jax"], check=True)
+    # JAX with its accelerator plugin, upgraded together (jax alone would leave an older
+    # CUDA plugin behind): the cuda12 extra on a GPU runtime, tpu on a TPU one.
+    gpu, tpu = os.path.exists("/dev/nvidia0"), "TPU_NAME" in os.environ
+    extra = "[cuda12]" if gpu else "[tpu]" if tpu else ""
+    pip = [sys.executable, "-m", "pip", "install", "-q", "-e"]
+    subprocess.run([*pip, f"warca_jax{extra}"], check=True)
 # The clone's root, changed into before anything imports warca_jax: from the folder holding
 # a clone named warca_jax, "import warca_jax" would find that folder instead of the package.
 for root in (".", "..", "warca_jax"):
