@@ -154,8 +154,7 @@ def _step_fn(cfg) -> Callable:
             "loss": hinge_loss + 0.5 * lam * jnp.sum(state.s**2),
             "hinge": hinge_loss,
             "mean_rank": jnp.mean(viol.rank),
-            "violated_frac": jnp.mean(viol.found),
-            "active_frac": jnp.mean(viol.found & (hinge > 0)),
+            "violated_frac": jnp.mean(viol.found),  # found & hinge > 0 up to rounding
         }
         return new, metrics
 
@@ -186,7 +185,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
 
     Returns:
       (linear Metric with W = diag(sqrt(s)) U^T: [dim, D], history rows: step,
-      loss, hinge, mean_rank, violated_frac, active_frac, seconds).
+      loss, hinge, mean_rank, violated_frac, seconds).
     """
     x, y, _ = validate(features, labels, cfg)
     loop = learner_loop.Loop.start("FRML", features, log_fn, progress, callback)

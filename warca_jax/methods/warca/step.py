@@ -187,8 +187,10 @@ def _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s: _Search, *, constr
         "hinge": hinge_loss,
         "penalty": pen,
         "mean_rank": jnp.mean(s.viol.rank),
+        # the pairs with a violator: their triplet is in the gradient (a violator's hinge
+        # is positive by the search's test; ``active_frac``, found & hinge > 0, was this
+        # column again up to float32 rounding, and is not logged)
         "violated_frac": jnp.mean(found),
-        "active_frac": jnp.mean(found & (hinge > 0)),
         # margin-free progress: how often a negative is nearer than the positive (eq. 7's
         # rank over the candidates' negatives: a training ranking error, 1 - AUC), and the
         # sampled triplets' distance gap
