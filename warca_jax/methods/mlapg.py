@@ -163,7 +163,7 @@ def prepared_features(x: np.ndarray, pca_dim: int):
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
     """Learns an MLAPG metric (arguments and errors: ``warca_jax.methods``).
 
-    Deterministic: ``seed`` is unused. A history row (step, loss, rank, step_size, seconds)
+    Deterministic: ``seed`` is unused. A history row (step, loss, rank, seconds)
     every ``log_every`` iterations and at the last one.
 
     Returns:
@@ -197,11 +197,9 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
             converged = abs(loss - prev) <= cfg.tol * abs(prev)
             prev = loss
             if converged or not np.isfinite(loss) or it == length:
-                row = {
-                    "loss": loss,
-                    "rank": int(metrics["rank"]),
-                    "step_size": metrics["step_size"],
-                }
+                # (the step size 1 / L is not logged: it is init_step until the line
+                # search backtracks, which it did in no run measured, a constant column)
+                row = {"loss": loss, "rank": int(metrics["rank"])}
                 return learner_loop.Chunk(row, it, stop=converged)
 
     def make_metric(m) -> Metric:

@@ -37,8 +37,9 @@ primal residual ||Theta - Z||_F / max(||Theta||_F, ||Z||_F) <= ``tol``, or ``max
 iterations. Up to ``log_every`` iterations run in one jitted ``lax.while_loop``; each
 chunk is a history row of ``learner_loop.run_in_chunks``: ``loss`` (f(Theta)), ``dual`` (g),
 ``gap`` (-1 while P + rho U is not yet positive definite), ``primal_res``, ``dual_res``
-(rho ||Z - Z_old||_F, relative), ``rho`` and ``nonzero`` (the share of non-zero
-off-diagonal entries of Z); the last row's ``stopped`` says why. The metric is Z (sparse)
+(rho ||Z - Z_old||_F, relative) and ``nonzero`` (the share of non-zero off-diagonal
+entries of Z; rho itself is not logged: it stayed at ``cfg.rho`` in every run measured,
+a constant column); the last row's ``stopped`` says why. The metric is Z (sparse)
 with its eigenvalues clipped at 0. ``tests/test_sdml.py`` checks the solution against the
 problem's optimality conditions and against ``sklearn.covariance.graphical_lasso``.
 """
@@ -191,7 +192,6 @@ def admm_step(state: AdmmState, p, alpha) -> tuple[AdmmState, dict]:
         "gap": jnp.where(feasible, f - g, -1.0),
         "primal_res": r / scale,
         "dual_res": s / scale,
-        "rho": rho,
     }
     return AdmmState(z_new, u / factor, rho * factor), stats
 
@@ -210,7 +210,7 @@ def admm_iterations(state: AdmmState, p, alpha, tol, length):
       (state, iterations run, the last iteration's stats, converged).
     """
     zero = jnp.zeros((), p.dtype)
-    init_stats = {k: zero for k in ("loss", "dual", "gap", "primal_res", "dual_res", "rho")}
+    init_stats = {k: zero for k in ("loss", "dual", "gap", "primal_res", "dual_res")}
 
     def more(carry):
         _, k, _, done = carry
@@ -294,7 +294,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
 
     Returns:
       (linear Metric with W^T W = Z, clipped to PSD; history rows: step, loss, dual, gap,
-      primal_res, dual_res, rho, nonzero, seconds; the last row's ``stopped``).
+      primal_res, dual_res, nonzero, seconds; the last row's ``stopped``).
     """
     x, y, _ = validate(features, labels, cfg)
     t0 = time.perf_counter()
