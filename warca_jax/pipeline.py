@@ -9,7 +9,9 @@ part, embeds the query and gallery parts, evaluates, and writes into workdir:
 * ``model_split{s}.npz``: the learned ``Metric`` of split s (``Metric.load``);
 * ``split_{s}.json``: the results of split s;
 * ``results.json``: per-split results and their mean and std;
-* ``cmc.png``: the mean CMC curve (and the Euclidean baseline's).
+* ``cmc.png``: the mean CMC curve with its spread over the splits and its mAP (and the
+  Euclidean baseline's);
+* ``curves.png``: an iterative learner's training curves (``warca_jax.run_plots``).
 
 A run started again on the same workdir reuses every finished split (its
 ``split_{s}.json`` and model) and redoes only the unfinished ones; a workdir
@@ -38,7 +40,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, plots
+from warca_jax import datasets, evaluation, methods, run_plots
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
@@ -373,7 +375,6 @@ def train_and_evaluate(config, workdir: str) -> dict:
         **summary,
         "splits": per_split,
     }
-    curves = {config.method.name: summary["cmc"]}
     if config.eval.baseline:
         base = summarise(
             [
@@ -382,11 +383,11 @@ def train_and_evaluate(config, workdir: str) -> dict:
             ]
         )
         results["baseline_euclidean"] = {"mean": base["mean"], "std": base["std"]}
-        curves["euclidean"] = base["cmc"]
     workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
-    plots.plot_cmc(
-        curves,
-        os.path.join(workdir, "cmc.png"),
+    run_plots.write_run_figures(  # cmc.png, and curves.png of an iterative learner
+        workdir,
+        results,
+        iterative=methods.get(config.method.name).takes_callback,
         max_rank=config.eval.plot_max_rank,
         # a name from a non-UTF-8 file name holds surrogates no font can draw
         title=f"{config.method.name} on {dataset.name}".encode("utf-8", "replace").decode(),

@@ -1,6 +1,10 @@
 """Plots of evaluation results, drawn without touching matplotlib's global backend: CMC
-curves (``plot_cmc``) and ranked lists (``plot_ranked_lists``) here, the studies' plots in
-``warca_jax.study_plots`` (importable from here too)."""
+curves (``plot_cmc``: a run's mean curve, its spread over the splits and its mAP;
+``plot_methods_cmc``: many methods, linear and kernel apart, as the protocol's report
+draws them) and ranked lists (``plot_ranked_lists``) here, with what they share (a
+figure's size, fonts and fitted axis range); a run's training curves in
+``warca_jax.run_plots``, the studies' plots in ``warca_jax.study_plots`` (importable from
+here too)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from warca_jax import workdir as workdir_lib
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
@@ -20,6 +25,47 @@ from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-export
     plot_validation_cost,
 )
 
+FIGSIZE = (8.0, 5.5)  # inches: 960 x 660 pixels at DPI, readable on a laptop screen
+DPI = 120
+FONTS = {"title": 15, "label": 13, "tick": 11, "legend": 11}
+MARGIN = 0.05  # of the data's range, above and below the curves (``fitted_range``)
+
+
+def figure(figsize: tuple[float, float] = FIGSIZE, **subplots):
+    """(figure, axes) on an Agg canvas of its own, laid out by constrained layout (so that a
+    legend beside the axes fits in the figure's fixed size)."""
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(**subplots)
+
+
+def readable(ax, *, xlabel: str, ylabel: str, title: str | None = None) -> None:
+    """The labels, title and ticks of ``ax`` in ``FONTS``' sizes, and a light grid."""
+    ax.set_xlabel(xlabel, fontsize=FONTS["label"])
+    ax.set_ylabel(ylabel, fontsize=FONTS["label"])
+    ax.tick_params(labelsize=FONTS["tick"])
+    ax.grid(True, alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=FONTS["title"])
+
+
+def fitted_range(*arrays, margin: float = MARGIN, floor: float = 0.0) -> tuple[float, float]:
+    """(low, high) of the finite values of ``arrays`` widened by ``margin`` of their range
+    (at least 1 unit on each side), never below ``floor``: the axis range of percentages
+    fitted to the data, so that curves near 100 are not pressed against the frame."""
+    values = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return floor, floor + 1.0
+    lo, hi = float(values.min()), float(values.max())
+    pad = max((hi - lo) * margin, 1.0)
+    return max(floor, lo - pad), hi + pad
+
+
+def _ranks(curves: dict, max_rank: int) -> int:
+    """The last rank drawn: ``max_rank``, or the longest curve's length if shorter."""
+    return max(1, min(max_rank, max(len(c) for c in curves.values())))
+
 
 def plot_cmc(
     curves: dict[str, np.ndarray],
@@ -27,50 +73,127 @@ def plot_cmc(
     *,
     max_rank: int = 50,
     title: str | None = None,
-    figsize: tuple[float, float] = (5, 4),
+    figsize: tuple[float, float] = FIGSIZE,
+    spread: dict[str, np.ndarray] | None = None,
+    maps: dict[str, float] | None = None,
 ) -> Path:
-    """Writes a PNG of CMC curves.
+    """Writes a PNG of CMC curves (``figsize`` at ``DPI``: 960 x 660 pixels by default).
+
+    Each curve's legend entry holds its rank-1 (and mAP where ``maps`` has it); with
+    ``spread``, a band of +-1 std over the splits is drawn around the curve. The y axis is
+    fitted to the data (``fitted_range``), the x axis ends at ``max_rank`` or where the
+    curves end.
 
     Args:
-      curves: name -> [r] CMC matching rates in percent (``evaluate(...)["cmc"]``).
+      curves: name -> [r] CMC matching rates in percent (``evaluate(...)["cmc"]``; the
+        mean over splits).
       path: output PNG file.
       max_rank: last rank drawn.
       title: optional figure title.
       figsize: figure size in inches.
+      spread: name -> [splits, r] the per-split CMC curves the band is drawn from.
+      maps: name -> mAP in percent, shown in the legend.
+
+    Returns:
+      The path written.
+    """
+    path, spread, maps = Path(path), spread or {}, maps or {}
+    fig, ax = figure(figsize)
+    # Up to 10 curves take tab10's colours; more take tab20's, and past 20 the line style
+    # changes too, so that no two curves look alike.
+    palette = matplotlib.colormaps["tab10" if len(curves) <= 10 else "tab20"].colors
+    styles = ("-", "--", ":", "-.")
+    last, drawn, splits = _ranks(curves, max_rank), [], 0
+    for c, (name, cmc) in enumerate(curves.items()):
+        cmc = np.asarray(cmc, dtype=float)[:last]
+        ranks = np.arange(1, len(cmc) + 1)
+        colour = palette[c % len(palette)]
+        label = f"{name} (rank-1 {cmc[0]:.1f}" + (
+            f", mAP {maps[name]:.1f})" if name in maps else ")"
+        )
+        if name in spread and len(spread[name]) > 1:
+            per_split = [np.asarray(s, dtype=float) for s in spread[name]]
+            length = min(len(cmc), *(len(s) for s in per_split))
+            std = np.std([s[:length] for s in per_split], axis=0)
+            low, high = cmc[:length] - std, np.minimum(cmc[:length] + std, 100.0)
+            ax.fill_between(ranks[:length], low, high, color=colour, alpha=0.18, linewidth=0)
+            drawn += [low, high]
+            splits = max(splits, len(per_split))
+        style = styles[(c // len(palette)) % len(styles)]
+        ax.plot(ranks, cmc, label=label, color=colour, linewidth=2.0, linestyle=style)
+        drawn.append(cmc)
+    readable(ax, xlabel="rank", ylabel="matching rate (%)", title=title)
+    ax.set_xlim(1, max(last, 2))
+    ax.set_ylim(*fitted_range(*drawn))
+    legend = {"fontsize": FONTS["legend"], "title_fontsize": FONTS["legend"]}
+    if splits:
+        legend["title"] = f"band: ±1 std over {splits} splits"
+    if len(curves) <= 6:
+        ax.legend(loc="lower right", **legend)
+    else:  # beside the axes, where it hides no curve
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), **legend)
+    workdir_lib.write_figure(path, fig, format="png", dpi=DPI)
+    return path
+
+
+def plot_methods_cmc(
+    curves: dict[str, np.ndarray],
+    path: str | Path,
+    *,
+    kernel: set[str] | frozenset[str] = frozenset(),
+    top: int = 5,
+    max_rank: int = 50,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Path:
+    """Writes a PNG of many methods' CMC curves, as the WARCA paper's Fig. 1 draws them.
+
+    Linear methods are solid lines and kernel methods (the names in ``kernel``) dashed;
+    the ``top`` methods by rank-1 are drawn strong in tab10's colours and named in the
+    legend with their rank-1, best first; the others are thin grey lines under them, one
+    legend entry for all, and the legend goes beside the axes, where it hides none. The y
+    axis is fitted to the data (``fitted_range``).
+
+    Args:
+      curves: name -> [r] mean CMC matching rates in percent.
+      path: output PNG file.
+      kernel: the names of the kernel methods.
+      top: how many methods are drawn strong and named.
+      max_rank: last rank drawn.
+      title: optional figure title.
+      figsize: figure size in inches (at ``DPI``; default 9 x 6, 11 x 6 with grey lines).
 
     Returns:
       The path written.
     """
     path = Path(path)
-    fig = Figure(figsize=figsize)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    # Up to 10 curves take tab10's colours; more take tab20's, and past 20 the line style
-    # changes too, so that no two curves look alike.
-    palette = matplotlib.colormaps["tab10" if len(curves) <= 10 else "tab20"].colors
-    styles = ("-", "--", ":", "-.")
-    for c, (name, cmc) in enumerate(curves.items()):
-        cmc = np.asarray(cmc, dtype=float)[:max_rank]
-        ranks = np.arange(1, len(cmc) + 1)
-        ax.plot(
-            ranks,
-            cmc,
-            label=f"{name} (rank-1 {cmc[0]:.1f}%)",
-            color=palette[c % len(palette)],
-            linestyle=styles[(c // len(palette)) % len(styles)],
-        )
-    ax.set_xlabel("rank")
-    ax.set_ylabel("matching rate (%)")
-    ax.set_xlim(1, max_rank)
-    ax.set_ylim(0, 100)
-    ax.grid(True, alpha=0.3)
-    if title:
-        ax.set_title(title)
-    if len(curves) <= 6:
-        ax.legend(loc="lower right")
-    else:  # beside the axes, where it hides no curve
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
-    workdir_lib.write_figure(path, fig, format="png", dpi=100, bbox_inches="tight")
+    fig, ax = figure(figsize or ((11.0 if len(curves) > top else 9.0), 6.0))
+    last = _ranks(curves, max_rank)
+    order = sorted(curves, key=lambda n: -float(np.asarray(curves[n], dtype=float)[0]))
+    best, rest = order[:top], order[top:]
+    palette = matplotlib.colormaps["tab10"].colors
+    for name in rest:
+        cmc = np.asarray(curves[name], dtype=float)[:last]
+        style = "--" if name in kernel else "-"
+        ax.plot(np.arange(1, len(cmc) + 1), cmc, color="0.6", lw=1.0, alpha=0.8, ls=style)
+    for c, name in enumerate(best):
+        cmc = np.asarray(curves[name], dtype=float)[:last]
+        style = "--" if name in kernel else "-"
+        label = f"{name} (rank-1 {cmc[0]:.1f})"
+        colour = palette[c % len(palette)]
+        ax.plot(np.arange(1, len(cmc) + 1), cmc, color=colour, lw=2.4, ls=style, label=label)
+    handles, labels = ax.get_legend_handles_labels()
+    if rest:
+        handles.append(Line2D([], [], color="0.6", linewidth=1.0))
+        labels.append(f"{len(rest)} others (grey)")
+    handles += [Line2D([], [], color="black", linestyle=s, linewidth=1.6) for s in ("-", "--")]
+    labels += ["linear method", "kernel method"]
+    readable(ax, xlabel="rank", ylabel="matching rate (%)", title=title)
+    ax.set_xlim(1, max(last, 2))
+    ax.set_ylim(*fitted_range(*(np.asarray(c, dtype=float)[:last] for c in curves.values())))
+    beside = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if rest else {}
+    ax.legend(handles, labels, fontsize=FONTS["legend"], **(beside or {"loc": "lower right"}))
+    workdir_lib.write_figure(path, fig, format="png", dpi=DPI)
     return path
 
 

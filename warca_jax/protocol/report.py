@@ -4,7 +4,8 @@
 datasets, columns methods; ``AUC_top30`` is its Table 2c measure, ``AUC`` the area over
 the whole gallery: ``warca_jax.evaluation.metrics``), ``study.md`` / ``study.csv`` the
 study's rank-1, rank-10 and mAP per dataset and method, ``cmc_<dataset>.png`` one CMC
-plot per dataset with every method.
+plot per dataset with every method (as the WARCA paper's Fig. 1: linear methods solid,
+kernel methods dashed, the best ``CMC_TOP`` by rank-1 named with it, the rest grey).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from warca_jax import plots
 from warca_jax import workdir as workdir_lib
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import outcome
-from warca_jax.protocol.plan import Plan
+from warca_jax.protocol.plan import Plan, run_method_config
 from warca_jax.protocol.runs import run_jobs
 
 TABLE2_MEASURES = (
@@ -29,6 +30,7 @@ TABLE2_MEASURES = (
     ("AUC_top30", "AUC_top30 (the paper's Table 2c AUC: trapz(CMC(1..30)) / 30)"),
 )
 STUDY_MEASURES = ("rank1", "rank10", "mAP")
+CMC_TOP = 5  # methods named, in colour, in the CMC plots (the others thin grey lines)
 DISPLAY = {  # column names of the paper's Table 2 and the study
     "warca:chi2": "WARCA-chi2",
     "warca:linear": "WARCA-L",
@@ -299,22 +301,35 @@ def _write_study(plan: Plan, workdir: str, results: dict) -> list[str]:
     return [csv_path, path]
 
 
+def is_kernel(label: str, method_cfg) -> bool:
+    """Whether the run of ``label`` is a kernel method (dashed in the CMC plots): its method
+    config names a kernel (``kernel`` not 'none'), its label ends in ':chi2', or it is
+    ``kernel_nn``."""
+    kernel = str(method_cfg.get("kernel", "none"))
+    return kernel != "none" or label.endswith(":chi2") or label.split(":")[0] == "kernel_nn"
+
+
 def _write_cmc_plots(plan: Plan, workdir: str, results: dict) -> list[str]:
+    """cmc_<dataset>.png: every method done, linear solid and kernel dashed, the best
+    ``CMC_TOP`` by rank-1 named and strong (``plots.plot_methods_cmc``)."""
     written = []
     for name in plan.datasets:
-        curves = {
-            DISPLAY.get(m, m): results[name][m]["cmc"]
-            for m in plan.methods
-            if _done(results[name].get(m))
+        done = [m for m in plan.methods if _done(results[name].get(m))]
+        curves = {DISPLAY.get(m, m): results[name][m]["cmc"] for m in done}
+        kernel = {
+            DISPLAY.get(m, m)
+            for m in done
+            if is_kernel(m, run_method_config(plan.config, m, name, plan.dim(name)))
         }
         if curves:
             path = os.path.join(workdir, f"cmc_{name}.png")
-            plots.plot_cmc(
+            plots.plot_methods_cmc(
                 curves,
                 path,
+                kernel=kernel,
+                top=CMC_TOP,
                 max_rank=plan.config.eval.plot_max_rank,
                 title=f"CMC on {name}",
-                figsize=(7, 5.5),
             )
             written.append(path)
     return written
