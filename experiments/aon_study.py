@@ -6,7 +6,7 @@ python -m experiments.aon_study --config=configs/aon_study.py[:small] --workdir=
 import os
 import time
 
-from absl import app
+from absl import app, logging
 
 from warca_jax import cli
 from warca_jax.studies import aon
@@ -24,6 +24,10 @@ def main(argv):
     with open(os.path.join(_WORKDIR.value, "results.md")) as f:
         print(f.read())
     print(f"{results['runs_trained']} runs trained in {time.perf_counter() - t0:.1f}s")
+    workdir = _WORKDIR.value
+    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
+    logging.info("results in %s: %s", workdir, ", ".join(files))
+    logging.info("one JSON record per run in %s", os.path.join(workdir, "runs"))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,15 @@ def main(argv):
     results = pipeline.train_and_evaluate(_CONFIG.value, workdir)
     summary = {k: round(v, 2) for k, v in results["mean"].items()}
     logging.info("mean over %d splits: %s", results["num_splits"], json.dumps(summary))
+    shown = ("results.json", "cmc.png", "curves.png", "metrics.jsonl", "config.json")
+    last = results["num_splits"] - 1
+    logging.info(
+        "results in %s: %s, and per split split_{0..%d}.json, model_split{0..%d}.npz",
+        workdir,
+        ", ".join(n for n in shown if os.path.exists(os.path.join(workdir, n))),
+        last,
+        last,
+    )
     print(json.dumps({"mean": summary, "std": {k: round(v, 2) for k, v in results["std"].items()}}))
 
 

@@ -8,8 +8,9 @@ Config fields are overridden as ``--config.<field>=<value>`` (configs/protocol.p
 """
 
 import json
+import os
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from warca_jax import cli
 from warca_jax.protocol.runner import STAGES, run_protocol
@@ -35,6 +36,14 @@ def main(argv):
         shard_index=_SHARD.value,
     )
     entries = [e for res in results.values() for e in res.values()]
+    workdir = _WORKDIR.value
+    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
+    if "table2.md" in files:
+        logging.info("results in %s: %s", workdir, ", ".join(files))
+    else:  # a stage without the report, or a shard of the runs
+        logging.info(
+            "runs in %s; the tables and CMC plots: --stage=report", os.path.join(workdir, "runs")
+        )
     print(
         json.dumps(
             {

@@ -5,8 +5,9 @@ r"""The CUHK03 study's figures and tables: ``warca_jax.studies.figures``.
 """
 
 import json
+import os
 
-from absl import app
+from absl import app, logging
 
 from warca_jax import cli
 from warca_jax.studies import figures
@@ -28,6 +29,10 @@ def main(argv):
             }
         )
     )
+    workdir = _WORKDIR.value
+    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
+    logging.info("results in %s: %s", workdir, ", ".join(files))
+    logging.info("each fit's record in %s", os.path.join(workdir, "fits"))
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ r"""Test rank-1 against training time (the paper's Fig. 3): ``warca_jax.studies.
       --workdir=/tmp/training_time
 """
 
+import os
 import time
 
-from absl import app
+from absl import app, logging
 
 from warca_jax import cli
 from warca_jax.studies import training_time
@@ -28,6 +29,10 @@ def main(argv):
             f"({m['step'][-1]} steps); compilation ~{res['compile_seconds_estimate']:.2f}s"
         )
     print(f"study done in {time.perf_counter() - t0:.1f}s")
+    workdir = _WORKDIR.value
+    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
+    logging.info("results in %s: %s", workdir, ", ".join(files))
+    logging.info("each method's per-split curves in %s", os.path.join(workdir, "curves"))
 
 
 if __name__ == "__main__":

@@ -148,14 +148,15 @@ class _Runs:
         workdir_lib.write_json(path, rec)
         self.trained += 1
         self.bar.update(1)
+        rank1, cond = rec["rank1"], rec.get("condition_number")
         logging.info(
             "%s lam=%g eta=%g split %d: rank1 %s cond %s",
             penalty,
             lam,
             eta,
             split,
-            rec["rank1"],
-            rec.get("condition_number"),
+            "diverged" if rank1 is None else f"{rank1:.2f}",
+            "-" if cond is None else f"{cond:.3g}",
         )
         return rec
 
