@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from processes import cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
@@ -408,10 +409,14 @@ def test_cut_metrics_line_is_dropped_on_resume(tmp_path, finished, caplog):
 
 def test_workdir_leaves_no_temporary_files(finished):
     root, _ = finished
-    assert sorted(os.listdir(root / "w")) == [
+    names = set(os.listdir(root / "w"))
+    assert names >= {
         "cmc.png", "config.json", "data.json", "metrics.jsonl", "model_split0.npz",
         "model_split1.npz", "results.json", "split_0.json", "split_1.json",
-    ]  # fmt: skip
+    }  # fmt: skip
+    # only the run's files and figures: no temporary (".<stem>.<pid>.tmp...") file left
+    assert not [n for n in names if n.startswith(".") or ".tmp" in n], names
+    assert all(n.endswith((".json", ".jsonl", ".npz", ".png")) for n in names), names
 
 
 def test_non_utf8_paths(tmp_path, arrays):
@@ -507,3 +512,165 @@ def test_metric_of_a_damaged_workdir_file_is_refused(tmp_path):
     path.write_bytes(b"PK\x03\x04 cut")
     with pytest.raises((ValueError, OSError)):
         Metric.load(path)
+
+
+@pytest.mark.parametrize("batch_size", [0, -2, 2.5, True])
+def test_a_batch_size_below_one_is_refused_before_any_work(
+    tmp_path, image_paths, batch_size, monkeypatch
+):
+    def no_load(*args, **kwargs):
+        raise AssertionError("images loaded despite a bad batch size")
+
+    monkeypatch.setattr(features.images, "load_images", no_load)
+    with pytest.raises(
+        ValueError, match=r"data\.batch_size must be an integer >= 1 \(images .*\); got"
+    ):
+        features.extract(image_paths, height=32, width=16, batch_size=batch_size)
+    with pytest.raises(
+        ValueError, match=r"data\.batch_size must be an integer >= 1 \(images .*\); got"
+    ):
+        features.extract_arrays(np.zeros((2, 32, 16, 3), np.uint8), batch_size=batch_size)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1])
+def test_a_bad_data_batch_size_is_refused_by_the_driver_before_any_work(
+    tmp_path, good_npz, batch_size, monkeypatch
+):
+    def no_load(*args, **kwargs):
+        raise AssertionError("data loaded despite a bad data.batch_size")
+
+    monkeypatch.setattr(datasets, "from_config", no_load)
+    c = _nn_config(good_npz)
+    c.data.batch_size = batch_size
+    with pytest.raises(ValueError, match=r"^config\.data\.batch_size must be an integer >= 1"):
+        pipeline.train_and_evaluate(c, str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+
+
+# ------------------------------------------------------------------ one-line errors
+
+
+def test_an_empty_workdir_is_refused_before_any_work(good_npz, monkeypatch):
+    with pytest.raises(ValueError, match="workdir is empty"):
+        workdir.prepare("")
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("data loaded for an empty workdir")
+
+    monkeypatch.setattr(datasets, "from_config", no_load)
+    with pytest.raises(ValueError, match="workdir is empty"):
+        pipeline.train_and_evaluate(_nn_config(good_npz), "")
+
+
+def _main_process(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.main", *args],
+        cwd=REPO, env=cpu_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_empty_workdir_flag_is_one_clear_line(tmp_path):
+    proc = _main_process("--config=configs/nn.py:small", "--workdir=")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "--workdir is empty: give the folder" in proc.stderr, proc.stderr[-2000:]
+
+
+def _raise_from_the_library(argv):
+    from warca_jax import methods
+
+    methods.get("warcaa")
+
+
+def _raise_from_numpy(argv):
+    np.linalg.inv(np.ones((2, 3)))  # a bug of ours: a ValueError raised inside numpy
+
+
+def test_a_library_value_error_is_one_line_and_a_third_party_one_keeps_its_traceback(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.one_line_errors(_raise_from_the_library)(["main"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == "error: unknown method 'warcaa'; expected one of " + err.split("one of ")[1]
+    assert err.count("\n") == 1
+    with pytest.raises(np.linalg.LinAlgError):
+        cli.one_line_errors(_raise_from_numpy)(["main"])
+
+
+@pytest.mark.parametrize(
+    "message, argv, named",
+    [
+        (
+            "unknown kernel 'rbff'",
+            ["--config.warca.kernel=rbff", "--config.seed=1"],
+            "config.warca.kernel: unknown kernel 'rbff'",
+        ),
+        ("unknown kernel 'rbff'", ["--config.seed=1"], "unknown kernel 'rbff'"),
+        (
+            "kernel and seed disagree",
+            ["--config.warca.kernel=rbf", "--config.seed=1"],
+            "kernel and seed disagree",
+        ),
+        ("max_rank must be >= 1", ["--config.max_rank=0"], "max_rank must be >= 1"),
+        ("config.a: bad", ["--config.a=0"], "config.a: bad"),
+        (
+            "/w holds another run: method.distance 'a' -> 'b'",
+            ["--config.method.distance=b"],
+            "/w holds another run: method.distance 'a' -> 'b'",
+        ),
+    ],
+    ids=["one", "none", "several", "already-named", "config-prefix", "named-inside"],
+)
+def test_a_message_that_names_no_field_is_led_by_its_override(message, argv, named):
+    assert cli.name_override(message, ["main", "--config=configs/x.py", *argv]) == named
+
+
+@pytest.mark.slow
+def test_the_traceback_flag_shows_the_traceback(tmp_path):
+    proc = _main_process(
+        "--config=configs/warca.py:small", f"--workdir={tmp_path}", "--config.method.kernel=rbff",
+        "--traceback",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr
+    assert "ValueError: config.method.kernel: unknown kernel 'rbff'" in proc.stderr
+    assert "\nerror:" not in proc.stderr
+
+
+# ---------------------------------------------------------- a workdir of another config
+
+
+def test_a_workdir_of_another_config_names_the_fields_that_differ(tmp_path, good_npz):
+    pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    other = _nn_config(good_npz, distance="cosine")
+    other.seed = 3
+    with pytest.raises(
+        ValueError,
+        match=r"holds a run with a different config .*: method\.distance 'euclidean' -> "
+        r"'cosine', seed 0 -> 3; use a new workdir",
+    ):
+        pipeline.train_and_evaluate(other, str(tmp_path / "w"))
+
+
+def test_presentation_fields_do_not_make_another_config(tmp_path, good_npz):
+    first = pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
+    again = _nn_config(good_npz)
+    again.progress = not again.progress
+    again.eval.plot_max_rank = 7
+    assert pipeline.train_and_evaluate(again, str(tmp_path / "w")) == first
+
+
+def test_many_differences_are_named_a_few_at_a_time(tmp_path):
+    old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": 1.5, "f": True, "g": None, "progress": 1}
+    new = {"a": 2, "b": {"c": [1, 3], "d": "y"}, "e": 2.5, "f": False, "h": 0, "progress": 2}
+    workdir.check_run_files(str(tmp_path), json.dumps(old), {})
+    with pytest.raises(ValueError) as info:
+        workdir.check_run_files(str(tmp_path), json.dumps(new), {})
+    msg = str(info.value)
+    assert "a 1 -> 2, b.c [1, 2] -> [1, 3], b.d 'x' -> 'y' and 4 more (e, f, g, h)" in msg
+    assert "progress" not in msg
+    assert workdir.config_differences(old, new, ignore=("a", "b", "e", "f", "progress")) == [
+        "g None -> (absent)",
+        "h (absent) -> 0",
+    ]

@@ -410,3 +410,67 @@ def test_a_comma_separated_list_on_the_command_line_is_named(tmp_path):
     assert "config.datasets holds 'synthetic,viper': one name per element" in proc.stderr
     assert "--config.datasets=\"('viper','cuhk03')\"" in proc.stderr, proc.stderr[-2000:]
     assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"cv.lams": (-1.0,)}, r"^config\.cv\.lams: lambdas must be >= 0 and etas > 0"),
+        ({"cv.etas": (0.0,)}, r"^config\.cv\.etas: lambdas must be >= 0 and etas > 0"),
+        (
+            {"cv.grids": {"warca:linear": {"etas": (-1.0,)}}},
+            r"^config\.cv\.grids\['warca:linear'\]\['etas'\]: lambdas must be >= 0 and etas",
+        ),
+    ],
+    ids=["lams", "etas", "grid"],
+)
+def test_a_bad_grid_value_names_its_field(changes, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        protocol.run_protocol(_tiny(**changes), str(tmp_path / "w"))
+    assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "entry_point, config, override, line",
+    [
+        (
+            "experiments.protocol",
+            "configs/protocol.py:small",
+            "--config.cv.lams=(-1,)",
+            "error: config.cv.lams: lambdas must be >= 0 and etas > 0; got [-1.0]",
+        ),
+        (
+            "experiments.aon_study",
+            "configs/aon_study.py:small",
+            "--config.study.lams=()",
+            "error: study.lams is empty; expected at least one positive number",
+        ),
+        (
+            "experiments.training_time",
+            "configs/training_time.py:small",
+            "--config.warca.kernel=rbff",
+            "error: config.warca.kernel: unknown kernel 'rbff'; expected 'none' or one of",
+        ),
+        (
+            "experiments.study_figures",
+            "configs/study_figures.py:small",
+            "--config.max_rank=0",
+            "error: max_rank must be an int >= 1, got 0",
+        ),
+    ],
+    ids=["protocol", "aon-study", "training-time", "study-figures"],
+)
+def test_a_bad_config_value_of_an_entry_point_is_one_line(
+    tmp_path, entry_point, config, override, line
+):
+    proc = subprocess.run(
+        [sys.executable, "-m", entry_point, f"--config={config}", f"--workdir={tmp_path / 'w'}",
+         override],
+        cwd=ROOT, env=cpu_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(line), proc.stderr[-3000:]
+    assert not os.path.exists(tmp_path / "w")

@@ -321,3 +321,108 @@ def test_training_data_check_is_shared_and_rescales_only_extreme_features():
     assert ok.scale == 1.0 and ok.x is x and ok.y.dtype == np.int64
     tiny = checks.training_data(_scaled(x, 1e-30), y, method="m")
     assert np.frexp(tiny.scale)[0] == 0.5 and 0.5 < checks.feature_size(tiny.x) < 2
+
+
+# --------------------------------------------------------------- config errors, named
+
+
+def _run_config(**method):
+    config = config_module("warca").get_config("small")
+    config.unlock()
+    config.method.update(method)
+    return config
+
+
+@pytest.mark.parametrize(
+    "method, message",
+    [
+        (dict(kernel="rbff"), r"^config\.method\.kernel: unknown kernel 'rbff'; expected"),
+        (dict(penalty="l2"), r"^config\.method\.penalty: unknown penalty 'l2'; expected"),
+        (dict(dim=1000), r"^config\.method\.dim: output dim must be in \[1, 64\]"),
+        (dict(num_iters=0), r"^config\.method\.num_iters must be >= 1 \(an integer\); got 0"),
+    ],
+    ids=["kernel", "penalty", "dim", "num_iters"],
+)
+def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp_path, monkeypatch):
+    from warca_jax import pipeline
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted despite a bad config value")
+
+    monkeypatch.setattr(pipeline, "fit_method", no_fit)
+    with pytest.raises(ValueError, match=message):
+        pipeline.train_and_evaluate(_run_config(**method), str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+
+
+def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
+    from warca_jax import datasets, pipeline
+
+    real = datasets.from_config
+
+    def with_nan(cfg, **kwargs):
+        dataset = real(cfg, **kwargs)
+        dataset.features[dataset.splits[0].train_idx[0], 0] = np.nan
+        return dataset
+
+    monkeypatch.setattr(datasets, "from_config", with_nan)
+    with pytest.raises(ValueError, match=r"^synthetic split 0: features hold 1 NaN or inf"):
+        pipeline.train_and_evaluate(_run_config(), str(tmp_path / "w"))
+
+
+def test_switching_method_name_names_the_fields_the_other_method_needs(tmp_path, monkeypatch):
+    from warca_jax import datasets, pipeline
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("data loaded for a method section of another method")
+
+    monkeypatch.setattr(datasets, "from_config", no_load)
+    with pytest.raises(ValueError) as info:
+        pipeline.train_and_evaluate(_run_config(name="lfda"), str(tmp_path / "w"))
+    msg = str(info.value)
+    assert msg.startswith(
+        "config.method.name is 'lfda' but the method section is warca's: lfda needs the "
+        "fields ['dim', 'embedding', 'kernel', 'kernel_gamma', 'knn', 'name', 'reg'] "
+        "(missing: embedding, knn, reg; unknown to lfda: batch_size, candidate_pool, "
+    ), msg
+    assert msg.endswith("); start from configs/lfda.py"), msg
+    with pytest.raises(ValueError, match=r"^config\.method\.name: unknown method 'warcaa'"):
+        pipeline.train_and_evaluate(_run_config(name="warcaa"), str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
+
+
+def _entry_point(*args):
+    import subprocess
+    import sys
+
+    from processes import ROOT, cpu_env
+
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.main", "--config=configs/warca.py:small", *args],
+        cwd=ROOT, env=cpu_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        (
+            "--config.method.kernel=rbff",
+            "error: config.method.kernel: unknown kernel 'rbff'; expected 'none' or one of",
+        ),
+        (
+            "--config.method.name=lfda",
+            "error: config.method.name is 'lfda' but the method section is warca's: lfda "
+            "needs the fields",
+        ),
+    ],
+    ids=["kernel", "method-name"],
+)
+def test_a_bad_config_value_on_the_command_line_is_one_line(tmp_path, override, line):
+    proc = _entry_point(f"--workdir={tmp_path / 'w'}", override)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(line), proc.stderr[-3000:]
+    assert not (tmp_path / "w").exists()

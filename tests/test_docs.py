@@ -184,8 +184,8 @@ def _entry_flags(module_file: str) -> tuple[frozenset, frozenset]:
         names.add(name)
         if owner == "config_flags" and kind.startswith("config"):
             config_names.add(name)
-    if "cli.define_run_flags(" in source:  # --config (a config file) and --workdir
-        names.update(("config", "workdir"))
+    if "cli.define_run_flags(" in source:  # --config (a config file), --workdir, --traceback
+        names.update(("config", "workdir", "traceback"))
         config_names.add("config")
     return frozenset(names), frozenset(config_names)
 

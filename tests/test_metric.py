@@ -121,3 +121,72 @@ def test_input_scale_is_applied_at_transform_and_survives_save(tmp_path):
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="input_scale"):
             Metric("linear", 5, projection=w, input_scale=bad)
+
+
+@pytest.mark.parametrize(
+    "features, dtype",
+    [
+        (np.array([["a", "b"], ["c", "d"]]), "<U1"),
+        (np.array([[1.0, "x"]], dtype=object), "object"),
+        (np.array([[1 + 2j, 0j]]), "complex128"),
+    ],
+    ids=["strings", "objects", "complex"],
+)
+def test_transform_refuses_features_that_are_not_numbers(features, dtype):
+    m = Metric("linear", 2, projection=np.eye(2, dtype=np.float32))
+    with pytest.raises(ValueError, match=rf"numeric features .*got an array of dtype {dtype}"):
+        m.transform(features)
+    with pytest.raises(ValueError, match=rf"dtype {dtype}"):
+        Metric("identity", 2).transform(features)
+
+
+def test_integer_and_boolean_features_are_numbers():
+    m = Metric("linear", 2, projection=np.eye(2, dtype=np.float32))
+    np.testing.assert_array_equal(m.transform(np.array([[1, 2]], np.int64)), [[1.0, 2.0]])
+    np.testing.assert_array_equal(m.transform(np.array([[True, False]])), [[1.0, 0.0]])
+
+
+def _rewrite_meta(path, **changes):
+    import json
+
+    with np.load(path) as f:
+        entries = {k: f[k] for k in f.files}
+    meta = json.loads(str(entries.pop("meta")))
+    meta.update(changes)
+    np.savez(path, meta=np.asarray(json.dumps(meta)), **entries)
+
+
+def test_a_projection_that_does_not_match_input_dim_is_refused(tmp_path):
+    w = np.ones((3, 5), np.float32)
+    with pytest.raises(ValueError, match=r"projection of shape \(3, 5\).*input_dim 4"):
+        Metric("linear", 4, projection=w)
+    with pytest.raises(ValueError, match=r"projection must be a 2-D .*shape \(5,\)"):
+        Metric("linear", 5, projection=np.ones(5, np.float32))
+    with pytest.raises(ValueError, match=r"support vectors of shape \(3, 2\).*input_dim 6"):
+        Metric("kernel", 6, projection=np.ones((1, 3)), support=np.ones((3, 2)), kernel="rbf")
+    path = tmp_path / "m.npz"
+    Metric("linear", 5, projection=w).save(path)
+    _rewrite_meta(path, input_dim=7)  # the model no longer matches its input dimension
+    with pytest.raises(
+        DamagedModelError, match=r"m.npz is damaged.*projection of shape \(3, 5\).*input_dim 7"
+    ):
+        Metric.load(path)
+
+
+def test_an_svmml_model_whose_arrays_do_not_fit_is_refused():
+    from warca_jax.metric import SvmmlMetric
+
+    good = dict(
+        mean=np.zeros(4, np.float32),
+        components=np.ones((2, 4), np.float32),
+        a_mat=np.eye(2),
+        b_mat=np.eye(2),
+        c_vec=np.zeros(2),
+    )
+    SvmmlMetric("svmml", 4, **good)
+    with pytest.raises(ValueError, match=r"mean of shape \(5,\) .* do not match its input_dim 4"):
+        SvmmlMetric("svmml", 4, **{**good, "mean": np.zeros(5, np.float32)})
+    with pytest.raises(ValueError, match=r"components \(2, 4\).*do not fit input_dim 5"):
+        SvmmlMetric("svmml", 5, **{**good, "mean": np.zeros(5, np.float32)})
+    with pytest.raises(ValueError, match=r"A \(3, 3\).*expected \[p, 4\], \[p, p\]"):
+        SvmmlMetric("svmml", 4, **{**good, "a_mat": np.eye(3)})

@@ -96,6 +96,33 @@ def test_unknown_config_field_fails_loudly(tmp_path):
     assert proc.returncode != 0 and "lerning_rate" in proc.stderr
 
 
+def _nn_run(workdir, *overrides):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.main", "--config=configs/nn.py:small",
+         f"--workdir={workdir}", *overrides],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_workdir_is_resumed_across_presentation_fields_and_refused_naming_other_fields(
+    tmp_path,
+):
+    first = _nn_run(tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = _nn_run(tmp_path, "--config.progress=True", "--config.eval.plot_max_rank=10")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+    assert json.loads((tmp_path / "config.json").read_text())["progress"] is False
+    other = _nn_run(tmp_path, "--config.method.distance=cosine", "--config.progress=True")
+    assert other.returncode == 1 and "Traceback" not in other.stderr
+    errors = [ln for ln in other.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        f"error: {tmp_path} holds a run with a different config ({tmp_path}/config.json): "
+        "method.distance 'euclidean' -> 'cosine'; use a new workdir or remove it to start over"
+    ], other.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_restart_reuses_finished_splits(tmp_path, monkeypatch):
     config = _small()
@@ -122,7 +149,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
     pipeline.train_and_evaluate(_small(), str(tmp_path))
     other = _small()
     other.method.lam = 0.5
-    with pytest.raises(ValueError, match="different config"):
+    with pytest.raises(ValueError, match=r"different config .*: method\.lam 0\.0001 -> 0\.5;"):
         pipeline.train_and_evaluate(other, str(tmp_path))
 
 

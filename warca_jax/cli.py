@@ -1,14 +1,28 @@
-"""What every command-line entry point shares: flag parsing that explains a bad override.
+"""What every command-line entry point shares: bad input is one clear line, not a traceback.
 
-``run(main)`` is ``absl.app.run(main)`` with one difference. A ``--config.a.b=v`` override
-naming a field the config does not have makes ml_collections raise a bare
-``AttributeError: 'b'`` from deep inside flag parsing; here it becomes one line that
-names the override and lists the fields the section does have, and exit status 1, as
-absl does for any other bad flag.
+``run(main)`` is ``absl.app.run(main)`` with two differences:
+
+* a ``--config.a.b=v`` override naming a field the config does not have makes
+  ml_collections raise a bare ``AttributeError: 'b'`` from deep inside flag parsing; here
+  it becomes one line that names the override and lists the fields the section does have,
+  and exit status 1, as absl does for any other bad flag (``--workdir=``, empty, is one
+  of those);
+* a ``ValueError``, ``OSError`` or ``RuntimeError`` that the project's own code raises
+  (``warca_jax``, ``experiments``: a bad config value, bad data, a damaged or foreign
+  workdir, a missing file, a run that diverged) is printed as one line,
+  ``error: <message>``, with exit status 1 (``one_line_errors``). The library's checks
+  run before any work and name the field: ``error: config.method.kernel: unknown kernel
+  'rbff'; expected ...``; a message that names no field is led by the command-line
+  override it is about, when exactly one matches (``name_override``). An error raised
+  from inside another package (NumPy, JAX, ...), and any other exception type
+  (``TypeError``, ``KeyError``, ...), is a bug rather than bad input and keeps its
+  traceback; ``--traceback`` shows the traceback of every error.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 
 from absl import app, flags
@@ -24,6 +38,17 @@ def define_run_flags(config_help: str, workdir_help: str):
     config = config_flags.DEFINE_config_file("config", None, config_help, lock_config=True)
     workdir = flags.DEFINE_string("workdir", None, workdir_help)
     flags.mark_flags_as_required(["config", "workdir"])
+    flags.register_validator(
+        "workdir",
+        lambda value: value is None or bool(value.strip()),
+        message="--workdir is empty: give the folder for the outputs (created if needed)",
+    )
+    if "traceback" not in flags.FLAGS:
+        flags.DEFINE_bool(
+            "traceback",
+            False,
+            "Show the Python traceback of an error instead of the one line 'error: ...'.",
+        )
     return config, workdir
 
 
@@ -82,6 +107,82 @@ def parse_flags(argv: list[str]) -> list[str]:
         sys.exit(1)
 
 
+# The project's own code: a ValueError (OSError, RuntimeError) raised there is a message
+# for the user; one raised inside another package is a bug, shown with its traceback.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_CODE = tuple(os.path.join(_ROOT, d) + os.sep for d in ("warca_jax", "experiments"))
+USER_ERRORS = (ValueError, OSError, RuntimeError)
+
+
+def raised_by_the_project(error: BaseException) -> bool:
+    """Whether ``error`` was raised by the project's own code (its innermost frame is in
+    ``warca_jax/`` or ``experiments/``), not from inside NumPy, JAX or another package."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OWN_CODE)
+
+
+def _show_traceback() -> bool:
+    try:
+        return "traceback" in flags.FLAGS and bool(flags.FLAGS.traceback)
+    except flags.UnparsedFlagAccessError:
+        return False
+
+
+def one_line(error: BaseException) -> str:
+    """The message of ``error`` on one line (a line break and its indent become a space)."""
+    return re.sub(r"\s*\n\s*", " ", str(error).strip()) or type(error).__name__
+
+
+def _config_overrides(argv: list[str]) -> list[str]:
+    """The config fields that ``--<config>.path=value`` arguments of ``argv`` set, as
+    ``config.path``."""
+    names = _config_flag_names()
+    return [
+        arg[2:].split("=", 1)[0]
+        for arg in argv[1:]
+        if any(arg.startswith(f"--{name}.") for name in names)
+    ]
+
+
+def name_override(message: str, argv: list[str]) -> str:
+    """``message`` led by the one command-line override it is about, when it names no
+    override's field path already: the override whose field name is a word of the
+    message (``--config.warca.kernel=rbff`` and ``unknown kernel 'rbff'`` give
+    ``config.warca.kernel: unknown kernel 'rbff'``); unchanged when none or several are."""
+    overrides = _config_overrides(argv)
+    if message.startswith("config."):
+        return message
+    for path in overrides:  # the message names its field already
+        if re.search(rf"(?<![\w.]){re.escape(path.split('.', 1)[-1])}\b", message):
+            return message
+    words = set(re.findall(r"[A-Za-z_]\w*", message))
+    named = [p for p in overrides if p.rsplit(".", 1)[-1] in words]
+    return f"{named[0]}: {message}" if len(set(named)) == 1 else message
+
+
+def one_line_errors(main):
+    """``main`` whose bad-input errors end the process with one line, ``error: <message>``,
+    on stderr and exit status 1 (see the module docstring): a ``USER_ERRORS`` exception
+    raised by the project's own code, unless ``--traceback`` is set. Any other exception
+    propagates with its traceback."""
+
+    def wrapped(argv):
+        try:
+            return main(argv)
+        except USER_ERRORS as e:
+            if _show_traceback() or isinstance(e, RecursionError) or not raised_by_the_project(e):
+                raise
+            sys.stderr.write(f"error: {name_override(one_line(e), sys.argv)}\n")
+            sys.stderr.flush()
+            sys.exit(1)
+
+    return wrapped
+
+
 def run(main) -> None:
-    """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags``."""
-    app.run(main, flags_parser=parse_flags)
+    """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags`` and ``one_line_errors``."""
+    app.run(one_line_errors(main), flags_parser=parse_flags)

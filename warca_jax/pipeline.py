@@ -39,10 +39,11 @@ import time
 import numpy as np
 from absl import logging
 
+from warca_jax import config_checks, datasets, evaluation, methods, run_plots
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, run_plots
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
+from warca_jax.config_checks import check_config_file
 from warca_jax.metric import Metric
 
 SUMMARY_KEYS = (
@@ -158,32 +159,31 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
-def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
-    """What identifies the data of a run: a hash of its arrays and splits, and its source.
+def check_run_config(config, workdir: str) -> data_lib.Dataset:
+    """Every check of a run before any work (nothing is trained or written); the dataset.
 
-    ``content`` (compared on restart) hashes the features, labels, cameras and every
-    split as loaded; ``source`` (recorded only) is the size and mtime of the file, or a
-    hash of the folder listing, that ``data.path`` names.
+    The workdir path, the ``method`` section against the method it names and
+    ``data.batch_size`` (``config_checks.check_settings``), ``data.val_fraction`` and
+    ``eval.keep_best``, the data itself, and the method's ``validate`` on every split's
+    training part.
+
+    Raises:
+      ValueError: the first problem, its message led by the config field it is about
+        (``config.method.kernel: unknown kernel 'rbff'; ...``), or by the dataset and
+        split for bad training data (``config_checks.named_fields``).
     """
-    arrays = [dataset.features, dataset.labels, dataset.cams]
-    for split in dataset.splits:
-        arrays.extend(split)
-    out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
-    path = os.path.expanduser(data_cfg.get("path", "") or "")
-    if path and os.path.exists(path):
-        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
-    return out
-
-
-def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = None) -> None:
-    """Records config.json (and data.json), or refuses a workdir of another run.
-
-    A workdir whose config.json differs from ``config``, or whose data.json records other
-    data (the file changed since), is a ValueError: results of two runs are never mixed.
-    """
-    text = config.to_json_best_effort(indent=1, sort_keys=True)
-    data = {} if dataset is None else data_fingerprint(dataset, config.data)
-    workdir_lib.check_run_files(workdir, text, data)
+    config_checks.check_settings(config, workdir)
+    with config_checks.named_fields(config):
+        check_validation_config(config)
+        dataset = datasets.from_config(config.data, progress=bool(config.progress))
+    validate = methods.get(config.method.name).validate
+    for s, split in enumerate(dataset.splits):
+        val = validation_split(dataset, s, config)
+        t = split.train_idx if val is None else val.train_idx
+        where = f"{dataset.name} split {s}"
+        with config_checks.named_fields(config, section="method", where=where):
+            validate(dataset.features[t], dataset.labels[t], config.method)
+    return dataset
 
 
 def _drop_split_lines(path: str, split: int) -> None:
@@ -341,13 +341,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     Returns:
       The dict written to results.json.
     """
-    check_validation_config(config)
-    dataset = datasets.from_config(config.data, progress=bool(config.progress))
-    validate = methods.get(config.method.name).validate
-    for s, split in enumerate(dataset.splits):
-        val = validation_split(dataset, s, config)
-        t = split.train_idx if val is None else val.train_idx
-        validate(dataset.features[t], dataset.labels[t], config.method)
+    dataset = check_run_config(config, workdir)
     workdir_lib.prepare(workdir)
     check_config_file(workdir, config, dataset)
     per_split = []

@@ -15,7 +15,8 @@ belongs to this run, so:
 * ``read_json`` is for files that cannot be redone (a config): a damaged one is a
   ``DamagedFileError`` naming the file;
 * ``check_run_files`` records the run's config and a fingerprint of its data, and
-  refuses a workdir whose config or data differ from this run's.
+  refuses a workdir whose config (naming the fields that differ; presentation-only
+  fields such as ``progress`` aside) or data differ from this run's.
 """
 
 from __future__ import annotations
@@ -233,8 +234,20 @@ def file_fingerprint(path: str) -> dict:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def check_path(workdir) -> None:
+    """A ValueError unless ``workdir`` is a non-empty path (``os.makedirs("")`` would fail
+    with a bare ``FileNotFoundError: ''``); checked before any work."""
+    if not isinstance(workdir, str | os.PathLike) or not os.fspath(workdir).strip():
+        raise ValueError(
+            f"workdir is empty ({workdir!r}): give the folder for the outputs (created if "
+            "needed), e.g. --workdir=/tmp/run"
+        )
+
+
 def prepare(workdir: str) -> None:
-    """Creates ``workdir``; a path that exists and is not a folder is a clear error."""
+    """Creates ``workdir``; an empty path, or one that exists and is not a folder, is a
+    clear error."""
+    check_path(workdir)
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         raise NotADirectoryError(
             f"workdir {workdir!r} exists and is not a folder: give a folder path (it is "
@@ -252,7 +265,60 @@ def prepare(workdir: str) -> None:
         raise PermissionError(f"workdir {workdir!r} is not writable")
 
 
-def check_run_files(workdir: str, config_text: str, data: dict) -> None:
+# Fields that change how a run looks, not what it computes: a workdir is reused across a
+# change of these (config.json keeps the first run's values). ``progress``: progress bars;
+# ``eval.plot_max_rank``: the ranks drawn in the CMC plot, redrawn from the results by
+# every run.
+PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank")
+_ABSENT = object()
+
+
+def _flatten(obj, prefix: str = "") -> dict:
+    """A JSON object's leaves by dotted path (an empty object is a leaf)."""
+    if not isinstance(obj, dict) or (prefix and not obj):
+        return {prefix: obj}
+    out = {}
+    for k, v in obj.items():
+        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _ignored(path: str, ignore) -> bool:
+    return any(path == f or path.startswith(f + ".") for f in ignore)
+
+
+def config_differences(old, new, *, ignore=PRESENTATION_FIELDS) -> list[str]:
+    """``"path old -> new"`` for every leaf in which two JSON configs differ, in path order.
+
+    ``ignore`` names fields (dotted paths, a section for all its fields) left out; a field
+    that only one config has shows ``(absent)`` on the other side.
+    """
+    a, b = _flatten(old), _flatten(new)
+
+    def show(v):
+        return "(absent)" if v is _ABSENT else repr(v)
+
+    out = []
+    for path in sorted(set(a) | set(b)):
+        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
+        if va != vb and not _ignored(path, ignore):
+            out.append(f"{path} {show(va)} -> {show(vb)}")
+    return out
+
+
+def describe_differences(diffs: list[str], *, shown: int = 3) -> str:
+    """The first ``shown`` differences, then ``and N more (their fields)``."""
+    text = ", ".join(diffs[:shown])
+    rest = [d.split(" ", 1)[0] for d in diffs[shown:]]
+    if rest:
+        names = ", ".join(rest[:8]) + (", ..." if len(rest) > 8 else "")
+        text += f" and {len(rest)} more ({names})"
+    return text
+
+
+def check_run_files(
+    workdir: str, config_text: str, data: dict, *, ignore=PRESENTATION_FIELDS
+) -> None:
     """Records the run's config and data fingerprint, or refuses a workdir of another run.
 
     Args:
@@ -260,20 +326,24 @@ def check_run_files(workdir: str, config_text: str, data: dict) -> None:
       config_text: the run's config as JSON text.
       data: a JSON-able fingerprint of the data the run reads (``data["content"]`` is
         compared; anything else, such as the file's mtime, is recorded only).
+      ignore: config fields that do not make another run (``PRESENTATION_FIELDS``: progress
+        bars, the plot's ranks); every other field must be equal.
 
     Raises:
-      ValueError: the workdir holds a run with another config, or with this config on
-        other data (the data file changed since).
+      ValueError: the workdir holds a run with another config (the message names the
+        fields that differ, with both values), or with this config on other data (the
+        data file changed since).
       DamagedFileError: config.json is damaged.
     """
     cfg_path = os.path.join(workdir, CONFIG_FILE)
     data_path = os.path.join(workdir, DATA_FILE)
     if os.path.exists(cfg_path):
         old = read_json(cfg_path, what="config file of the earlier run")
-        if old != json.loads(config_text):
+        diffs = config_differences(old, json.loads(config_text), ignore=ignore)
+        if diffs:
             raise ValueError(
-                f"{workdir} holds a run with a different config ({cfg_path}); use a new "
-                "workdir or remove it to start over"
+                f"{workdir} holds a run with a different config ({cfg_path}): "
+                f"{describe_differences(diffs)}; use a new workdir or remove it to start over"
             )
         old_data = reuse_json(data_path) if os.path.exists(data_path) else None
         if old_data is not None and old_data.get("content") != data.get("content"):

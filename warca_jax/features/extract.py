@@ -91,6 +91,18 @@ def _check_finite(feats: np.ndarray, name: str, start: int) -> None:
         )
 
 
+def check_batch_size(batch_size) -> int:
+    """``batch_size`` when it is an integer >= 1; a ValueError naming ``data.batch_size``
+    (the config field that sets it) otherwise, before any work."""
+    integer = isinstance(batch_size, int | np.integer) and not isinstance(batch_size, bool)
+    if not integer or batch_size < 1:
+        raise ValueError(
+            "data.batch_size must be an integer >= 1 (images described per batch while "
+            f"extracting descriptors); got {batch_size!r}"
+        )
+    return int(batch_size)
+
+
 def _run_batch(desc: Descriptor, batch: np.ndarray, size: int) -> np.ndarray:
     """Descriptor of a batch, padded with zero images to ``size`` rows (one compilation)."""
     m = len(batch)
@@ -108,17 +120,18 @@ def extract_arrays(
     Args:
       images: [n, H, W, 3] RGB on the 0-255 scale, uint8 or float.
       descriptor: a name in ``DESCRIPTORS``.
-      batch_size: images per jitted call.
+      batch_size: images per jitted call, an integer >= 1.
 
     Returns:
       [n, D] float32.
     """
     desc = get_descriptor(descriptor)
+    batch_size = check_batch_size(batch_size)
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3:
         raise ValueError(f"expected images of shape [n, H, W, 3], got {images.shape}")
     n, h, w, _ = images.shape
-    size = max(1, min(batch_size, n))
+    size = max(1, min(batch_size, n))  # n may be 0
     out = np.empty((n, desc.dim(h, w)), np.float32)
     for start in range(0, n, size):
         out[start : start + size] = _run_batch(desc, images[start : start + size], size)
@@ -143,7 +156,8 @@ def extract(
       descriptor: a name in ``DESCRIPTORS``.
       height: images are resized to height x width before description.
       width: see height.
-      batch_size: images loaded and described at a time; bounds the memory.
+      batch_size: images loaded and described at a time, an integer >= 1; bounds the
+        memory.
       cache_dir: directory of the feature cache; None disables it.
       progress: show a tqdm progress bar.
 
@@ -151,10 +165,12 @@ def extract(
       [n, D] float32 features, row i for paths[i].
 
     Raises:
-      ValueError: unknown descriptor, unreadable image or non-finite features.
+      ValueError: unknown descriptor or batch size below 1 (before any work), unreadable
+        image or non-finite features.
       FileNotFoundError: missing files, named, before any work is done.
     """
     desc = get_descriptor(descriptor)
+    batch_size = check_batch_size(batch_size)
     paths = images_lib.check_paths(paths)
     n, dim = len(paths), desc.dim(height, width)
     target = None
@@ -166,7 +182,7 @@ def extract(
             return cached
 
     out = np.empty((n, dim), np.float32)
-    size = max(1, min(batch_size, n))
+    size = max(1, min(batch_size, n))  # n may be 0
     with tqdm(total=n, unit="img", desc=descriptor, disable=not progress) as bar:
         for start in range(0, n, size):
             batch = images_lib.load_images(paths[start : start + size], height=height, width=width)

@@ -23,8 +23,9 @@ A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
 with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
 (``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
-whole, finite saved metric (cut short, a corrupt archive, another file), so that a
-caller can redo the model instead of using it.
+whole, finite saved metric (cut short, a corrupt archive, another file, arrays that no
+longer match ``input_dim``), so that a caller can redo the model instead of using it.
+``transform`` takes numeric features only (a ValueError naming the dtype otherwise).
 """
 
 from __future__ import annotations
@@ -126,9 +127,33 @@ class Metric:
                 "a metric's feature_scale must be a positive power of two, got "
                 f"{self.feature_scale!r}"
             )
+        self._check_shapes()
+
+    def _check_shapes(self) -> None:
+        """The projection (and the support vectors) fit ``input_dim``: a model whose arrays
+        no longer match its input dimension is refused here, not inside a matrix product
+        at its first use."""
+        if self.kind in ("linear", "kernel"):
+            shape = np.shape(self.projection)
+            if len(shape) != 2:
+                raise ValueError(
+                    f"a {self.kind} metric's projection must be a 2-D [D', "
+                    f"{'input_dim' if self.kind == 'linear' else 'N'}] matrix; got shape {shape}"
+                )
+        if self.kind == "linear" and np.shape(self.projection)[1] != self.input_dim:
+            raise ValueError(
+                f"a linear metric's projection of shape {np.shape(self.projection)} does not "
+                f"match its input_dim {self.input_dim}: expected [D', {self.input_dim}]"
+            )
         if self.kind == "kernel":
             if self.support is None:
                 raise ValueError("a kernel metric needs its support vectors")
+            support = np.shape(self.support)
+            if len(support) != 2 or support[1] != self.input_dim:
+                raise ValueError(
+                    f"a kernel metric's support vectors of shape {support} do not match its "
+                    f"input_dim {self.input_dim}: expected [N, {self.input_dim}]"
+                )
             if self.projection.shape[1] != self.support.shape[0]:
                 raise ValueError(
                     f"kernel projection has {self.projection.shape[1]} columns but there are "
@@ -168,13 +193,18 @@ class Metric:
         return self
 
     def scaled_features(self, x: np.ndarray) -> np.ndarray:
-        """``x`` checked (shape [n, input_dim], finite) and times ``feature_scale``.
+        """``x`` checked (numeric, shape [n, input_dim], finite) and times ``feature_scale``.
 
         The product is taken in float64 and cast to float32 (exact for a power of two
         unless the result leaves float32's range); with a scale of 1 ``x`` is returned as
         it is, so that features of ordinary size go through unchanged.
         """
         x = np.asarray(x)
+        if x.dtype.kind not in "biuf":
+            raise ValueError(
+                f"transform expects numeric features (an [n, {self.input_dim}] array of "
+                f"floats or integers); got an array of dtype {x.dtype}"
+            )
         if x.ndim != 2 or x.shape[1] != self.input_dim:
             raise ValueError(
                 f"transform expects features of shape [n, {self.input_dim}], got {x.shape}"
@@ -259,7 +289,8 @@ class Metric:
           FileNotFoundError: no file at ``path``.
           DamagedModelError: the file is not a whole saved metric: cut short or corrupt,
             not an ``.npz`` archive, an archive without the saved metric's entries, entries
-            that do not make a metric, or NaN or inf in it.
+            that do not make a metric (a projection or support vectors that do not match
+            ``input_dim``, both shapes named), or NaN or inf in it.
         """
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")

@@ -129,6 +129,25 @@ class SvmmlMetric(Metric):
     c_vec: np.ndarray | None = None
     bias: float = 0.0
 
+    def _check_shapes(self) -> None:
+        """The PCA arrays fit ``input_dim`` (mean [D], components [p, D]) and the decision
+        function fits the components (A, B: [p, p], c: [p])."""
+        d = self.input_dim
+        if np.shape(self.mean) != (d,) or len(np.shape(self.components)) != 2:
+            raise ValueError(
+                f"an svmml metric's mean of shape {np.shape(self.mean)} and components of shape "
+                f"{np.shape(self.components)} do not match its input_dim {d}: expected [{d}] "
+                f"and [p, {d}]"
+            )
+        p = np.shape(self.components)[0]
+        shapes = [np.shape(self.components)[1:], *(np.shape(v) for v in (self.a_mat, self.b_mat))]
+        if shapes != [(d,), (p, p), (p, p)] or np.shape(self.c_vec) != (p,):
+            raise ValueError(
+                f"an svmml metric's components {np.shape(self.components)}, A "
+                f"{np.shape(self.a_mat)}, B {np.shape(self.b_mat)} and c {np.shape(self.c_vec)} "
+                f"do not fit input_dim {d}: expected [p, {d}], [p, p], [p, p] and [p]"
+            )
+
     @property
     def output_dim(self) -> int:
         return int(self.components.shape[0])

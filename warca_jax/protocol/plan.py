@@ -168,8 +168,14 @@ def _cv_grids(config, cv_methods: list[str]) -> dict[str, list[tuple[float, floa
                 f"got lambdas {lam_l} and etas {eta_l}"
             )
         if any(v < 0 for v in lam_l) or any(not v > 0 for v in eta_l):
+            key = "lams" if any(v < 0 for v in lam_l) else "etas"
+            field = (
+                f"config.cv.grids[{label!r}][{key!r}]"
+                if key in grids.get(label, {})
+                else f"config.cv.{key}"
+            )
             raise ValueError(
-                f"lambdas must be >= 0 and etas > 0; got {lam_l} and {eta_l} for {label}"
+                f"{field}: lambdas must be >= 0 and etas > 0; got {lam_l} and {eta_l} for {label}"
             )
         out[label] = [(lam, eta) for lam in lam_l for eta in eta_l]
     return out

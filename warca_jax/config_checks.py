@@ -1,0 +1,168 @@
+"""The checks of a run's config before any work, and messages that name the field.
+
+``train_and_evaluate`` (``pipeline.check_run_config``) refuses a config that cannot run
+before it loads data, trains or writes anything, and every refusal starts with the config
+field it is about, so that one line says what to change:
+
+* ``check_settings``: the workdir path, the ``method`` section against the method its
+  ``name`` names (``check_method_section``: ``--config.method.name=lfda`` on WARCA's
+  config names the fields LFDA needs), ``data.batch_size``;
+* ``named_fields``: a ``ValueError`` raised inside it (a learner's ``validate``, the data
+  settings) comes out with its message led by the field (``field_message``):
+  ``config.method.kernel: unknown kernel 'rbff'; expected ...``;
+* ``check_config_file``: the workdir's record of the run (config.json, data.json), or a
+  refusal of a workdir of another run naming the fields that differ
+  (``workdir.check_run_files``; presentation-only fields such as ``progress`` aside).
+
+The command line prints such an error as that one line (``warca_jax.cli``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+
+from ml_collections import config_dict
+
+from warca_jax import data as data_lib
+from warca_jax import methods
+from warca_jax import workdir as workdir_lib
+from warca_jax.features.extract import check_batch_size
+
+_DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
+# the repository's configs/, named in a hint (never read or imported)
+_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def _has_field(config, path: str) -> bool:
+    node = config
+    for part in path.split("."):
+        if not isinstance(node, config_dict.ConfigDict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def field_message(config, message: str, *, section: str | None = None, where: str = "") -> str:
+    """``message`` starting with the config field it is about, ``config.<path>``.
+
+    A message that starts with a field's dotted path (``data.val_fraction must be ...``,
+    ``method.num_iters must be ...``) gets the ``config.`` prefix; otherwise, with
+    ``section``, the first word of the message that is a field of that section (but
+    ``name``) names it (``unknown kernel 'rbff'`` -> ``config.method.kernel: unknown kernel
+    'rbff'``); otherwise ``where`` (e.g. the dataset and split of bad training data) leads.
+    """
+    m = _DOTTED.match(message)
+    if m and _has_field(config, m.group(1)):
+        return message if message.startswith("config.") else f"config.{message}"
+    if section is not None:
+        fields = set(config[section].keys()) - {"name"}
+        for word in re.findall(r"[A-Za-z_]\w*", message):
+            if word in fields:
+                return f"config.{section}.{word}: {message}"
+    return f"{where}: {message}" if where else message
+
+
+def _renamed(error: ValueError, message: str) -> ValueError:
+    """``error`` with ``message``, of its own class where it can be, with its traceback
+    (so that where it was raised stays visible: ``cli.raised_by_the_project``)."""
+    try:
+        new = type(error)(message)
+    except Exception:  # noqa: BLE001 - a class with another signature
+        new = ValueError(message)
+    return new.with_traceback(error.__traceback__)
+
+
+@contextlib.contextmanager
+def named_fields(config, *, section: str | None = None, where: str = ""):
+    """A ``ValueError`` raised inside comes out led by its field (``field_message``)."""
+    try:
+        yield
+    except ValueError as e:
+        message = field_message(config, str(e), section=section, where=where)
+        raise _renamed(e, message) from None
+
+
+def _config_hint(name: str) -> str:
+    """Where a method's own config starts: its file in configs/ (named after the method or
+    its module), else its defaults."""
+    module = methods.get(name).fit.__module__.split(".")
+    for stem in (name, module[module.index("methods") + 1] if "methods" in module else name):
+        if os.path.isfile(os.path.join(_CONFIGS, f"{stem}.py")):
+            return f"configs/{stem}.py"
+    return f"warca_jax.defaults.method_config({name!r})"
+
+
+def check_method_section(section, where: str = "method") -> None:
+    """The ``method`` section has exactly the fields of the method its ``name`` names.
+
+    Changing only ``method.name`` (``--config.method.name=lfda`` on WARCA's config) leaves
+    the other method's fields: refused, naming the fields the named method needs, the
+    missing ones and the ones it does not know, before any work.
+
+    Raises:
+      ValueError: an unknown method, or a section of another method's fields.
+    """
+    name = section.get("name")
+    try:
+        method = methods.get(name)
+    except ValueError as e:
+        raise ValueError(f"config.{where}.name: {e}") from None
+    want, have = set(method.default_config().keys()), set(section.keys())
+    if want == have:
+        return
+    owners = sorted(methods.registry().items())
+    owner = next((n for n, m in owners if set(m.default_config().keys()) == have), None)
+    missing, unknown = sorted(want - have), sorted(have - want)
+    parts = [f"missing: {', '.join(missing)}"] if missing else []
+    parts += [f"unknown to {name}: {', '.join(unknown)}"] if unknown else []
+    whose = f"is {owner}'s" if owner else f"does not match {name}'s"
+    raise ValueError(
+        f"config.{where}.name is {name!r} but the {where} section {whose}: {name} needs the "
+        f"fields {sorted(want)} ({'; '.join(parts)}); start from {_config_hint(name)}"
+    )
+
+
+def check_settings(config, workdir) -> None:
+    """The checks that need no data: the workdir path (not empty), the ``method``
+    section (``check_method_section``) and ``data.batch_size`` (an integer >= 1).
+
+    Raises:
+      ValueError: the first problem, led by its field.
+    """
+    workdir_lib.check_path(workdir)
+    with named_fields(config):
+        check_method_section(config.method)
+        check_batch_size(config.data.get("batch_size", 256))
+
+
+def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
+    """What identifies the data of a run: a hash of its arrays and splits, and its source.
+
+    ``content`` (compared on restart) hashes the features, labels, cameras and every
+    split as loaded; ``source`` (recorded only) is the size and mtime of the file, or a
+    hash of the folder listing, that ``data.path`` names.
+    """
+    arrays = [dataset.features, dataset.labels, dataset.cams]
+    for split in dataset.splits:
+        arrays.extend(split)
+    out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
+    path = os.path.expanduser(data_cfg.get("path", "") or "")
+    if path and os.path.exists(path):
+        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
+    return out
+
+
+def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = None) -> None:
+    """Records config.json (and data.json), or refuses a workdir of another run.
+
+    A workdir whose config.json differs from ``config`` in any field but the
+    presentation-only ones (``workdir.PRESENTATION_FIELDS``: ``progress``,
+    ``eval.plot_max_rank``), or whose data.json records other data (the file changed
+    since), is a ValueError naming the fields that differ (old and new values): results
+    of two runs are never mixed. Re-exported by ``pipeline``.
+    """
+    text = config.to_json_best_effort(indent=1, sort_keys=True)
+    data = {} if dataset is None else data_fingerprint(dataset, config.data)
+    workdir_lib.check_run_files(workdir, text, data)
