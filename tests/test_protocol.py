@@ -4,12 +4,14 @@ import csv
 import json
 import os
 
+import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, protocol
+from warca_jax import datasets, defaults, plots, protocol
+from warca_jax.protocol.report import is_kernel
 
 get_config = config_module("protocol").get_config
 
@@ -86,8 +88,47 @@ def test_writes_every_run_table_and_plot(tiny_run):
     assert "| dataset | WARCA-L | kNN Euclidean | kNN chi2 |" in table
     assert table.count("| synthetic |") == 4 and "| - |" in table  # one row per measure
     assert results["synthetic"]["warca:linear"]["num_done"] == 2
-    with Image.open(os.path.join(workdir, "cmc_synthetic.png")) as im:
-        assert im.size[0] > 300 and im.size[1] > 300
+    # two methods done, both named (no grey lines): 9 x 6 inches at 120 dpi
+    assert _png_size(os.path.join(workdir, "cmc_synthetic.png")) == (1080, 720)
+
+
+def _png_size(path) -> tuple[int, int]:
+    """(width, height) of a valid PNG with something drawn in it (matplotlib's reader)."""
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", path
+    image = mpimg.imread(path)
+    assert image.ndim == 3 and float(image.std()) > 0, f"{path} is blank"
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.size == (image.shape[1], image.shape[0])
+    return im.size
+
+
+@pytest.mark.parametrize(
+    "label, fields, kernel",
+    [
+        ("warca:linear", {"kernel": "none"}, False),
+        ("warca:chi2", {"kernel": "chi2_rbf"}, True),
+        ("warca:kernel", {"kernel": "linear"}, True),  # the kernel form, linear kernel
+        ("rpcca", {"kernel": "none"}, False),
+        ("nn:chi2", {"distance": "chi2"}, True),  # by its label
+        ("kernel_nn:laplacian", {"kernel": "laplacian"}, True),
+        ("kernel_nn", {}, True),
+        ("kissme", {}, False),
+        ("nn", {"distance": "euclidean"}, False),
+    ],
+)
+def test_a_method_is_kernel_by_its_config_or_its_label(label, fields, kernel):
+    assert is_kernel(label, fields) is kernel
+
+
+def test_the_cmc_of_twenty_methods_names_the_best_five_and_greys_the_rest(tmp_path):
+    ranks = np.arange(1, 101)
+    curves = {f"method {i}": 100 - (95 - 2 * i) * np.exp(-ranks / (5 + i)) for i in range(20)}
+    kernel = {f"method {i}" for i in range(0, 20, 3)}
+    path = plots.plot_methods_cmc(curves, tmp_path / "cmc.png", kernel=kernel, title="CMC")
+    assert _png_size(path) == (1320, 720)  # 11 x 6 inches: the legend beside the axes
+    few = {k: curves[k] for k in list(curves)[:4]}
+    assert _png_size(plots.plot_methods_cmc(few, tmp_path / "few.png")) == (1080, 720)
 
 
 def test_tables_hold_the_mean_and_std_of_the_split_results(tiny_run):

@@ -3,6 +3,7 @@
 import json
 import time
 
+import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from repo_configs import config_module
@@ -16,6 +17,14 @@ aon_config = config_module("aon_study")
 tt_config = config_module("training_time")
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) of a valid, non-empty PNG with something drawn in it."""
+    assert path.stat().st_size > 0 and path.read_bytes()[:8] == PNG, path
+    image = mpimg.imread(path)
+    assert image.ndim == 3 and float(image.std()) > 0, f"{path} is blank"
+    return image.shape[1], image.shape[0]
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +87,8 @@ def test_aon_study_writes_every_promised_file(aon_run):
     config, workdir, results = aon_run
     for name in ("config.json", "results.json", "results.md"):
         assert (workdir / name).stat().st_size > 0
-    for name in aon_study.PLOTS:
-        assert (workdir / name).read_bytes()[:8] == PNG
+    for name in aon_study.PLOTS:  # 5 x 4 inches at 100 dpi; the CMC as plots.plot_cmc draws it
+        assert png_size(workdir / name) == ((960, 660) if name == "cmc.png" else (500, 400))
     on_disk = json.loads((workdir / "results.json").read_text())
     assert on_disk == json.loads(json.dumps(results))
     lams, etas = list(config.study.lams), list(config.study.etas)
@@ -199,7 +208,7 @@ def test_study_plots_refuse_misshapen_curves(tmp_path):
 @pytest.mark.slow
 def test_training_time_writes_curves_sampled_every_log_every(tt_run):
     config, workdir, results = tt_run
-    assert (workdir / training_time.PLOT).read_bytes()[:8] == PNG
+    assert png_size(workdir / training_time.PLOT) == (550, 420)  # 5.5 x 4.2 inches, 100 dpi
     on_disk = json.loads((workdir / "curves.json").read_text())
     assert on_disk == json.loads(json.dumps(results))
     assert set(on_disk["methods"]) == set(training_time.METHODS)

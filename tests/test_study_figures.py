@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import fixture_trees
+import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from PIL import Image
@@ -23,6 +24,15 @@ ORL = str(fixture_trees.ORL)
 needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
 GREEN = np.array([44, 160, 44])  # matplotlib's tab:green and tab:red, the frames' colours
 RED = np.array([214, 39, 40])
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) of a valid, non-empty PNG with something drawn in it."""
+    path = Path(path)
+    assert path.stat().st_size > 0 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    image = mpimg.imread(path)
+    assert image.ndim == 3 and float(image.std()) > 0, f"{path} is blank"
+    return image.shape[1], image.shape[0]
 
 
 def _has_colour(path, rgb) -> bool:
@@ -66,13 +76,14 @@ def test_small_run_writes_every_file(small_run):
     workdir, results = small_run
     config = get_config("small")
     labels = list(config.methods)
-    for name, min_size in (
-        ("rank_k.png", (500, 300)),
-        ("ranked_list.png", (800, 300)),
-        ("validation_cost.png", (600, 250)),
+    sgd = [m for m in labels if m.split(":")[0] in study_figures.SGD_METHODS]
+    q, k = config.ranked.num_queries, config.ranked.top_k
+    for name, size in (  # inches at 100 dpi, as study_plots and plots draw them
+        ("rank_k.png", (800, 420)),
+        ("ranked_list.png", (round(100 * (k + 1.4)), round(100 * (1.55 * q + 0.5)))),
+        ("validation_cost.png", (round(420 * len(sgd)), 340)),
     ):
-        with Image.open(workdir / name) as im:
-            assert im.format == "PNG" and im.size[0] >= min_size[0] and im.size[1] >= min_size[1]
+        assert png_size(workdir / name) == size, name
     assert list(results["methods"]) == labels
     table = (workdir / "rank_k.md").read_text()
     for label, row in results["methods"].items():

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 import fixture_trees
+import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, datasets, evaluation, methods, pipeline
+from warca_jax import data, datasets, evaluation, methods, pipeline, plots, run_plots
 from warca_jax.metric import Metric
 
 get_config = config_module("warca").get_config
@@ -72,7 +73,9 @@ def test_entry_point_writes_every_output(tmp_path):
         "num_skipped",
     ):
         assert key in results["mean"] and key in results["std"] and key in results["splits"][0]
-    assert (workdir / "cmc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_size(workdir / "cmc.png") == CMC_SIZE
+    assert png_size(workdir / "curves.png") == _curves_size(2)
+    assert f"results in {workdir}: results.json, cmc.png, curves.png" in proc.stderr
     metric = Metric.load(workdir / "model_split0.npz")
     assert metric.kind == "linear" and metric.output_dim == 16
 
@@ -283,6 +286,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     for r in lines:
         assert 0 <= r["val_rank1"] <= 100 and 0 < r["val_mAP"] <= 100
         assert {"loss", "closer_frac", "mean_gap"} <= set(r)
+    assert png_size(tmp_path / "a" / "curves.png") == _curves_size(3)  # and validation
     dataset = datasets.from_config(config.data)
     for s, labels in enumerate(fitted):
         split = dataset.splits[s]
@@ -418,3 +422,123 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
     plain = evaluation.evaluate_metric(metric, ds, split, get_config("small").eval)
     assert got["mAP"] == pytest.approx(want["mAP"]) and got["rank1"] == want["rank1"]
     assert got["mAP"] != plain["mAP"]
+
+
+# --- the run's figures (cmc.png, curves.png) and its log columns -------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n"
+CMC_SIZE = tuple(round(v * plots.DPI) for v in plots.FIGSIZE)  # (960, 660)
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) of a valid PNG with something drawn in it (matplotlib's reader)."""
+    path = Path(path)
+    assert path.stat().st_size > 0 and path.read_bytes()[:8] == PNG, path
+    image = mpimg.imread(path)
+    assert image.ndim == 3 and float(image.std()) > 0, f"{path} is blank"
+    return image.shape[1], image.shape[0]
+
+
+def _curves_size(panels: int) -> tuple[int, int]:
+    return round(run_plots.PANEL[0] * panels * plots.DPI), round(run_plots.PANEL[1] * plots.DPI)
+
+
+def _history(splits=2, steps=(10, 20, 30, 40), **columns):
+    """metrics.jsonl rows: ``columns`` name -> f(split, step) for every split and step."""
+    return [
+        {"split": s, "step": t, **{k: f(s, t) for k, f in columns.items()}, "seconds": 0.1 * t}
+        for s in range(splits)
+        for t in steps
+    ]
+
+
+def test_training_curves_draw_the_loss_a_moving_ranking_measure_and_validation(tmp_path):
+    rows = _history(
+        loss=lambda s, t: 2.0 / t + s,
+        closer_frac=lambda s, t: 0.1 / t,
+        violated_frac=lambda s, t: 1.0,
+        val_rank1=lambda s, t: 50.0 + t,
+        val_mAP=lambda s, t: 40.0 + t,
+    )
+    assert [p[1] for p in run_plots._panels(rows)] == ["loss", "closer_frac", "%"]
+    path = run_plots.plot_training_curves(rows, tmp_path / "c.png", title="t")
+    assert png_size(path) == _curves_size(3)
+    # without closer_frac the next moving measure; a constant one is never drawn
+    rows = _history(loss=lambda s, t: 1.0 / t, violated_frac=lambda s, t: 0.5)
+    assert [p[1] for p in run_plots._panels(rows)] == ["loss"]
+    assert png_size(run_plots.plot_training_curves(rows, tmp_path / "l.png")) == _curves_size(1)
+    rows = _history(loss=lambda s, t: 1.0 / t, expected_accuracy=lambda s, t: t / 50)
+    assert [p[1] for p in run_plots._panels(rows)] == ["loss", "expected_accuracy"]
+    with pytest.raises(ValueError, match="no history row holds a step and a loss"):
+        run_plots.plot_training_curves([{"split": 0, "seconds": 1.0}], tmp_path / "x.png")
+
+
+def test_the_mean_curve_is_over_the_steps_every_split_logged():
+    series = {0: (np.array([10.0, 20, 30]), np.array([3.0, 2, 1])),
+              1: (np.array([10.0, 20]), np.array([5.0, 4]))}  # fmt: skip
+    steps, mean = run_plots._mean_curve(series)
+    np.testing.assert_array_equal(steps, [10, 20])
+    np.testing.assert_allclose(mean, [4, 3])
+    assert run_plots._mean_curve({0: series[0]}) is None  # one split: no mean
+    assert run_plots._mean_curve({0: series[0], 1: (np.array([40.0]), np.array([1.0]))}) is None
+
+
+def test_the_cmc_axis_is_fitted_to_the_data():
+    assert plots.fitted_range([90.0, 95.0, 100.0]) == (89.0, 101.0)  # at least 1 point
+    assert plots.fitted_range([20.0, 100.0]) == (16.0, 104.0)  # 5% of the range
+    assert plots.fitted_range([0.0, 100.0])[0] == 0.0  # never below 0
+    assert plots.fitted_range(np.array([np.nan, 50.0]), [60.0]) == (49.0, 61.0)
+
+
+def _fake_results(num_splits=3, length=30):
+    def curve(start):
+        return np.minimum(100.0, start + np.arange(length) * 3.0).tolist()
+
+    splits = [
+        {"cmc": curve(80 + s), "mAP": 85.0 + s,
+         "baseline_euclidean": {"cmc": curve(30 + 2 * s), "mAP": 25.0 + s}}
+        for s in range(num_splits)
+    ]  # fmt: skip
+    return {"method": "warca", "mean": {"mAP": 86.0}, "splits": splits}
+
+
+def test_run_figures_draw_cmc_and_only_an_iterative_learner_draws_curves(tmp_path):
+    results = _fake_results()
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    written = run_plots.write_run_figures(
+        str(closed), results, iterative=False, max_rank=50, title="kissme on synthetic"
+    )
+    assert written == [str(closed / "cmc.png")] and not (closed / "curves.png").exists()
+    assert png_size(closed / "cmc.png") == CMC_SIZE
+    iterative = tmp_path / "iterative"
+    iterative.mkdir()
+    rows = _history(splits=3, loss=lambda s, t: 1.0 / t, closer_frac=lambda s, t: 0.1 / t)
+    (iterative / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    written = run_plots.write_run_figures(
+        str(iterative), results, iterative=True, max_rank=50, title="warca on synthetic"
+    )
+    assert written == [str(iterative / "cmc.png"), str(iterative / "curves.png")]
+    assert png_size(iterative / "curves.png") == _curves_size(2)
+
+
+@pytest.mark.slow
+def test_a_warca_run_draws_its_figures_and_logs_only_columns_that_move(tmp_path):
+    pipeline.train_and_evaluate(_small(), str(tmp_path))
+    assert png_size(tmp_path / "cmc.png") == CMC_SIZE
+    assert png_size(tmp_path / "curves.png") == _curves_size(2)  # loss, closer_frac
+    rows = _lines(tmp_path)
+    assert len(rows) == 6  # 2 splits x 60 steps / 20
+    identity = {"split", "step"}
+    constant = sorted(k for k in rows[0] if k not in identity and len({r[k] for r in rows}) == 1)
+    assert constant == [], f"columns that never change: {constant}"
+    assert {"margin_frac", "closer_frac", "mean_gap", "mean_rank"} <= set(rows[0])
+    # the share of pairs with a violator (and active_frac, the same pairs) stayed at 1
+    assert not {"violated_frac", "active_frac"} & set(rows[0])
+
+
+@pytest.mark.slow
+def test_a_closed_form_run_draws_cmc_and_no_curves(tmp_path):
+    pipeline.train_and_evaluate(config_module("kissme").get_config("small"), str(tmp_path))
+    assert png_size(tmp_path / "cmc.png") == CMC_SIZE
+    assert not (tmp_path / "curves.png").exists() and not _lines(tmp_path)  # no history

@@ -186,10 +186,16 @@ def test_train_step_is_one_jitted_step():
         "hinge",
         "penalty",
         "mean_rank",
-        "violated_frac",
+        "margin_frac",
         "closer_frac",
         "mean_gap",
     }
+    # the exact search over all 120 points counts every violator: rank = count, and each
+    # anchor has 116 negatives, so the share within the margin is mean_rank / 116
+    np.testing.assert_allclose(
+        float(metrics["margin_frac"]), float(metrics["mean_rank"]) / 116, rtol=1e-5
+    )
+    assert float(metrics["closer_frac"]) <= float(metrics["margin_frac"]) <= 1
     np.testing.assert_allclose(float(metrics["penalty"]), 0.0, atol=1e-4)  # orthonormal init
     # lambda and eta are a required argument of the program, never a default in it
     with pytest.raises(TypeError):

@@ -71,8 +71,9 @@ the pairs; d_ij and d_ik of the sampled triplets in the hinge and its gradient);
 ||a||^2 + ||c||^2 - 2 a.c (one matrix product, no [B, C, D'] differences), for the
 violator search. They are the same distance up to float32 rounding, not bit for bit: a
 negative within rounding of the margin could be drawn by the search and get a zero hinge
-in the gradient, where it contributes nothing (such a pair counts in the step's
-``violated_frac``; rare: the two differ on 1 of the 200 logged chunks of the main job).
+in the gradient, where it contributes nothing (rare: the share of pairs with a violator
+and the share with a positive hinge differed on 1 of the 200 logged chunks of the main
+job).
 
 The penalties (eq. 10, 18 and the first terms of eq. 20, 23) are in ``warca_jax.penalties``
 and importable from here under the names of the table. Every function is a pure function

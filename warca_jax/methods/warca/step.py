@@ -187,10 +187,13 @@ def _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s: _Search, *, constr
         "hinge": hinge_loss,
         "penalty": pen,
         "mean_rank": jnp.mean(s.viol.rank),
-        # the pairs with a violator: their triplet is in the gradient (a violator's hinge
-        # is positive by the search's test; ``active_frac``, found & hinge > 0, was this
-        # column again up to float32 rounding, and is not logged)
-        "violated_frac": jnp.mean(found),
+        # per pair, the fraction of its negative candidates within the margin (d_ik <
+        # d_ij + gamma: the violators eq. 14 counts), the margin's closer_frac. It keeps
+        # moving where the share of pairs with a violator (once logged as violated_frac,
+        # and as active_frac, the same pairs up to rounding) stays at 1 for the whole run
+        "margin_frac": jnp.mean(
+            sampling.closer_fraction(s.d_ij + float(cfg.margin), s.d_ik, s.negative)
+        ),
         # margin-free progress: how often a negative is nearer than the positive (eq. 7's
         # rank over the candidates' negatives: a training ranking error, 1 - AUC), and the
         # sampled triplets' distance gap
