@@ -511,6 +511,9 @@ def test_run_figures_draw_cmc_and_only_an_iterative_learner_draws_curves(tmp_pat
     )
     assert written == [str(closed / "cmc.png")] and not (closed / "curves.png").exists()
     assert png_size(closed / "cmc.png") == CMC_SIZE
+    pixels = (mpimg.imread(closed / "cmc.png")[..., :3] * 255).round()
+    for rgb in ((31, 119, 180), (255, 127, 14)):  # tab:blue (the method), tab:orange (euclidean)
+        assert np.any(np.all(np.abs(pixels - rgb) <= 3, axis=-1)), rgb
     iterative = tmp_path / "iterative"
     iterative.mkdir()
     rows = _history(splits=3, loss=lambda s, t: 1.0 / t, closer_frac=lambda s, t: 0.1 / t)

@@ -160,7 +160,7 @@ def write_run_figures(
     mean, per_split = _mean_and_splits([r["cmc"] for r in splits])
     curves, spread = {method: mean}, {method: per_split}
     maps = {method: results["mean"]["mAP"]}
-    if "baseline_euclidean" in results:
+    if all("baseline_euclidean" in r for r in splits):  # eval.baseline
         base = [r["baseline_euclidean"] for r in splits]
         curves["euclidean"], spread["euclidean"] = _mean_and_splits([b["cmc"] for b in base])
         maps["euclidean"] = float(np.mean([b["mAP"] for b in base]))
@@ -170,7 +170,7 @@ def write_run_figures(
     metrics = os.path.join(workdir, "metrics.jsonl")
     if iterative and os.path.exists(metrics):
         rows = workdir_lib.read_jsonl(metrics)
-        if rows:
+        if _panels([r for r in rows if isinstance(r.get("step"), int | float)]):
             path = os.path.join(workdir, "curves.png")
             note = "1 split" if len(splits) == 1 else f"{len(splits)} splits thin, their mean bold"
             plot_training_curves(rows, path, title=f"{title}: training ({note})")
