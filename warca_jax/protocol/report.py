@@ -46,7 +46,7 @@ DISPLAY = {  # column names of the paper's Table 2 and the study
     "nn:manhattan": "kNN Manhattan",
     "nn:cosine": "kNN cosine",
     "nn:chi2": "kNN chi2",
-    "kmeans": "k-means + kNN",
+    "kmeans_nn": "k-means + kNN",
     "mahalanobis": "Mahalanobis",
     "xqda": "XQDA",
     "lmnn": "LMNN",
