@@ -8,9 +8,9 @@ that leads nowhere is a bug in them. For README.md and every docs/*.md page:
   ``python``) that runs ``python -m <module>`` or ``python <file>.py`` names a module or
   file that exists; for the entry points (``experiments.<name>``) every ``--flag`` is one
   the entry point defines (read from its source: ``flags.DEFINE_*("name"``,
-  ``config_flags.DEFINE_config_file("name"`` and ``cli.define_run_flags``), every ``--config=PATH[:variant]`` names a
-  file under the repository's root whose ``VARIANTS`` holds the variant, and every
-  ``--config.<field path>`` override is a field of that config;
+  ``config_flags.DEFINE_config_file("name"`` and ``cli.define_run_flags``), every
+  ``--config=PATH[:variant]`` names a file under the repository's root whose ``VARIANTS``
+  holds the variant, and every ``--config.<field path>`` override is a field of that config;
 * every lone inline flag (``--config.eval.rerank=True``, ``--num_workers=N``) is a field of
   some config file or a flag of some entry point;
 * every ``configs/<file>.py[:variant]`` the text names exists and has that variant;

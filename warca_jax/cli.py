@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -183,6 +184,15 @@ def one_line_errors(main):
     return wrapped
 
 
+# JAX's backend discovery logs, at INFO, every platform it could not start ("Unable to
+# initialize backend 'tpu': ... libtpu.so" on every machine without a TPU): the first
+# lines a user saw. Its warnings and errors still show.
+QUIET_LOGGERS = ("jax._src.xla_bridge",)
+
+
 def run(main) -> None:
-    """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags`` and ``one_line_errors``."""
+    """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags`` and ``one_line_errors``,
+    without JAX's backend-discovery INFO lines (``QUIET_LOGGERS``)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     app.run(one_line_errors(main), flags_parser=parse_flags)

@@ -32,7 +32,7 @@ RANKING_MEASURES = (
     ("active_triplets", "active triplets"),
 )
 VALIDATION = (("val_rank1", "rank-1", "tab:blue"), ("val_mAP", "mAP", "tab:orange"))
-PANEL = (4.8, 4.2)  # inches per panel, at plots.DPI
+PANEL = (5.0, 4.2)  # inches per panel, at plots.DPI (exact in binary: whole pixels)
 
 
 def _by_split(rows: list[dict], key: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
