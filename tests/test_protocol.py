@@ -215,8 +215,10 @@ def test_a_changed_method_config_is_refused(tiny_run, tmp_path):
     copy = str(tmp_path / "w")
     shutil.copytree(workdir, copy)
     changed = _tiny(overrides={"warca:linear": {"num_iters": 61, "log_every": 30}})
-    with pytest.raises(ValueError, match="different config"):
+    with pytest.raises(ValueError, match="different config") as refused:
         protocol.run_protocol(changed, copy)
+    # the message names what changed, with the old and the new value
+    assert "method.num_iters 60 -> 61" in str(refused.value), refused.value
 
 
 @pytest.mark.slow

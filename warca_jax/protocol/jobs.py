@@ -218,7 +218,8 @@ def claim(folder: str, run_cfg) -> None:
 
     A config.json that does not parse (a crash while it was written) is written again:
     the job's outcome files record the config they were made with, and are checked
-    against it, so nothing is lost. One that parses but differs is refused.
+    against it, so nothing is lost. One that parses but differs in a field that is not
+    presentation only (``workdir.PRESENTATION_FIELDS``) is refused, naming the fields.
     """
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "config.json")
@@ -228,8 +229,12 @@ def claim(folder: str, run_cfg) -> None:
     )
     if old is None:
         workdir_lib.write_text(path, text)
-    elif old != json.loads(text):
+        return
+    # what differs, presentation-only fields (progress) left out, as the main job does
+    diffs = workdir_lib.config_differences(old, json.loads(text))
+    if diffs:
         raise ValueError(
-            f"{folder} holds a run with a different config ({path}); use a new workdir or "
-            "remove it to start over"
+            f"{folder} holds a run with a different config ({path}): "
+            f"{workdir_lib.describe_differences(diffs)}; use a new workdir or remove it to "
+            "start over"
         )
