@@ -6,7 +6,7 @@ python -m experiments.aon_study --config=configs/aon_study.py[:small] --workdir=
 import os
 import time
 
-from absl import app, logging
+from absl import logging
 
 from warca_jax import cli
 from warca_jax.studies import aon
@@ -17,16 +17,14 @@ _CONFIG, _WORKDIR = cli.define_run_flags(
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # flags only (cli.run refuses arguments)
     t0 = time.perf_counter()
     results = aon.run_study(_CONFIG.value, _WORKDIR.value)
     with open(os.path.join(_WORKDIR.value, "results.md")) as f:
         print(f.read())
     print(f"{results['runs_trained']} runs trained in {time.perf_counter() - t0:.1f}s")
     workdir = _WORKDIR.value
-    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
-    logging.info("results in %s: %s", workdir, ", ".join(files))
+    cli.log_results(workdir)
     logging.info("one JSON record per run in %s", os.path.join(workdir, "runs"))
 
 

@@ -11,7 +11,7 @@ import json
 import os
 
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 
 from warca_jax import cli, pipeline
 
@@ -43,8 +43,7 @@ _PROCESS_ID = flags.DEFINE_integer(
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # flags only (cli.run refuses arguments)
     if _DISTRIBUTED.value:
         jax.distributed.initialize(
             coordinator_address=_COORDINATOR.value,

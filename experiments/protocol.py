@@ -10,7 +10,7 @@ Config fields are overridden as ``--config.<field>=<value>`` (configs/protocol.p
 import json
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from warca_jax import cli
 from warca_jax.protocol.runner import STAGES, run_protocol
@@ -25,8 +25,7 @@ _SHARD = flags.DEFINE_integer("shard_index", 0, "This machine's shard, in [0, nu
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # flags only (cli.run refuses arguments)
     results = run_protocol(
         _CONFIG.value,
         _WORKDIR.value,
@@ -37,9 +36,8 @@ def main(argv):
     )
     entries = [e for res in results.values() for e in res.values()]
     workdir = _WORKDIR.value
-    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
-    if "table2.md" in files:
-        logging.info("results in %s: %s", workdir, ", ".join(files))
+    if os.path.exists(os.path.join(workdir, "table2.md")):
+        cli.log_results(workdir)
     else:  # a stage without the report, or a shard of the runs
         logging.info(
             "runs in %s; the tables and CMC plots: --stage=report", os.path.join(workdir, "runs")

@@ -7,7 +7,7 @@ r"""The CUHK03 study's figures and tables: ``warca_jax.studies.figures``.
 import json
 import os
 
-from absl import app, logging
+from absl import logging
 
 from warca_jax import cli
 from warca_jax.studies import figures
@@ -18,8 +18,7 @@ _CONFIG, _WORKDIR = cli.define_run_flags(
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # flags only (cli.run refuses arguments)
     results = figures.run(_CONFIG.value, _WORKDIR.value)
     print(
         json.dumps(
@@ -30,8 +29,7 @@ def main(argv):
         )
     )
     workdir = _WORKDIR.value
-    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
-    logging.info("results in %s: %s", workdir, ", ".join(files))
+    cli.log_results(workdir)
     logging.info("each fit's record in %s", os.path.join(workdir, "fits"))
 
 

@@ -7,7 +7,7 @@ r"""Test rank-1 against training time (the paper's Fig. 3): ``warca_jax.studies.
 import os
 import time
 
-from absl import app, logging
+from absl import logging
 
 from warca_jax import cli
 from warca_jax.studies import training_time
@@ -18,8 +18,7 @@ _CONFIG, _WORKDIR = cli.define_run_flags(
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # flags only (cli.run refuses arguments)
     t0 = time.perf_counter()
     results = training_time.run_study(_CONFIG.value, _WORKDIR.value)
     for name, res in results["methods"].items():
@@ -30,8 +29,7 @@ def main(argv):
         )
     print(f"study done in {time.perf_counter() - t0:.1f}s")
     workdir = _WORKDIR.value
-    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
-    logging.info("results in %s: %s", workdir, ", ".join(files))
+    cli.log_results(workdir)
     logging.info("each method's per-split curves in %s", os.path.join(workdir, "curves"))
 
 

@@ -27,6 +27,7 @@ import re
 import sys
 
 from absl import app, flags
+from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
@@ -192,7 +193,21 @@ QUIET_LOGGERS = ("jax._src.xla_bridge",)
 
 def run(main) -> None:
     """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags`` and ``one_line_errors``,
-    without JAX's backend-discovery INFO lines (``QUIET_LOGGERS``)."""
+    refusing positional arguments and without JAX's backend-discovery INFO lines
+    (``QUIET_LOGGERS``)."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    app.run(one_line_errors(main), flags_parser=parse_flags)
+
+    def no_arguments(argv):
+        if len(argv) > 1:  # every entry point takes flags only
+            raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        return main(argv)
+
+    app.run(one_line_errors(no_arguments), flags_parser=parse_flags)
+
+
+def log_results(workdir: str) -> list[str]:
+    """Logs where a run's results went (the files at the top of ``workdir``); returns them."""
+    files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
+    absl_logging.info("results in %s: %s", workdir, ", ".join(files))
+    return files
