@@ -38,13 +38,14 @@ import ml_collections
 from ml_collections import config_dict
 
 from warca_jax import defaults
+from warca_jax.methods import checks
 
 VARIANTS = ("synthetic", "small")
 
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the AON-study config for variant ``arg``."""
-    defaults.check_variant(arg, VARIANTS, "AON study")
+    checks.check_variant("the AON study", arg, VARIANTS)
     small = arg == "small"
     # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
     c = defaults.base_config(small=small)

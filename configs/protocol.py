@@ -69,6 +69,7 @@ import os
 import ml_collections
 
 from warca_jax import defaults
+from warca_jax.methods import checks
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))
@@ -161,7 +162,7 @@ def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the protocol config for variant ``arg``."""
-    defaults.check_variant(arg, VARIANTS, "protocol")
+    checks.check_variant("the protocol", arg, VARIANTS)
     synthetic = arg in ("synthetic", "small")
     c = defaults.base_config(histogram=synthetic)
     c.progress = True  # the progress bar over the whole grid.

@@ -26,6 +26,7 @@ import os
 import ml_collections
 
 from warca_jax import defaults
+from warca_jax.methods import checks
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))
@@ -46,7 +47,7 @@ _STUDY_METHODS = (
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the study-figures config for variant ``arg``."""
-    defaults.check_variant(arg, VARIANTS, "study's figures")
+    checks.check_variant("the study's figures", arg, VARIANTS)
     base = defaults.base_config(small=arg == "small")
     c = ml_collections.ConfigDict()
     c.seed = 0  # seed of the fits (split s is fitted with seed + s); same seed, same result.

@@ -27,13 +27,14 @@ Override any field on the command line, e.g.
 import ml_collections
 
 from warca_jax import defaults
+from warca_jax.methods import checks
 
 VARIANTS = ("synthetic", "small")
 
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the training-time config for variant ``arg``."""
-    defaults.check_variant(arg, VARIANTS, "training-time study")
+    checks.check_variant("the training-time study", arg, VARIANTS)
     small = arg == "small"
     # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
     c = defaults.base_config(small=small)

@@ -102,13 +102,6 @@ def overridden(section: ml_collections.ConfigDict, **overrides) -> ml_collection
     return out
 
 
-def check_variant(arg: str, variants: tuple[str, ...], what: str = "config") -> str:
-    """``arg`` when it is one of ``variants``; ValueError naming them otherwise."""
-    if arg not in variants:
-        raise ValueError(f"unknown variant {arg!r} of the {what}; expected one of {variants}")
-    return arg
-
-
 def method_config(label: str) -> ml_collections.ConfigDict:
     """The default ``method`` section named by ``label``, ``<method>[:<variant>]``, unlocked.
 

@@ -243,19 +243,18 @@ def check_choice(cfg, field: str, choices: tuple[str, ...], *, also: tuple[str, 
     raise ValueError(f"unknown {field} {value!r}; expected {extra}one of {choices}")
 
 
-def check_variant(method: str, variant, variants: tuple[str, ...]) -> str:
-    """``variant`` is one of the learner's named default configs (``default_config``)."""
+def check_variant(what: str, variant, variants: tuple[str, ...]) -> str:
+    """``variant`` when it is one of ``variants``, the named variants of ``what`` (a learner's
+    default config, or a config file's ``get_config``); ValueError naming them otherwise."""
     if variant not in variants:
-        raise ValueError(
-            f"unknown variant {variant!r} of {method}'s default config; expected one of {variants}"
-        )
+        raise ValueError(f"unknown variant {variant!r} of {what}; expected one of {variants}")
     return variant
 
 
 def new_config(method: str, variant, variants: tuple[str, ...]) -> ml_collections.ConfigDict:
     """A learner's ``default_config`` start: ``variant`` checked against ``variants``
     (``check_variant``), then an unlocked ConfigDict whose ``name`` is ``method``."""
-    check_variant(method, variant, variants)
+    check_variant(f"{method}'s default config", variant, variants)
     cfg = ml_collections.ConfigDict()
     cfg.name = method
     return cfg

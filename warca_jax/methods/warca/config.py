@@ -25,7 +25,7 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
 
     Returned unlocked, so that a config file or a caller can change fields before locking.
     """
-    checks.check_variant("warca", variant, VARIANTS)
+    checks.check_variant("warca's default config", variant, VARIANTS)
     m = ml_collections.ConfigDict()
     m.name = "warca"
     m.kernel = "none"  # 'none' (primal W) or linear | rbf | chi2 | chi2_rbf | laplacian.
