@@ -93,9 +93,16 @@ class Bench:
             r = evaluation.evaluate_metric(metric, d, split, self.eval_cfg)
             scores.append((r["rank1"], r["mAP"]))
         r1, mAP = np.mean(scores, 0)
-        return dict(data=name, form=form, scale=scale, lam=float(method.lam),
-                    eta=float(method.learning_rate), rank1=round(float(r1), 2),
-                    mAP=round(float(mAP), 2), seconds=round(time.perf_counter() - t0, 1))
+        return dict(
+            data=name,
+            form=form,
+            scale=scale,
+            lam=float(method.lam),
+            eta=float(method.learning_rate),
+            rank1=round(float(r1), 2),
+            mAP=round(float(mAP), 2),
+            seconds=round(time.perf_counter() - t0, 1),
+        )
 
 
 def geometry(bench, name, lam):
@@ -110,11 +117,17 @@ def geometry(bench, name, lam):
     d = sq[:, None] + sq[None, :] - 2 * z @ z.T
     same = (y[:, None] == y[None, :]) & ~np.eye(len(y), dtype=bool)
     diff = y[:, None] != y[None, :]
-    inside = [np.mean(d[i, diff[i]] < d[i, j] + 1.0) for i, j in zip(*np.nonzero(same))]
+    pairs = zip(*np.nonzero(same), strict=True)
+    inside = [np.mean(d[i, diff[i]] < d[i, j] + 1.0) for i, j in pairs]
     r = evaluation.evaluate_metric(metric, ds, split, bench.eval_cfg)
-    return dict(data=name, lam=lam, same_msd=round(float(d[same].mean()), 3),
-                diff_msd=round(float(d[diff].mean()), 3),
-                inside_margin=round(float(np.mean(inside)), 3), rank1=round(r["rank1"], 2))
+    return dict(
+        data=name,
+        lam=lam,
+        same_msd=round(float(d[same].mean()), 3),
+        diff_msd=round(float(d[diff].mean()), 3),
+        inside_margin=round(float(np.mean(inside)), 3),
+        rank1=round(r["rank1"], 2),
+    )
 
 
 def _cell(rows, **match):
@@ -133,8 +146,17 @@ def main():
     args = p.parse_args()
     if not os.path.isdir(os.path.join(args.viper, "cam_a")):
         p.error(f"--viper={args.viper!r} has no cam_a/ folder; expected VIPeR's published layout")
-    print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
-                          device=str(jax.devices()[0]), splits=args.splits)), flush=True)
+    print(
+        json.dumps(
+            dict(
+                machine=platform.machine(),
+                cpus=os.cpu_count(),
+                device=str(jax.devices()[0]),
+                splits=args.splits,
+            )
+        ),
+        flush=True,
+    )
     bench, tables = Bench(args), args.tables.split(",")
     done = []  # every row so far: the eta and scale tables take their default cell from here
 
@@ -147,27 +169,45 @@ def main():
         return float(get_config("chi2" if form == "chi2" else "linear").method.lam)
 
     if "lam" in tables:
-        plan = [("viper", "linear"), ("viper", "chi2"), ("viper_pca76", "linear"),
-                ("viper_lomo", "chi2"), ("orl", "chi2"), ("synth", "linear"),
-                ("synth_hist", "chi2")]
+        plan = [
+            ("viper", "linear"),
+            ("viper", "chi2"),
+            ("viper_pca76", "linear"),
+            ("viper_lomo", "chi2"),
+            ("orl", "chi2"),
+            ("synth", "linear"),
+            ("synth_hist", "chi2"),
+        ]
         rows = [emit(bench.run(n, f, lam=lam)) for n, f in plan for lam in LAMS]
         print("\n| data | form | " + " | ".join(f"lambda={v:g}" for v in LAMS) + " |")
         print("| --- | --- |" + " --- |" * len(LAMS))
         for n, f in plan:
             cells = [_cell(rows, data=n, form=f, lam=v) for v in LAMS]
             print(f"| {n} | {f} | " + " | ".join(cells) + " |")
+
     def sweep(field, key, values, default, header):
         """The defaults on VIPeR with ``field`` (a ``Bench.run`` keyword, ``key`` in its
         rows) set to each of ``values``; the default value's runs are reused when done."""
         for f in ("linear", "chi2"):
             for v in values:
-                if v == default and any(r["data"] == "viper" and r["form"] == f and
-                                        r["lam"] == default_lam(f) and r["eta"] == 1e-2 and
-                                        r["scale"] == 1.0 for r in done):
+                if v == default and any(
+                    r["data"] == "viper"
+                    and r["form"] == f
+                    and r["lam"] == default_lam(f)
+                    and r["eta"] == 1e-2
+                    and r["scale"] == 1.0
+                    for r in done
+                ):
                     continue
                 emit(bench.run("viper", f, **({} if v == default else {field: v})))
-        rows = [r for r in done if r["data"] == "viper" and r["lam"] == default_lam(r["form"])
-                and (r["eta"] == 1e-2 or key == "eta") and (r["scale"] == 1.0 or key == "scale")]
+        rows = [
+            r
+            for r in done
+            if r["data"] == "viper"
+            and r["lam"] == default_lam(r["form"])
+            and (r["eta"] == 1e-2 or key == "eta")
+            and (r["scale"] == 1.0 or key == "scale")
+        ]
         print("\n| VIPeR, defaults | " + " | ".join(header.format(v) for v in values) + " |")
         print("| --- |" + " --- |" * len(values))
         for f in ("linear", "chi2"):
@@ -179,11 +219,14 @@ def main():
         sweep("scale", "scale", SCALES, 1.0, "features x {:g}")
     if "geometry" in tables:
         rows = [emit(geometry(bench, "viper", lam)) for lam in (1e-4, 1e-2)]
-        print("\n| VIPeR, linear, split 0 | same-id msd | different-id msd | inside the margin | rank-1 |")
+        head = "same-id msd | different-id msd | inside the margin | rank-1"
+        print(f"\n| VIPeR, linear, split 0 | {head} |")
         print("| --- | --- | --- | --- | --- |")
         for r in rows:
-            print(f"| lambda={r['lam']:g} | {r['same_msd']} | {r['diff_msd']} | "
-                  f"{r['inside_margin']} | {r['rank1']} |")
+            print(
+                f"| lambda={r['lam']:g} | {r['same_msd']} | {r['diff_msd']} | "
+                f"{r['inside_margin']} | {r['rank1']} |"
+            )
     extra_tables(bench, tables, emit)
 
 
@@ -195,13 +238,19 @@ def cv_view(bench, lam, s):
     split = ds.splits[s]
     val = protocol_datasets.validation_split(ds, s, fraction=0.3, seed=0)
     method = defaults.overridden(get_config("chi2").method, dim=100, lam=lam)
-    metric, _ = pipeline.fit_method(ds.features[val.train_idx], ds.labels[val.train_idx], method,
-                                 seed=s)
+    metric, _ = pipeline.fit_method(
+        ds.features[val.train_idx], ds.labels[val.train_idx], method, seed=s
+    )
     on_val = evaluation.evaluate_metric(metric, ds, val, bench.eval_cfg)
     on_test = evaluation.evaluate_metric(metric, ds, split, bench.eval_cfg)
-    return dict(split=s, lam=lam, val_rank1=round(on_val["rank1"], 2),
-                val_mAP=round(on_val["mAP"], 2), test_rank1=round(on_test["rank1"], 2),
-                test_mAP=round(on_test["mAP"], 2))
+    return dict(
+        split=s,
+        lam=lam,
+        val_rank1=round(on_val["rank1"], 2),
+        val_mAP=round(on_val["mAP"], 2),
+        test_rank1=round(on_test["rank1"], 2),
+        test_mAP=round(on_test["mAP"], 2),
+    )
 
 
 def extra_tables(bench, tables, emit):
@@ -209,15 +258,19 @@ def extra_tables(bench, tables, emit):
         rows = [emit(bench.run("viper", "chi2", kernel_gamma=g)) for g in (0.0, 0.01)]
         print("\n| VIPeR, chi2 default | gamma = 1 / mean chi2 | gamma = 0.01 |")
         print("| --- | --- | --- |")
-        print(f"| rank-1 / mAP | {rows[0]['rank1']:.2f} / {rows[0]['mAP']:.2f} | "
-              f"{rows[1]['rank1']:.2f} / {rows[1]['mAP']:.2f} |")
+        print(
+            f"| rank-1 / mAP | {rows[0]['rank1']:.2f} / {rows[0]['mAP']:.2f} | "
+            f"{rows[1]['rank1']:.2f} / {rows[1]['mAP']:.2f} |"
+        )
     if "cv" in tables:
         rows = [emit(cv_view(bench, lam, s)) for s in (0, 1) for lam in (1e-3, 1e-2)]
         print("\n| split | lambda | validation rank-1 / mAP | test rank-1 / mAP |")
         print("| --- | --- | --- | --- |")
         for r in rows:
-            print(f"| {r['split']} | {r['lam']:g} | {r['val_rank1']} / {r['val_mAP']} | "
-                  f"{r['test_rank1']} / {r['test_mAP']} |")
+            print(
+                f"| {r['split']} | {r['lam']:g} | {r['val_rank1']} / {r['val_mAP']} | "
+                f"{r['test_rank1']} / {r['test_mAP']} |"
+            )
 
 
 if __name__ == "__main__":

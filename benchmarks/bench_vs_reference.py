@@ -111,6 +111,7 @@ def _worker(args: argparse.Namespace) -> None:
 
     from warca_jax import defaults
     from warca_jax.methods import warca
+
     get_config = defaults.load_config_module("configs/warca.py").get_config
 
     imports_s = time.perf_counter() - _T_START

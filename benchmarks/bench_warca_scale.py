@@ -72,6 +72,7 @@ def run(args) -> dict:
 
     from warca_jax import defaults, evaluation
     from warca_jax.methods import warca
+
     get_config = defaults.load_config_module("configs/warca.py").get_config
 
     data_dir = Path(args.data_dir)

@@ -104,6 +104,29 @@ def test_chi2_variant_is_xiongs_klfda():
     # ridge 0.01 (module docstring: VIPeR 25.5 weighted -> 34.5 plain, splits 0-1).
     m = get_config("chi2").method
     assert (m.kernel, m.kernel_gamma, m.embedding, m.reg) == ("chi2_rbf", 0.0, "plain", 1e-2)
+    assert m.reg_scale == "dims"  # relative to trace / N, as Xiong's kLFDA
+
+
+def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
+    # r = min(D, N - #classes): the most non-zero eigenvalues S_w can have
+    assert lfda.ridge_rank(2580, 632, 316, "rank") == 316
+    assert lfda.ridge_rank(64, 400, 100, "rank") == 64
+    assert lfda.ridge_rank(2580, 632, 316, "dims") == 2580
+    # full-rank S_w (D = 5 < N - #classes): the two scales are the same ridge
+    x, y = data.make_synthetic(num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1)[:2]
+    a, _ = lfda.fit(x, y, _method(dim=3))
+    b, _ = lfda.fit(x, y, _method(dim=3, reg_scale="dims"))
+    np.testing.assert_array_equal(a.projection, b.projection)
+    # rank-deficient S_w (2 images per identity, D = 64 > N - #classes = 40): 'rank' is the
+    # larger ridge, reg tr(S_w) / 40 against reg tr(S_w) / 64, a different solution
+    x, y, _ = data.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
+    s_w, s_b = lfda.local_scatter(x, np.unique(y, return_inverse=True)[1], knn=7)
+    big = lfda.solve(s_w, s_b, dim=4, reg=0.18, embedding="plain", rank=40)
+    small = lfda.solve(s_w, s_b, dim=4, reg=0.18 * 64 / 40, embedding="plain", rank=64)
+    np.testing.assert_allclose(np.abs(big), np.abs(small), rtol=1e-6, atol=1e-9)
+    c, _ = lfda.fit(x, y, _method(dim=4, embedding="plain"))
+    d, _ = lfda.fit(x, y, _method(dim=4, embedding="plain", reg_scale="dims"))
+    assert not np.allclose(c.projection, d.projection)
 
 
 def test_two_images_per_identity_needs_the_ridge():
@@ -126,6 +149,7 @@ def test_two_images_per_identity_needs_the_ridge():
         (lambda x, y: (x, y), {"knn": 0}, "knn must be an integer >= 1"),
         (lambda x, y: (x, y), {"reg": -1.0}, "reg must be >= 0"),
         (lambda x, y: (x, y), {"embedding": "whitened"}, "unknown embedding"),
+        (lambda x, y: (x, y), {"reg_scale": "trace"}, "reg_scale"),
         (lambda x, y: (x, y), {"kernel": "chi2"}, "non-negative"),
         (lambda x, y: (x, y), {"kernel": "poly"}, "unknown kernel"),
     ],

@@ -1,12 +1,14 @@
 """SVMML: it learns, its distances are the decision function, it saves and loads, bad input."""
 
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 from repo_configs import config_module
 
 from warca_jax import data, defaults
-from warca_jax.methods import svmml
+from warca_jax.learner_loop import TrainingDivergedError
+from warca_jax.methods import svmml, svmml_released
 from warca_jax.metric import Metric
 
 get_config = config_module("svmml").get_config
@@ -184,3 +186,126 @@ def test_fit_reaches_the_constrained_optimum():
     _, short = svmml.fit(x, y, defaults.overridden(cfg, num_iters=5, log_every=5), seed=0)
     assert short[-1]["stopped"].startswith("num_iters spent")
     assert short[-1]["residual"] > 30 * hist[-1]["residual"]
+
+
+# ---- solver="released": the authors' released trainer (svmml_released) ----
+
+
+def _released(**overrides):
+    return defaults.overridden(config_module("svmml").get_config("released").method, **overrides)
+
+
+def _loop_objective(theta, x, y, lam):
+    """The released trainer's objective pair by pair: logistic loss of s f over every ordered
+    pair i != j, each class weighted to total 1, plus lam/2 (||A||^2 + ||B||^2)."""
+    p = x.shape[1]
+    a, b, bias = theta[: p * p].reshape(p, p), theta[p * p : -1].reshape(p, p), theta[-1]
+    pairs = [(i, j) for i in range(len(y)) for j in range(len(y)) if i != j]
+    n_same = sum(y[i] == y[j] for i, j in pairs)
+    total = 0.0
+    for i, j in pairs:
+        u, z = x[i], x[j]
+        f = 0.5 * u @ a @ u + 0.5 * z @ a @ z - u @ b @ z + bias
+        sign, weight = (1.0, 1.0 / n_same) if y[i] == y[j] else (-1.0, 1.0 / (len(pairs) - n_same))
+        total += weight * np.log1p(np.exp(sign * f))
+    return total + 0.5 * lam * (np.sum(a * a) + np.sum(b * b))
+
+
+def test_released_objective_and_gradient_match_an_independent_form():
+    from finite_differences import gradient
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(7, 3)), np.array([0, 0, 1, 1, 1, 2, 2])
+    theta = np.concatenate([rng.normal(size=9), rng.normal(size=9), [0.4]])
+    s, w = svmml_released.pair_signs_and_weights(y)
+    value, grad = svmml_released.objective(theta, x, s, w, 0.3)
+    np.testing.assert_allclose(value, _loop_objective(theta, x, y, 0.3), rtol=1e-12)
+    # A and B enter through x^T A x and x^T B z only: the gradient of a symmetric A is the
+    # symmetrised one; compare on symmetric A and B.
+    sym = np.concatenate([(theta[:9].reshape(3, 3) + theta[:9].reshape(3, 3).T).ravel() / 2,
+                          (theta[9:18].reshape(3, 3) + theta[9:18].reshape(3, 3).T).ravel() / 2,
+                          theta[18:]])  # fmt: skip
+    _, grad = svmml_released.objective(sym, x, s, w, 0.3)
+    want = gradient(lambda t: _loop_objective(t, x, y, 0.3), sym)
+    np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
+
+
+def _euclidean_ranks(x):
+    d = np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=2).astype(np.float64)
+    return d, np.argsort(d, axis=1, kind="stable")
+
+
+def test_released_with_no_iterations_is_the_euclidean_distance():
+    x, y = _small_problem()
+    metric, hist = svmml.fit(x, y, _released(num_iters=0, pca_dim=16, pca_variance=1.0))
+    assert hist == [] and type(metric) is svmml.SvmmlMetric
+    np.testing.assert_array_equal(metric.c_vec, np.zeros(metric.components.shape[0]))
+    got = np.asarray(metric.pairwise_distances(x, x), np.float64)
+    d, ranks = _euclidean_ranks(x.astype(np.float64))
+    # every PCA dim with variance, not whitened: a rotation of the data's span, so
+    # f = 1/2 ||x - z||^2 (up to float32 sums)
+    np.testing.assert_allclose(got, 0.5 * d, atol=1e-4 * d.max())
+    np.testing.assert_array_equal(np.argsort(got, axis=1, kind="stable")[:, :5], ranks[:, :5])
+
+
+def test_released_lowers_its_objective_from_the_euclidean_start_and_repeats():
+    x, y = _small_problem()
+    cfg = _released(num_iters=30, log_every=10)
+    metric, hist = svmml.fit(x, y, cfg, seed=0)
+    assert [r["step"] for r in hist] == [10, 20, 30]
+    assert hist[-1]["stopped"].startswith("num_iters spent")
+    # the objective of the model returned, computed independently of the trainer's
+    red = (x.astype(np.float64) - metric.mean) @ metric.components.T.astype(np.float64)
+    s, w = svmml_released.pair_signs_and_weights(y)
+    p = red.shape[1]
+    start = svmml_released.objective(svmml_released.euclidean_start(p), red, s, w, 1e-6)[0]
+    theta = np.concatenate([metric.a_mat.ravel(), metric.b_mat.ravel(), [metric.bias]])
+    end = svmml_released.objective(theta.astype(np.float64), red, s, w, 1e-6)[0]
+    assert end < 0.7 * start, (start, end)
+    assert hist[0]["loss"] < start and hist[-1]["loss"] < hist[0]["loss"]
+    assert not np.allclose(metric.a_mat, np.eye(p), atol=1e-3)  # it moved off the start
+    # the same run gives the same result (every pair is used: the seed draws nothing)
+    again, hist2 = svmml.fit(x, y, cfg, seed=0)
+    np.testing.assert_array_equal(again.a_mat, metric.a_mat)
+    np.testing.assert_array_equal(again.b_mat, metric.b_mat)
+    assert again.bias == metric.bias
+    assert [r["loss"] for r in hist] == [r["loss"] for r in hist2]
+
+
+def test_released_non_finite_objective_is_refused(monkeypatch):
+    x, y = _small_problem()
+
+    def broken(theta, *args):
+        value, grad = objective(theta, *args)
+        return value * np.nan, grad * np.nan
+
+    objective = svmml_released.objective
+    monkeypatch.setattr(svmml_released, "objective", broken)
+    with pytest.raises(TrainingDivergedError, match="not finite"):
+        svmml.fit(x, y, _released(num_iters=10, log_every=5))
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"solver": "lbfgs"}, r"unknown solver 'lbfgs'; expected one of \('fista', 'released'\)"),
+        ({"whiten": "no"}, "method.whiten must be True or False; got 'no'"),
+        ({"num_iters": -1}, r"method.num_iters must be >= 0 \(an integer; 0: the start"),
+        ({"num_iters": 2.5}, "method.num_iters must be >= 0"),
+        ({"solver": "fista", "num_iters": 0}, "method.num_iters must be >= 1"),
+    ],
+)
+def test_released_bad_config_is_refused(overrides, match, monkeypatch):
+    monkeypatch.setattr(svmml_released, "CgRun", None)  # refused before any work
+    x, y = _small_problem()
+    cfg = ml_collections.ConfigDict({**_released().to_dict(), **overrides})  # any type
+    with pytest.raises(ValueError, match=match):
+        svmml.fit(x, y, cfg)
+
+
+def test_released_refuses_training_sets_over_its_pair_matrix_limit(monkeypatch):
+    x, y = _small_problem()
+    monkeypatch.setattr(svmml, "RELEASED_MAX_N", x.shape[0] - 1)
+    with pytest.raises(ValueError, match=r"N x N pair matrices .* use solver 'fista'"):
+        svmml.fit(x, y, _released(num_iters=5))
+    svmml.fit(x, y, _method(num_iters=5))  # the default solver has no such limit

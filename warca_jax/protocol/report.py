@@ -39,6 +39,7 @@ DISPLAY = {  # column names of the paper's Table 2 and the study
     "mlapg": "MLAPG",
     "frml": "FRML",
     "svmml": "SVMML",
+    "svmml:released": "SVMML-released",
     "lfda:chi2": "LFDA-chi2",
     "lfda": "LFDA-L",
     "kissme": "KISSME",

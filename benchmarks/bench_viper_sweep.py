@@ -1,0 +1,103 @@
+"""One field of one learner swept on VIPeR: the measurements behind the baselines' defaults.
+
+The learners' docstrings (LFDA's ridge, FRML's step, SVMML's settings) quote what this
+script prints. For a config label (``lfda``, ``frml``, ``svmml``, ``warca:chi2``, ...) it
+fits the label's default method config, with D' = 100 (the protocol's VIPeR output
+dimension, for the paper's methods) and ``--field`` set to each of ``--values``, on VIPeR
+read from its images (the published cam_a/ cam_b/ layout, the 2,580-d colour + LBP
+descriptor, the loader's 316/316 random splits), and prints one JSON line per (value,
+split) and a markdown table of rank-1 / mAP, mean over ``--splits``:
+
+* ``--on=test``: fitted on the split's training people, scored on its test people (probe
+  cam_a, gallery cam_b), as the protocol's runs are;
+* ``--on=validation``: fitted on 70% of the split's training people and scored on the
+  other 30% (the protocol's cross-validation split, ``protocol.datasets.validation_split``,
+  seed 0): a choice made here does not look at the test people.
+
+  python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
+      --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
+"""
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+import numpy as np
+
+from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax.protocol import plan
+from warca_jax.protocol.datasets import validation_split
+
+VIPER_DIM = 100  # the paper's output dimension on VIPeR (section 4.2)
+PAPER_METHODS = defaults.load_config_module("configs/protocol.py").PAPER_METHODS
+
+
+def _value(text: str, current):
+    """``text`` parsed as the type of the field's current value."""
+    if isinstance(current, bool):
+        return text.lower() in ("1", "true", "yes")
+    if isinstance(current, str):
+        return text
+    return type(current)(float(text)) if isinstance(current, int) else float(text)
+
+
+def method_config(label: str, field: str, text: str):
+    """``label``'s default method config (locked: its fields can change, none be added) with
+    ``field`` = ``text`` and, for the paper's methods, D' = 100."""
+    cfg = plan.method_config(label)
+    if field not in cfg:
+        raise ValueError(f"{label} has no field {field!r}; its fields: {sorted(cfg.keys())}")
+    if label in PAPER_METHODS and "dim" in cfg:
+        cfg.dim = VIPER_DIM
+    cfg[field] = _value(text, cfg[field])
+    return cfg
+
+
+def score(ds, s: int, cfg, on: str, eval_cfg) -> dict:
+    """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation)."""
+    split = ds.splits[s]
+    if on == "validation":
+        split = validation_split(ds, s, fraction=0.3, seed=0)
+    x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
+    start = time.perf_counter()
+    metric, _ = pipeline.fit_method(x, y, cfg, seed=s)
+    seconds = time.perf_counter() - start
+    r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
+    return {"rank1": float(r["rank1"]), "mAP": float(r["mAP"]), "train_seconds": seconds}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--viper", required=True, help="VIPeR's folder (cam_a/, cam_b/)")
+    p.add_argument("--label", required=True, help="config label, e.g. lfda or warca:chi2")
+    p.add_argument("--field", required=True, help="a field of the label's method config")
+    p.add_argument("--values", required=True, help="comma-separated values of the field")
+    p.add_argument("--splits", default="0,1,2", help="comma-separated split numbers")
+    p.add_argument("--on", choices=("test", "validation"), default="test")
+    p.add_argument("--cache_dir", default="", help="descriptor cache folder")
+    a = p.parse_args()
+    values = [v for v in a.values.split(",") if v]
+    configs = [method_config(a.label, a.field, v) for v in values]  # refused before any work
+    splits = [int(s) for s in a.splits.split(",")]
+    ds = datasets.read("viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir)
+    eval_cfg = defaults.base_config().eval
+    print(json.dumps({"machine": platform.processor() or platform.machine(),
+                      "backend": jax.default_backend(), "jax": jax.__version__}))  # fmt: skip
+    rows = []
+    for text, cfg in zip(values, configs, strict=True):
+        got = []
+        for s in splits:
+            r = score(ds, s, cfg, a.on, eval_cfg)
+            print(json.dumps({"label": a.label, a.field: text, "split": s, "on": a.on, **r}))
+            got.append((r["rank1"], r["mAP"]))
+        rows.append((text, *np.mean(got, axis=0)))
+    where = f"{a.on}, splits {a.splits}"
+    print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
+    for text, r1, m in rows:
+        print(f"| {a.field}={text} | {r1:.2f} | {m:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
