@@ -135,6 +135,17 @@ def test_loss_falls_and_the_last_row_says_why():
     _, hist = lsml.fit(x, y, _method(tol=1e3, log_every=1))
     assert hist[-1]["stopped"].startswith("converged: gradient norm")
     assert hist[-1]["step"] == 1 and len(hist) == 1
+    assert "the start M0 met tol" in hist[-1]["stopped"]  # said, not silent
+
+
+def test_features_too_small_for_the_absolute_tol_are_named():
+    # tol is absolute (metric-learn's rule) and the gradient scales with the squared pair
+    # distances: features 1e-3 the size stop at once, with the message naming why
+    x, y = _small_problem()
+    _, hist = lsml.fit(x * 1e-3, y, _method(log_every=1))
+    assert hist[-1]["step"] == 1 and "lower tol or rescale" in hist[-1]["stopped"]
+    _, hist = lsml.fit(x, y, _method(log_every=1))
+    assert hist[-1]["step"] > 1 and "met tol" not in hist[-1]["stopped"]
 
 
 @pytest.mark.slow
