@@ -14,6 +14,9 @@ split) and a markdown table of rank-1 / mAP, mean over ``--splits``:
   other 30% (the protocol's cross-validation split, ``protocol.datasets.validation_split``,
   seed 0): a choice made here does not look at the test people.
 
+``--probe=random`` draws each test person's probe camera at random (the rule the WARCA
+paper's section 4.1 states) instead of cam_a; the training people are the same.
+
   python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
 """
@@ -77,11 +80,19 @@ def main():
     p.add_argument("--splits", default="0,1,2", help="comma-separated split numbers")
     p.add_argument("--on", choices=("test", "validation"), default="test")
     p.add_argument("--cache_dir", default="", help="descriptor cache folder")
+    p.add_argument(
+        "--probe",
+        choices=("cam_a", "random"),
+        default="cam_a",
+        help="the splits' probe rule (datasets/two_camera.py): cam_a, or the paper's random one",
+    )
     a = p.parse_args()
     values = [v for v in a.values.split(",") if v]
     configs = [method_config(a.label, a.field, v) for v in values]  # refused before any work
     splits = [int(s) for s in a.splits.split(",")]
-    ds = datasets.read("viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir)
+    ds = datasets.read(
+        "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe
+    )
     eval_cfg = defaults.base_config().eval
     print(json.dumps({"machine": platform.processor() or platform.machine(),
                       "backend": jax.default_backend(), "jax": jax.__version__}))  # fmt: skip
@@ -93,7 +104,7 @@ def main():
             print(json.dumps({"label": a.label, a.field: text, "split": s, "on": a.on, **r}))
             got.append((r["rank1"], r["mAP"]))
         rows.append((text, *np.mean(got, axis=0)))
-    where = f"{a.on}, splits {a.splits}"
+    where = f"{a.on}, splits {a.splits}, probe {a.probe}"
     print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
     for text, r1, m in rows:
         print(f"| {a.field}={text} | {r1:.2f} | {m:.2f} |")

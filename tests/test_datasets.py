@@ -166,6 +166,30 @@ def test_two_camera_probe_cam_a_gallery_cam_b(tmp_path, name):
         assert all(999 in ts.labels[s.train_idx] for s in ts.splits)
 
 
+@pytest.mark.parametrize("name", ["viper", "prid450s"])
+def test_two_camera_random_probe_is_the_papers_rule(tmp_path, name):
+    # probe="random": each test identity's probe camera drawn at random, its other image in
+    # the gallery; the test identities (so the training part) are those of the camera rule
+    root, _ = _tree(tmp_path, name)
+    fixed = datasets.load(name, root, num_test_ids=4, num_splits=6)
+    ts = datasets.load(name, root, num_test_ids=4, num_splits=6, probe="random")
+    query_cams = []
+    for a, b in zip(fixed.splits, ts.splits, strict=True):
+        np.testing.assert_array_equal(np.sort(a.train_idx), np.sort(b.train_idx))
+        q, g = b.query_idx, b.gallery_idx
+        np.testing.assert_array_equal(np.sort(ts.labels[q]), np.sort(ts.labels[g]))
+        for i in q:  # the gallery image of the probe's identity is from the other camera
+            match = g[ts.labels[g] == ts.labels[i]]
+            assert len(match) == 1 and ts.cams[match[0]] != ts.cams[i]
+        query_cams.extend(ts.cams[q])
+    assert set(query_cams) == {0, 1}  # both cameras give probes over the splits
+    again = datasets.load(name, root, num_test_ids=4, num_splits=6, probe="random")
+    for a, b in zip(ts.splits, again.splits, strict=True):
+        np.testing.assert_array_equal(a.query_idx, b.query_idx)  # same seed, same probes
+    with pytest.raises(ValueError, match=r"unknown probe rule 'cam_b'; expected one of"):
+        datasets.load(name, root, probe="cam_b")
+
+
 def test_caviar_tests_only_two_camera_identities(tmp_path):
     root, _ = _tree(tmp_path, "caviar")
     cs = datasets.load("caviar", root, num_test_ids=3)
