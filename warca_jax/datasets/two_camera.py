@@ -16,9 +16,8 @@ split) and its other image joins the gallery, which then holds images of both ca
 The test identities, and so the training part, are the same under both rules. The mixed
 gallery makes the random rule harder: on VIPeR's 10 splits WARCA-chi2 falls from 37.03 to
 31.68 rank-1 and LFDA-chi2 to 29.84 (benchmarks/RESULTS.md), so the paper's numbers are
-those of the camera rule. Identities
-seen by one camera only always train; if a camera holds several images of an identity,
-one is drawn at random.
+those of the camera rule. Identities seen by one camera only always train; if a camera
+holds several images of an identity, one is drawn at random.
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ def _load_two_camera(
     root, name: str, *, num_test_ids, num_splits, seed, probe="cam_a"
 ) -> base.ImageSet:
     """Reads dataset ``name`` of ``LAYOUTS`` from `root` holding cam_a/ and cam_b/: labels are
-    the identity numbers, cams 0 (cam_a) and 1 (cam_b), and the splits follow the camera
-    rule (`base.protocol_image_set`, whose split options these are)."""
+    the identity numbers, cams 0 (cam_a) and 1 (cam_b), and the splits follow the probe rule
+    ``probe`` (`base.protocol_image_set`, whose split options these are)."""
     dataset, pattern, example, skip = LAYOUTS[name]
     if probe not in PROBES:
         raise ValueError(f"{dataset}: unknown probe rule {probe!r}; expected one of {PROBES}")
@@ -69,11 +68,13 @@ def _load_two_camera(
 
 def load_viper(root, *, num_test_ids=316, num_splits=10, seed=0, probe="cam_a") -> base.ImageSet:
     """Reads VIPeR (P = 316 in the paper) as ``_load_two_camera`` says."""
-    split_options = dict(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
-    return _load_two_camera(root, "viper", probe=probe, **split_options)
+    return _load_two_camera(
+        root, "viper", num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, probe=probe
+    )
 
 
 def load_prid450s(root, *, num_test_ids=225, num_splits=10, seed=0, probe="cam_a") -> base.ImageSet:
     """Reads PRID450s (P = 225 in the paper) as ``_load_two_camera`` says."""
-    split_options = dict(num_test_ids=num_test_ids, num_splits=num_splits, seed=seed)
-    return _load_two_camera(root, "prid450s", probe=probe, **split_options)
+    return _load_two_camera(
+        root, "prid450s", num_test_ids=num_test_ids, num_splits=num_splits, seed=seed, probe=probe
+    )

@@ -226,17 +226,18 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
     y_idx = np.unique(y, return_inverse=True)[1]
-    opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding)
-    d = x.shape[1] if cfg.kernel == "none" else x.shape[0]
-    opts["rank"] = ridge_rank(d, x.shape[0], int(y_idx.max()) + 1, cfg.reg_scale)
     if cfg.kernel == "none":
         s_w, s_b = local_scatter(x, y_idx, knn=int(cfg.knn))
-        proj, support, gamma = solve(s_w, s_b, **opts).T, None, 1.0
+        support, gamma = None, 1.0
     else:
         kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, scale)
         gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         s_w, s_b = kernel_local_scatter(gram, y_idx, knn=int(cfg.knn))
-        proj, support = solve(s_w, s_b, **opts).T, x
+        support = x
+    # s_w is D x D (linear) or N x N (kernel): its size is the ridge's D
+    rank = ridge_rank(s_w.shape[0], x.shape[0], int(y_idx.max()) + 1, cfg.reg_scale)
+    opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding, rank=rank)
+    proj = solve(s_w, s_b, **opts).T
     metric = Metric(
         kind="linear" if cfg.kernel == "none" else "kernel",
         input_dim=x.shape[1],

@@ -23,7 +23,7 @@ with a QP solver; we solve this convex primal by accelerated projected gradient
 the step 1/L from a bound on the gradient's Lipschitz constant, and stop when
 the projected-gradient (KKT) residual is below ``tol``.
 
-Diagnosis (2025, before -> after; VIPeR colour+LBP, 316/316 ids, PCA 95% = 110
+Diagnosis (2026-11-25, before -> after; VIPeR colour+LBP, 316/316 ids, PCA 95% = 110
 dims). The former learner gave rank-1 1.9 / rank-5 8.2 on VIPeR split 0, and
 rank-1 1.9 on its own *training* pairs too: it had not learned. Measured causes:
 
@@ -53,7 +53,7 @@ The paper's 23.28 +- 1.53 (Table 2) came from the authors' released trainer, whi
 does not solve the problem above: ``solver="released"`` (``svmml:released``,
 ``svmml_released``) reproduces it: logistic loss on all pairs, no c, no PSD, lam
 ~0, unwhitened PCA, started at the Euclidean A = B = I and stopped after a fixed
-number of nonlinear-CG iterations. Measured (2025) with benchmarks/bench_viper_sweep.py
+number of nonlinear-CG iterations. Measured (2026-11-25) with benchmarks/bench_viper_sweep.py
 --label=svmml:released --field=num_iters, VIPeR, rank-1 / mAP:
 * on held-out training ids (--on=validation, splits 0-4): 50 iterations 40.42 /
   57.49, 100: 42.95 / 59.24, 150: 41.05 / 58.00, 300: 38.53 / 55.38, 1000: 36.63 /
