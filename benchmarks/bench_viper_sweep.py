@@ -33,8 +33,8 @@ from warca_jax import datasets, defaults, evaluation, pipeline
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 
-VIPER_DIM = 100  # the paper's output dimension on VIPeR (section 4.2)
-PAPER_METHODS = defaults.load_config_module("configs/protocol.py").PAPER_METHODS
+# the protocol's VIPeR config: its output dimension, per-label settings and CV split
+PROTOCOL = defaults.load_config_module("configs/protocol.py").get_config("viper")
 
 
 def _value(text: str, current):
@@ -47,22 +47,21 @@ def _value(text: str, current):
 
 
 def method_config(label: str, field: str, text: str):
-    """``label``'s default method config (locked: its fields can change, none be added) with
-    ``field`` = ``text`` and, for the paper's methods, D' = 100."""
-    cfg = plan.method_config(label)
-    if field not in cfg:
-        raise ValueError(f"{label} has no field {field!r}; its fields: {sorted(cfg.keys())}")
-    if label in PAPER_METHODS and "dim" in cfg:
-        cfg.dim = VIPER_DIM
-    cfg[field] = _value(text, cfg[field])
-    return cfg
+    """The method section the protocol's VIPeR run of ``label`` uses (D' = 100 for the paper's
+    methods; ``plan.run_method_config``) with ``field`` = ``text``."""
+    current = plan.method_config(label)
+    if field not in current:
+        raise ValueError(f"{label} has no field {field!r}; its fields: {sorted(current.keys())}")
+    value = _value(text, current[field])
+    return plan.run_method_config(PROTOCOL, label, "viper", PROTOCOL.dims.viper, **{field: value})
 
 
 def score(ds, s: int, cfg, on: str, eval_cfg) -> dict:
     """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation)."""
     split = ds.splits[s]
     if on == "validation":
-        split = validation_split(ds, s, fraction=0.3, seed=0)
+        cv = PROTOCOL.cv
+        split = validation_split(ds, s, fraction=cv.val_fraction, seed=PROTOCOL.data.seed)
     x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
     start = time.perf_counter()
     metric, _ = pipeline.fit_method(x, y, cfg, seed=s)
