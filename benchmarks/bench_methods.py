@@ -82,7 +82,8 @@ def _configs(only, problem):
             except ValueError:
                 continue
             label = info.name if variant is None else f"{info.name}:{variant}"
-            if only and not {cfg.method.name, info.name, label} & only:
+            names = {info.name, label} | ({cfg.method.name} if "method" in cfg else set())
+            if only and not names & only:
                 continue
             if cfg.to_dict() in seen:  # a ':chi2' variant that is the default already
                 continue

@@ -13,6 +13,14 @@ early when the loss's relative change over 100 steps is at most 1e-4) reaches a 
 objective than metric-learn 0.7.0 on scikit-learn's digits (stopping after a few hundred
 steps there), where the old 300 steps at a constant 1e-3 stayed near the identity
 (benchmarks/bench_lmnn_vs_metric_learn.py, benchmarks/RESULTS.md).
+
+Held-out identities: that objective, minimised to convergence, fits the training people
+(ORL faces of data/: test mAP 74.1, against 87.0 after 50 steps). So the default holds 20%
+of the training identities out (``val_fraction``), scores them by retrieval mAP every 50
+steps, and trains on every identity up to the best step, as the reference LMNN release's
+``validation`` option does: 85.9 there; the built-in data: rank-1 83.75, mAP 85.19
+(79.90 / 81.13 at convergence). ``--config.method.val_fraction=0`` trains to convergence.
+
 """
 
 import ml_collections

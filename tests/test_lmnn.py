@@ -9,14 +9,17 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, defaults
-from warca_jax.methods import constraints, lmnn
+from warca_jax import data, defaults, learner_loop
+from warca_jax.methods import constraints, held_out, lmnn
+from warca_jax.metric import Metric
 
 get_config = config_module("lmnn").get_config
 
 
 def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
+    # The solver's tests train to num_iters / tol, without held-out identities (their
+    # own tests below set val_fraction).
+    return defaults.overridden(get_config().method, **{"val_fraction": 0.0, **overrides})
 
 
 def _small_problem(seed=0):
@@ -249,5 +252,60 @@ def test_default_beats_old_default_objective():
     ],
 )
 def test_bad_stopping_config_is_refused(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        lmnn.fit(*_small_problem(), _method(**overrides))
+
+
+def test_held_out_split_is_seeded_and_says_when_it_cannot_hold_out():
+    y = np.repeat(np.arange(10), 3)
+    a, b = held_out.split(y, 0.2, seed=4), held_out.split(y, 0.2, seed=4)
+    assert a.num_ids == 2 and np.array_equal(a.val, b.val) and np.array_equal(a.train, b.train)
+    assert len(np.unique(y[a.val])) == 2 and not set(y[a.val]) & set(y[a.train])
+    assert sorted(np.concatenate([a.train, a.val])) == list(range(30))
+    why = held_out.split(np.repeat(np.arange(4), 3), 0.2, seed=0)
+    assert isinstance(why, str) and "holds 1 out: 2 or more are needed" in why
+
+
+def test_watch_keeps_the_earliest_best_and_stops_after_patience(monkeypatch):
+    watch = held_out.Watch(np.zeros((4, 2)), np.array([0, 0, 1, 1]), every=10, patience=2)
+    scores = iter([50.0, 70.0, 70.0, 60.0])
+    monkeypatch.setattr(held_out, "retrieval_map", lambda *_: next(scores))
+    assert [watch.score(step, None) for step in (10, 20, 30, 40)] == [False, False, False, True]
+    assert (watch.best_step, watch.best_map) == (20, 70.0)
+    assert watch.due(30) and not watch.due(35)
+
+
+def test_held_out_retrieval_map_excludes_the_query_itself():
+    x = np.array([[0.0], [0.1], [5.0], [5.1]], np.float32)
+    metric = Metric(kind="linear", input_dim=1, projection=np.eye(1, dtype=np.float32))
+    assert held_out.retrieval_map(metric, x, np.array([0, 0, 1, 1])) == pytest.approx(100.0)
+    assert held_out.retrieval_map(metric, x, np.array([0, 1, 0, 1])) < 100.0
+
+
+def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
+    x, y = _small_problem()
+    cfg = _method(val_fraction=0.25, val_every=20, val_patience=3, num_iters=200, tol=0.0)
+    metric, hist = lmnn.fit(x, y, cfg, seed=1)
+    chosen = int(hist[-1]["held_out"].split("chose step ")[1].split(" ")[0])
+    assert hist[-1]["step"] == chosen and hist[-1]["stopped"].startswith("held-out step reached")
+    # the last fit is the plain fit on every identity, on the same schedule, cut at that step
+    cut = lmnn._train(x, y, cfg, learner_loop.Loop.start("LMNN", x), stop_at=chosen)[0]
+    np.testing.assert_array_equal(metric.projection, cut.projection)
+    again, _ = lmnn.fit(x, y, cfg, seed=1)
+    np.testing.assert_array_equal(metric.projection, again.projection)
+
+
+def test_held_out_fallback_is_said_in_the_history():
+    x, y = _small_problem()
+    keep = y < 4  # 4 identities: 0.2 of them holds fewer than 2 out
+    _, hist = lmnn.fit(x[keep], y[keep], _method(val_fraction=0.2, num_iters=20, num_impostors=8))
+    assert hist[-1]["held_out"].startswith("no held-out identities: val_fraction 0.2")
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [({"val_fraction": 1.0}, "val_fraction"), ({"val_every": 15}, "multiple of refresh_every")],
+)
+def test_bad_held_out_config_is_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
         lmnn.fit(*_small_problem(), _method(**overrides))

@@ -43,7 +43,7 @@ def _small_problem():
 def test_scml_beats_euclidean(reid):
     metric, hist = scml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
-    # Measured: rank-1 77.0, mAP 80.3 against Euclidean 23.5 / 21.9 (460-600 of the 1,280
+    # Measured: rank-1 76.5, mAP 80.0 against Euclidean 23.5 / 21.9 (460-600 of the 1,280
     # bases active).
     assert res["rank1"] >= reid.euclidean["rank1"] + 40
     assert res["mAP"] >= reid.euclidean["mAP"] + 40
@@ -159,6 +159,25 @@ def test_local_lda_spans_sklearns_discriminant_directions():
     np.testing.assert_allclose(np.abs(np.sum(ours * theirs, axis=1)), 1.0, atol=1e-3)
 
 
+def test_local_lda_is_sklearns_when_the_within_class_scatter_is_singular():
+    # Two images a person, 30 people in 40-d: S_w has rank 30 < 40, as in a re-id local
+    # set. metric-learn's basis is scikit-learn's SVD-solver LDA, whose directions all have
+    # within-class variance; a ridge on S_w would instead take S_w's null space first, where
+    # every training pair of a person is at distance 0.
+    rng = np.random.default_rng(5)
+    y = np.repeat(np.arange(30), 2)
+    centres = 2 * rng.standard_normal((30, 40))
+    x = rng.standard_normal((60, 40)) * rng.uniform(0.2, 3.0, 40) + centres[y]
+    ours = scml.local_lda(x, y, 29)
+    theirs = LinearDiscriminantAnalysis().fit(x, y).scalings_.T
+    theirs = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
+    assert ours.shape == theirs.shape == (29, 40)
+    np.testing.assert_allclose(np.abs(np.sum(ours * theirs, axis=1)), 1.0, atol=1e-6)
+    centred = x - (x.reshape(30, 2, 40).mean(axis=1))[y]
+    assert np.min(np.linalg.norm(centred @ ours.T, axis=0)) > 1e-3  # no null direction
+    assert scml.local_lda(x[::2], y[::2], 5).shape == (0, 40)  # one point a class: none
+
+
 @pytest.mark.slow
 def test_same_seed_same_result_and_stopping_rule():
     x, y = _small_problem()
@@ -209,5 +228,6 @@ def test_in_a_sklearn_pipeline():
         StandardScaler(), wsk.estimator("scml", seed=0, **FAST), KNeighborsClassifier(1)
     )
     pipe.fit(xtr, ytr)
-    # Measured: 1-NN accuracy 0.275 without SCML, 0.475 with it (400 steps).
-    assert pipe.score(xte, yte) >= plain.score(xte, yte) + 0.15
+    # Measured: 1-NN accuracy 0.275 without SCML, 0.425 with it (400 steps; seed 0 is the
+    # lowest of seeds 0-7, which give 0.425-0.6125).
+    assert pipe.score(xte, yte) >= plain.score(xte, yte) + 0.1

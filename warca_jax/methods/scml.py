@@ -31,10 +31,12 @@ seed, ``kmeans_iters`` Lloyd iterations; metric-learn keeps the best of 10 sklea
 runs), r = min(#classes - 1, D); around each centre, at two scales s (10 and 20
 neighbours for D <= 50, else 20 and 50), the min(n_c, s) nearest points of every class
 c form a local set whose LDA directions (top r generalized eigenvectors of
-S_b v = lambda (S_w + 1e-3 trace(S_w) / D I) v with lambda > 0, normalised to unit
-length) are bases; K = min(20 D, 2 N r - 1) by default (``n_basis`` = 0), as
-metric-learn. metric-learn's LDA is scikit-learn's SVD solver, which drops the
-directions without within-class variance instead of adding a ridge.
+S_b v = lambda S_w v with lambda > 0, normalised to unit length) are bases;
+K = min(20 D, 2 N r - 1) by default (``n_basis`` = 0), as metric-learn. Where S_w is
+singular (a local set with fewer than D + #classes points, e.g. two images a person) the
+LDA is that of metric-learn, scikit-learn's SVD solver (``local_lda``): only directions
+with within-class variance are candidates. (A ridge on S_w instead would put its top
+directions in S_w's null space, where every training class collapses to a point.)
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
 
 DELTA = 1e-3  # AdaGrad's slack in H_t (metric-learn's constant)
-LDA_RIDGE = 1e-3  # relative ridge on a local set's within-class scatter
+LDA_TOL = 1e-4  # scikit-learn LDA's default tol: rank cut of the local LDA's SVDs
 _BLOCK = 4096  # triplets per block of the full objective
 
 
@@ -97,19 +99,37 @@ validate = checks.validator(
 
 def local_lda(x: np.ndarray, y: np.ndarray, num: int) -> np.ndarray:
     """Up to ``num`` unit LDA directions [r', D] of the labelled points x (module
-    docstring): those with a positive between-class eigenvalue."""
+    docstring), as scikit-learn's SVD solver finds them (metric-learn's LDA).
+
+    The class-centred points, each feature divided by its within-class spread, are
+    whitened over the directions where their singular values exceed ``LDA_TOL`` (so a
+    direction in which every class is constant is no candidate); the directions are the
+    principal axes of the class means in that whitened space whose singular value exceeds
+    ``LDA_TOL`` times the largest, mapped back to feature space.
+    """
     x = np.asarray(x, np.float64)
-    d = x.shape[1]
-    mean = x.mean(axis=0)
-    s_w, s_b = np.zeros((d, d)), np.zeros((d, d))
-    for c in np.unique(y):
-        xc = x[y == c]
-        dev, mc = xc - xc.mean(axis=0), xc.mean(axis=0) - mean
-        s_w += dev.T @ dev
-        s_b += xc.shape[0] * np.outer(mc, mc)
-    s_w += LDA_RIDGE * max(np.trace(s_w) / d, 1e-12) * np.eye(d)
-    vals, vecs = linalg.generalized_eigh(s_b, s_w, dim=min(num, d))
-    vecs = vecs[:, vals > 1e-9 * max(vals[0], 1e-300)].T
+    classes, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+    n, d = x.shape
+    means = np.zeros((classes.shape[0], d))
+    np.add.at(means, inverse, x)
+    means /= counts[:, None]
+    centred = x - means[inverse]
+    spread = centred.std(axis=0)
+    spread[spread == 0] = 1.0
+    _, sv, right = np.linalg.svd(
+        centred / spread / np.sqrt(max(n - classes.shape[0], 1)), full_matrices=False
+    )
+    keep = sv > LDA_TOL
+    if not keep.any():
+        return np.zeros((0, d))
+    whiten = (right[keep] / spread).T / sv[keep]  # [D, rank]: unit within-class covariance
+    weight = np.sqrt(counts / max(classes.shape[0] - 1, 1))
+    grand = counts @ means / n
+    _, sv_b, right_b = np.linalg.svd(
+        (weight[:, None] * (means - grand)) @ whiten, full_matrices=False
+    )
+    rank = int(np.sum(sv_b > LDA_TOL * sv_b[0])) if sv_b.size and sv_b[0] > 0 else 0
+    vecs = (whiten @ right_b[: min(rank, num)].T).T
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
@@ -137,7 +157,10 @@ def lda_basis(x: np.ndarray, y: np.ndarray, *, n_basis: int, kmeans_iters: int, 
         for k in range(n_clusters):
             local = np.concatenate([order[c][k, :s] for c in classes])
             rows.append(local_lda(x64[local], y[local], r))
-    return np.concatenate(rows)[:n_basis].astype(np.float32)
+    basis = np.concatenate(rows)[:n_basis]
+    if basis.shape[0] == 0:
+        raise ValueError("SCML: no local set has within-class variance (one point a class?)")
+    return basis.astype(np.float32)
 
 
 def triplet_terms(xb: jax.Array, triplets: jax.Array) -> jax.Array:

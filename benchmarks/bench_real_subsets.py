@@ -1,0 +1,165 @@
+"""Any learner on the real images shipped in data/, as tests/test_real_data.py scores them.
+
+Data (data/README.md): ``data/orl_faces`` (40 people x 10 images, 2 splits of 20 test
+people) and ``data/viper_subset`` (80 VIPeR people, one image per camera, 3 splits of 30
+test people, probe cam_a). Features: the 2,580-d colour + LBP histograms for labels whose
+config is a chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``, ``nn:chi2``,
+...), the top ``--pca_dims`` principal axes of each split's training images for the rest.
+Each label's default config (``protocol.plan.method_config``), with optional overrides
+after ``@``, is fitted on every split; the mean rank-1 and mAP over the splits are printed.
+
+With ``--val_fraction`` > 0 a share of each split's training people is held out and the
+model is scored on them after every logged chunk (``pipeline``'s validation, as
+``data.val_fraction`` in a run); with ``--keep_best`` the chunk with the best held-out mAP
+is the model tested (``eval.keep_best``). Only iterative learners take this.
+
+With ``--metric_learn_python`` (an interpreter with metric-learn 0.7.0, in a throwaway
+virtualenv, never a dependency of this project) each of ``nca``, ``lmnn`` and ``scml``
+among the labels is also fitted by metric-learn's estimator with its defaults (LMNN:
+n_neighbors=3), in a subprocess, on the same training features of every split; its
+transform is scored the same way.
+
+Run from the repository root, e.g.:
+  python benchmarks/bench_real_subsets.py --dataset=orl nn mahalanobis lmnn \\
+      lmnn@num_iters=50 nca@tol=0
+  python benchmarks/bench_real_subsets.py --dataset=orl --val_fraction=0.25 --keep_best lmnn
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from warca_jax import datasets, defaults, evaluation, linalg, pipeline  # noqa: E402
+from warca_jax.metric import Metric  # noqa: E402
+from warca_jax.protocol import plan  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# metric-learn's estimators, run in the peer's interpreter: fit on (x[train], y[train]),
+# save transform(x).
+ML_SCRIPT = """
+import sys, warnings
+import numpy as np
+import metric_learn
+warnings.simplefilter("ignore")
+name, src, dst = sys.argv[1:4]
+f = np.load(src)
+est = {"nca": lambda: metric_learn.NCA(random_state=0),
+       "lmnn": lambda: metric_learn.LMNN(n_neighbors=3, random_state=0),
+       "scml": lambda: metric_learn.SCML_Supervised(random_state=0)}[name]()
+est.fit(f["x"][f["train"]], f["y"][f["train"]])
+np.save(dst, est.transform(f["x"]))
+"""
+PEERS = ("nca", "lmnn", "scml")
+
+
+def load(name: str):
+    """The dataset as tests/test_real_data.py reads it."""
+    if name == "viper":
+        path = os.path.join(ROOT, "data", "viper_subset")
+        return datasets.read("viper", path, num_test_ids=30, num_splits=3)
+    return datasets.read("orl", os.path.join(ROOT, "data", "orl_faces"), num_splits=2)
+
+
+def on_pca(ds, split, dims: int):
+    """``ds`` on the top ``dims`` principal axes of ``split``'s training images."""
+    mean, comps = linalg.pca(ds.features[split.train_idx], variance=1.0, max_dim=dims)
+    return ds._replace(features=((ds.features - mean) @ comps.T).astype(np.float32))
+
+
+def parse(arg: str):
+    """``label@field=value,...`` -> (label, method config with the overrides)."""
+    label, _, rest = arg.partition("@")
+    method = plan.method_config(label)
+    for item in filter(None, rest.split(",")):
+        key, _, text = item.partition("=")
+        if key not in method:
+            raise ValueError(f"{label} has no field {key!r}; its fields: {sorted(method)}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        setattr(method, key, type(method[key])(value))
+    return label, method
+
+
+def score(ds, method, uses_hist: bool, args) -> tuple[float, float]:
+    """Mean (rank-1, mAP) of ``method`` over the splits of ``ds``."""
+    config = defaults.base_config()
+    config.method = method
+    config.data.val_fraction = args.val_fraction
+    config.eval.keep_best = args.keep_best
+    config.progress = False
+    rows = []
+    for s, split in enumerate(ds.splits):
+        d = ds if uses_hist else on_pca(ds, split, args.pca_dims)
+        val = pipeline.validation_split(d, s, config)
+        with tempfile.TemporaryDirectory() as tmp:
+            metric, _, _ = pipeline._fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
+        r = evaluation.evaluate_metric(metric, d, split, config.eval, seed=config.seed + s)
+        rows.append((r["rank1"], r["mAP"]))
+    return tuple(np.mean(rows, 0))
+
+
+def score_peer(ds, name: str, args) -> tuple[float, float]:
+    """Mean (rank-1, mAP) of metric-learn's ``name`` over the splits of ``ds`` (PCA)."""
+    config, rows = defaults.base_config(), []
+    with tempfile.TemporaryDirectory() as tmp:
+        for split in ds.splits:
+            d = on_pca(ds, split, args.pca_dims)
+            src, dst = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npy")
+            np.savez(src, x=d.features, y=d.labels, train=split.train_idx)
+            cmd = [args.metric_learn_python, "-c", ML_SCRIPT, name, src, dst]
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+            z = np.load(dst).astype(np.float32)
+            eye = Metric(kind="linear", input_dim=z.shape[1], projection=np.eye(z.shape[1]))
+            r = evaluation.evaluate_metric(eye, d._replace(features=z), split, config.eval)
+            rows.append((r["rank1"], r["mAP"]))
+    return tuple(np.mean(rows, 0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("labels", nargs="+", help="config labels, e.g. lmnn or nca@tol=0")
+    ap.add_argument("--dataset", default="orl", choices=("orl", "viper", "both"))
+    ap.add_argument("--pca_dims", type=int, default=64)
+    ap.add_argument("--val_fraction", type=float, default=0.0)
+    ap.add_argument("--keep_best", action="store_true")
+    ap.add_argument("--metric_learn_python", default="", help="python with metric-learn")
+    args = ap.parse_args()
+    parsed = [parse(a) for a in args.labels]  # bad labels or fields fail before any fit
+    names = ("orl", "viper") if args.dataset == "both" else (args.dataset,)
+    extra = f"val_fraction {args.val_fraction:g}, keep_best {args.keep_best}"
+    print(f"features: colour + LBP histograms (chi2 labels) or PCA {args.pca_dims}; {extra}")
+    for name in names:
+        ds = load(name)
+        for arg, (label, method) in zip(args.labels, parsed, strict=True):
+            uses_hist = label.endswith(":chi2")
+            t0 = time.perf_counter()
+            try:
+                rank1, mean_ap = score(ds, method, uses_hist, args)
+            except ValueError as e:  # a learner that refuses the dataset says why
+                print(f"{name:6s} {arg:44s} refused: {e}")
+                continue
+            took = time.perf_counter() - t0
+            print(f"{name:6s} {arg:44s} rank-1 {rank1:6.2f}  mAP {mean_ap:6.2f}  ({took:.0f} s)")
+            if args.metric_learn_python and arg in PEERS and not uses_hist:
+                t0 = time.perf_counter()
+                rank1, mean_ap = score_peer(ds, arg, args)
+                took, peer = time.perf_counter() - t0, f"metric-learn 0.7.0 {arg}"
+                row = f"rank-1 {rank1:6.2f}  mAP {mean_ap:6.2f}  ({took:.0f} s)"
+                print(f"{name:6s} {peer:44s} {row}")
+
+
+if __name__ == "__main__":
+    main()
