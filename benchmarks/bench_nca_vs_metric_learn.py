@@ -6,8 +6,8 @@ training half's mean and standard deviation (constant pixels left at 0).
 
 Learners, all on the training half, L: [64, 64] starting at the identity:
 
-* warca_jax NCA with ``configs/nca.py``'s defaults (at most 1,000 cosine-decayed Adam
-  steps from 1e-2, early stop at a relative change <= 1e-4 over 100 steps);
+* warca_jax NCA with ``configs/nca.py``'s defaults (at most 100 L-BFGS steps, stopping at
+  the first step that changes the loss by at most 1e-7 of itself);
 * metric-learn 0.7.0's ``NCA()`` with its defaults (``init='auto'``, which is the
   identity here: D' = D = 64 is more than the 9 LDA directions and not below
   min(D, N); L-BFGS-B, ``max_iter=100``, ``tol=None``), when ``--metric_learn_python``
