@@ -1,10 +1,12 @@
 """Any learner on the real images shipped in data/, as tests/test_real_data.py scores them.
 
-Data (data/README.md): ``data/orl_faces`` (40 people x 10 images, 2 splits of 20 test
-people) and ``data/viper_subset`` (80 VIPeR people, one image per camera, 3 splits of 30
-test people, probe cam_a). Features: the 2,580-d colour + LBP histograms for labels whose
-config is a chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``, ``nn:chi2``,
-...), the top ``--pca_dims`` principal axes of each split's training images for the rest.
+Data (data/README.md), read as configs/real_subsets.py says, which the test reads too:
+``data/orl_faces`` (40 people x 10 images, 2 splits of 20 test people) and
+``data/viper_subset`` (80 VIPeR people, one image per camera, 3 splits of 30 test people,
+probe cam_a). Features: the 2,580-d colour + LBP histograms for labels whose config is a
+chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``, ``nn:chi2``, ...), the
+top ``--pca_dims`` principal axes (default: the config's, 64) of each split's training
+images for the rest.
 Each label's default config (``protocol.plan.method_config``), with optional overrides
 after ``@``, is fitted on every split; the mean rank-1 and mAP over the splits are printed.
 
@@ -65,12 +67,16 @@ np.save(dst, est.transform(f["x"]))
 PEERS = ("nca", "lmnn", "scml", "sdml", "mmc")
 
 
+def subset(name: str):
+    """configs/real_subsets.py's ``name`` subset: what tests/test_real_data.py reads."""
+    module = defaults.load_config_module(os.path.join(ROOT, "configs", "real_subsets.py"))
+    return module.get_config(name)
+
+
 def load(name: str):
     """The dataset as tests/test_real_data.py reads it."""
-    if name == "viper":
-        path = os.path.join(ROOT, "data", "viper_subset")
-        return datasets.read("viper", path, num_test_ids=30, num_splits=3)
-    return datasets.read("orl", os.path.join(ROOT, "data", "orl_faces"), num_splits=2)
+    config = subset(name)
+    return datasets.read(config.name, config.path, **config.options)
 
 
 def on_pca(ds, split, dims: int):
@@ -107,7 +113,7 @@ def score(ds, method, uses_hist: bool, args) -> tuple[float, float]:
         d = ds if uses_hist else on_pca(ds, split, args.pca_dims)
         val = pipeline.validation_split(d, s, config)
         with tempfile.TemporaryDirectory() as tmp:
-            metric, _, _ = pipeline._fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
+            metric, _, _ = pipeline.fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
         r = evaluation.evaluate_metric(metric, d, split, config.eval, seed=config.seed + s)
         rows.append((r["rank1"], r["mAP"]))
     return tuple(np.mean(rows, 0))
@@ -136,7 +142,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("labels", nargs="+", help="config labels, e.g. lmnn or nca@tol=0")
     ap.add_argument("--dataset", default="orl", choices=("orl", "viper", "both"))
-    ap.add_argument("--pca_dims", type=int, default=64)
+    ap.add_argument("--pca_dims", type=int, default=0, help="0: configs/real_subsets.py's")
     ap.add_argument("--val_fraction", type=float, default=0.0)
     ap.add_argument("--keep_best", action="store_true")
     ap.add_argument("--metric_learn_python", default="", help="python with metric-learn")
@@ -144,9 +150,11 @@ def main():
     parsed = [parse(a) for a in args.labels]  # bad labels or fields fail before any fit
     names = ("orl", "viper") if args.dataset == "both" else (args.dataset,)
     extra = f"val_fraction {args.val_fraction:g}, keep_best {args.keep_best}"
-    print(f"features: colour + LBP histograms (chi2 labels) or PCA {args.pca_dims}; {extra}")
+    requested = args.pca_dims
     for name in names:
         ds = load(name)
+        args.pca_dims = requested or subset(name).pca_dims
+        print(f"{name}: colour + LBP histograms (chi2 labels) or PCA {args.pca_dims}; {extra}")
         for arg, (label, method) in zip(args.labels, parsed, strict=True):
             uses_hist = label.endswith(":chi2")
             t0 = time.perf_counter()

@@ -15,7 +15,13 @@ split) and a markdown table of rank-1 / mAP, mean over ``--splits``:
   seed 0): a choice made here does not look at the test people.
 
 ``--probe=random`` draws each test person's probe camera at random (the rule the WARCA
-paper's section 4.1 states) instead of cam_a; the training people are the same.
+paper's section 4.1 states) instead of cam_a, and ``--probe=cam_b`` takes the probes from
+cam_b and the gallery from cam_a; the training people are the same.
+
+``--seeds`` fits each split once per training seed, seed + split being the seed of the fit
+on split ``split`` (the protocol runner's rule, so ``--seeds=0`` is the protocol's run),
+and adds the mean and standard deviation over the seeds of the split-mean to the table:
+how far a result moves with the training draws alone.
 
   python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
@@ -30,6 +36,7 @@ import jax
 import numpy as np
 
 from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax.datasets import two_camera
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 
@@ -56,15 +63,16 @@ def method_config(label: str, field: str, text: str):
     return plan.run_method_config(PROTOCOL, label, "viper", PROTOCOL.dims.viper, **{field: value})
 
 
-def score(ds, s: int, cfg, on: str, eval_cfg) -> dict:
-    """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation)."""
+def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0) -> dict:
+    """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation),
+    fitted with seed ``seed + s`` (the protocol runner's)."""
     split = ds.splits[s]
     if on == "validation":
         cv = PROTOCOL.cv
         split = validation_split(ds, s, fraction=cv.val_fraction, seed=PROTOCOL.data.seed)
     x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
     start = time.perf_counter()
-    metric, _ = pipeline.fit_method(x, y, cfg, seed=s)
+    metric, _ = pipeline.fit_method(x, y, cfg, seed=seed + s)
     seconds = time.perf_counter() - start
     r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
     return {"rank1": float(r["rank1"]), "mAP": float(r["mAP"]), "train_seconds": seconds}
@@ -81,14 +89,16 @@ def main():
     p.add_argument("--cache_dir", default="", help="descriptor cache folder")
     p.add_argument(
         "--probe",
-        choices=("cam_a", "random"),
+        choices=two_camera.PROBES,
         default="cam_a",
-        help="the splits' probe rule (datasets/two_camera.py): cam_a, or the paper's random one",
+        help="the splits' probe rule (datasets/two_camera.py): cam_a, cam_b or the paper's random",
     )
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     a = p.parse_args()
     values = [v for v in a.values.split(",") if v]
     configs = [method_config(a.label, a.field, v) for v in values]  # refused before any work
     splits = [int(s) for s in a.splits.split(",")]
+    seeds = [int(s) for s in a.seeds.split(",")]
     ds = datasets.read(
         "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe
     )
@@ -97,16 +107,25 @@ def main():
                       "backend": jax.default_backend(), "jax": jax.__version__}))  # fmt: skip
     rows = []
     for text, cfg in zip(values, configs, strict=True):
-        got = []
-        for s in splits:
-            r = score(ds, s, cfg, a.on, eval_cfg)
-            print(json.dumps({"label": a.label, a.field: text, "split": s, "on": a.on, **r}))
-            got.append((r["rank1"], r["mAP"]))
-        rows.append((text, *np.mean(got, axis=0)))
+        per_seed = []
+        for seed in seeds:
+            got = []
+            for s in splits:
+                r = score(ds, s, cfg, a.on, eval_cfg, seed=seed)
+                line = {"label": a.label, a.field: text, "split": s, "seed": seed, "on": a.on}
+                print(json.dumps({**line, **r}))
+                got.append((r["rank1"], r["mAP"]))
+            per_seed.append(np.mean(got, axis=0))
+            rows.append((f"{a.field}={text}" + (f", seed {seed}" if len(seeds) > 1 else ""),
+                         f"{per_seed[-1][0]:.2f}", f"{per_seed[-1][1]:.2f}"))  # fmt: skip
+        if len(seeds) > 1:
+            mean, std = np.mean(per_seed, axis=0), np.std(per_seed, axis=0)
+            spread = [f"{m:.2f} ± {d:.2f}" for m, d in zip(mean, std, strict=True)]
+            rows.append((f"{a.field}={text}, mean ± std over {len(seeds)} seeds", *spread))
     where = f"{a.on}, splits {a.splits}, probe {a.probe}"
     print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
-    for text, r1, m in rows:
-        print(f"| {a.field}={text} | {r1:.2f} | {m:.2f} |")
+    for name, r1, m in rows:
+        print(f"| {name} | {r1} | {m} |")
 
 
 if __name__ == "__main__":

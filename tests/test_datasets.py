@@ -186,8 +186,21 @@ def test_two_camera_random_probe_is_the_papers_rule(tmp_path, name):
     again = datasets.load(name, root, num_test_ids=4, num_splits=6, probe="random")
     for a, b in zip(ts.splits, again.splits, strict=True):
         np.testing.assert_array_equal(a.query_idx, b.query_idx)  # same seed, same probes
-    with pytest.raises(ValueError, match=r"unknown probe rule 'cam_b'; expected one of"):
-        datasets.load(name, root, probe="cam_b")
+    with pytest.raises(ValueError, match=r"unknown probe rule 'cam_c'; expected one of"):
+        datasets.load(name, root, probe="cam_c")
+
+
+@pytest.mark.parametrize("name", ["viper", "prid450s"])
+def test_two_camera_probe_cam_b_is_the_other_direction(tmp_path, name):
+    # the same test identities as cam_a's, with probes and gallery swapped
+    root, _ = _tree(tmp_path, name)
+    fixed = datasets.load(name, root, num_test_ids=4, num_splits=3)
+    other = datasets.load(name, root, num_test_ids=4, num_splits=3, probe="cam_b")
+    for a, b in zip(fixed.splits, other.splits, strict=True):
+        np.testing.assert_array_equal(np.sort(a.train_idx), np.sort(b.train_idx))
+        np.testing.assert_array_equal(np.sort(a.query_idx), np.sort(b.gallery_idx))
+        np.testing.assert_array_equal(np.sort(a.gallery_idx), np.sort(b.query_idx))
+        assert (other.cams[b.query_idx] == 1).all() and (other.cams[b.gallery_idx] == 0).all()
 
 
 def test_caviar_tests_only_two_camera_identities(tmp_path):

@@ -2,6 +2,7 @@
 
 import colorsys
 import importlib
+import itertools
 import math
 import os
 
@@ -159,6 +160,57 @@ def test_top_and_bottom_halves_fill_their_stripes():
     np.testing.assert_allclose(lbp8[0, 3, FLAT_LBP8], 21 / 22, rtol=1e-6)
     np.testing.assert_allclose(lbp8[0, 3, clbp.uniform_lbp_table(8)[0b11110001]], 1 / 22)
     np.testing.assert_allclose(lbp16[0, 3, FLAT_LBP16], 20 / 22, rtol=1e-6)
+
+
+def test_interior_lbp_skips_each_stripes_border():
+    """``lbp_pixels="interior"``: each stripe's LBP histograms are those of the stripe's crop
+    alone, over the pixels at least ceil(radius) inside it (MATLAB's ``lbp`` on the crop)."""
+    x = np.zeros((1, 128, 48, 3), np.uint8)
+    x[0, :64], x[0, 64:] = (200, 40, 90), (20, 150, 230)
+    _, lbp8, lbp16 = _blocks(clbp.color_lbp(x, lbp_pixels="interior"))
+    # The edge rows (64 for radius 1, 64-65 for radius 2) open stripe 3, so no stripe
+    # counts them: every histogram is the flat code's alone (against 21/22 above).
+    np.testing.assert_allclose(lbp8[0, :, FLAT_LBP8], 1, rtol=1e-6)
+    np.testing.assert_allclose(lbp16[0, :, FLAT_LBP16], 1, rtol=1e-6)
+
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, size=(2, 36, 14, 3), dtype=np.uint8)
+    got = np.asarray(clbp.color_lbp(img, stripes=3, lbp_pixels="interior")).reshape(2, 3, -1)
+    grey = 0.299 * img[..., 0] + 0.587 * img[..., 1] + 0.114 * img[..., 2]
+    for n in range(2):
+        for s, (points, radius, start) in itertools.product(range(3), [(8, 1, 128), (16, 2, 187)]):
+            crop = grey[n, 12 * s : 12 * (s + 1)].astype(np.float32)
+            k = math.ceil(radius)
+            codes = np.asarray(clbp.lbp_codes(crop, points=points, radius=radius))[k:-k, k:-k]
+            bins = clbp.uniform_lbp_table(points)[codes].ravel()
+            want = np.bincount(bins, minlength=clbp.lbp_num_bins(points)) / bins.size
+            width = clbp.lbp_num_bins(points)
+            np.testing.assert_allclose(got[n, s, start : start + width], want, atol=1e-6)
+    # The colour histograms are unchanged, and so is every block with the default.
+    every = np.asarray(clbp.color_lbp(img, stripes=3)).reshape(2, 3, -1)
+    np.testing.assert_array_equal(got[..., :128], every[..., :128])
+    with pytest.raises(ValueError, match="stripes of more than 4 rows"):
+        clbp.color_lbp(img[:, :12], stripes=3, lbp_pixels="interior")
+    with pytest.raises(ValueError, match="unknown lbp_pixels 'edge'"):
+        clbp.color_lbp(img, lbp_pixels="edge")
+
+
+def test_centred_binning_is_matlabs_hist_on_centres():
+    """``binning="centred"``: bin = clip(floor(16 v + 1/2), 0, 15), so the bins are centred
+    on 0, 1/16, ..., 15/16 and the two end bins are half as wide."""
+    levels = np.array([0, 7, 9, 24, 25, 128, 247, 249, 255], np.uint8)  # R; G = B = 0
+    x = np.zeros((len(levels), 12, 6, 3), np.uint8)
+    x[..., 0] = levels[:, None, None]
+    red = lambda f: np.asarray(f).reshape(len(levels), 1, -1)[:, 0, :16].argmax(-1)  # noqa: E731
+    v = levels / 255.0
+    centred = red(clbp.color_lbp(x, stripes=1, lbp=(), binning="centred"))
+    floor = red(clbp.color_lbp(x, stripes=1, lbp=()))
+    np.testing.assert_array_equal(centred, np.clip(np.floor(16 * v + 0.5), 0, 15))
+    np.testing.assert_array_equal(floor, np.clip(np.floor(16 * v), 0, 15))
+    assert centred.tolist() == [0, 0, 1, 2, 2, 8, 15, 15, 15]
+    assert floor.tolist() == [0, 0, 0, 1, 1, 8, 15, 15, 15]
+    with pytest.raises(ValueError, match="unknown binning 'round'"):
+        clbp.color_lbp(x, binning="round")
 
 
 @pytest.mark.slow

@@ -266,6 +266,13 @@ def test_held_out_split_is_seeded_and_says_when_it_cannot_hold_out():
     assert isinstance(why, str) and "holds 1 out: 2 or more are needed" in why
 
 
+def test_best_keeps_the_earliest_of_ties_and_counts_the_misses():
+    best = held_out.Best()
+    offers = [best.offer(step, v) for step, v in [(1, 0.5), (2, 0.7), (3, 0.7), (4, float("nan"))]]
+    assert offers == [True, True, False, False]
+    assert (best.step, best.value, best.misses) == (2, 0.7, 2)
+
+
 def test_watch_keeps_the_earliest_best_and_stops_after_patience(monkeypatch):
     watch = held_out.Watch(np.zeros((4, 2)), np.array([0, 0, 1, 1]), every=10, patience=2)
     scores = iter([50.0, 70.0, 70.0, 60.0])

@@ -26,19 +26,17 @@ against 80.6), where metric-learn 0.7.0's MMC_Supervised gives 59.1 on the same 
 (148 s against its 434 s; benchmarks/bench_real_subsets.py, benchmarks/RESULTS.md).
 """
 
-from pathlib import Path
+import os
 
 import numpy as np
 import pytest
+from repo_configs import config_module
 
 from warca_jax import datasets, defaults, evaluation, linalg, pipeline
 from warca_jax.protocol import plan
 
-ROOT = Path(__file__).resolve().parents[1]
-VIPER = ROOT / "data" / "viper_subset"
-ORL = ROOT / "data" / "orl_faces"
-PCA_DIMS = 64
-NUM_SPLITS = {"viper": 3, "orl": 2}
+# the people, splits and PCA size of each subset (shared with benchmarks/bench_real_subsets.py)
+SUBSETS = {name: config_module("real_subsets").get_config(name) for name in ("viper", "orl")}
 
 # learners on the chi2 histograms (baseline: nearest neighbour under chi2)
 CHI2 = ("warca:chi2", "lfda:chi2", "rpcca:chi2")
@@ -69,14 +67,15 @@ pytestmark = [
     # every test here trains to a threshold on real descriptors: the slow tier
     pytest.mark.slow,
     pytest.mark.skipif(
-        not (VIPER.is_dir() and ORL.is_dir()), reason="data/viper_subset or data/orl_faces missing"
+        not all(os.path.isdir(c.path) for c in SUBSETS.values()),
+        reason="data/viper_subset or data/orl_faces missing",
     ),
 ]
 
 
-def _pca(ds, split):
-    """The dataset on the top PCA_DIMS principal axes of the split's training images."""
-    mean, comps = linalg.pca(ds.features[split.train_idx], variance=1.0, max_dim=PCA_DIMS)
+def _pca(ds, split, dims):
+    """The dataset on the top ``dims`` principal axes of the split's training images."""
+    mean, comps = linalg.pca(ds.features[split.train_idx], variance=1.0, max_dim=dims)
     return ds._replace(features=((ds.features - mean) @ comps.T).astype(np.float32))
 
 
@@ -84,13 +83,11 @@ class RealData:
     """Scores of config labels on one real dataset, computed once per (label, features)."""
 
     def __init__(self, name):
-        if name == "viper":
-            self.ds = datasets.read("viper", VIPER, num_test_ids=30, num_splits=NUM_SPLITS[name])
-        else:
-            self.ds = datasets.read("orl", ORL, num_splits=NUM_SPLITS[name])
+        subset = SUBSETS[name]
+        self.ds = datasets.read(subset.name, subset.path, **subset.options)
         self.name = name
         self.eval_cfg = defaults.base_config().eval
-        self.pca = [_pca(self.ds, sp) for sp in self.ds.splits]
+        self.pca = [_pca(self.ds, sp, subset.pca_dims) for sp in self.ds.splits]
         self.cache = {}
 
     def score(self, label, features="pca"):

@@ -44,6 +44,7 @@ from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.config_checks import check_config_file
+from warca_jax.methods import held_out
 from warca_jax.metric import Metric
 
 SUMMARY_KEYS = (
@@ -233,12 +234,13 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     return res
 
 
-def _fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, float, dict]:
+def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, float, dict]:
     """Fits split ``s``'s model, its history rows appended to ``metrics_path``.
 
     With held-out identities ``val`` (``validation_split``), the model is trained on their
     training part and scored on them after every logged chunk; with ``eval.keep_best`` the
-    best scored model is kept, else the last.
+    model with the best held-out mAP (the earliest of ties, ``held_out.Best``) is kept, else
+    the last. Benchmarks call it to fit as a run does without writing a run's workdir.
 
     Returns:
       (the model, its training seconds without the validation, ``watch``: the kept chunk's
@@ -249,13 +251,13 @@ def _fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric,
     keep_best = val is not None and bool(config.eval.get("keep_best", False))
     # the kept chunk's step and scores (the best so far, or the last), its metric, the time
     watch = {"kept": None, "metric": None, "seconds": 0.0}
+    best = held_out.Best()  # the earliest best held-out mAP, as LMNN's held-out rule keeps
 
     def callback(row, metric):
         t = time.perf_counter()
         res = evaluation.evaluate_metric(metric, dataset, val, config.eval, seed=seed)
         scores = {"val_rank1": float(res["rank1"]), "val_mAP": float(res["mAP"])}
-        kept = watch["kept"]
-        if not keep_best or kept is None or scores["val_mAP"] > kept["val_mAP"]:
+        if best.offer(int(row["step"]), scores["val_mAP"]) or not keep_best or not watch["kept"]:
             watch["kept"] = {"kept_step": int(row["step"]), **scores}
             if keep_best:
                 watch["metric"] = _copy_metric(metric)
@@ -294,7 +296,7 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
     _drop_split_lines(metrics_path, s)
     seed = config.seed + s
     val = validation_split(dataset, s, config)
-    metric, train_seconds, watch = _fit_split(dataset, s, val, config, metrics_path)
+    metric, train_seconds, watch = fit_split(dataset, s, val, config, metrics_path)
     metric.save(os.path.join(workdir, f"model_split{s}.npz"))
     t0 = time.perf_counter()
     res = evaluation.evaluate_metric(metric, dataset, split, config.eval, seed=seed)

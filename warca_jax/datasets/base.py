@@ -96,20 +96,25 @@ def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
 
 
 def protocol_image_set(
-    paths, labels, cams, name: str, *, camera_rule=False, shots=1, **split_options
+    paths, labels, cams, name: str, *, camera_rule=False, shots=1, probe_cam=0, **split_options
 ) -> ImageSet:
     """An `ImageSet` with the WARCA paper's splits of its identities.
 
     The splits are `splits.probe_gallery_splits` of `labels` and `cams` with
     `split_options` (num_test_ids, num_splits, seed, ...). With `camera_rule`, each test
-    identity's probes are drawn from its camera-0 images and its gallery from its camera-1
-    images, `shots` of each (None: all); without, one random image is the probe and its
-    other images the gallery.
+    identity's probes are drawn from its camera-`probe_cam` images (0 or 1) and its gallery
+    from the other camera's, `shots` of each (None: all); without, one random image is the
+    probe and its other images the gallery.
     """
     cams = np.asarray(cams, dtype=np.int64)
     if camera_rule:
+        if probe_cam not in (0, 1):
+            raise ValueError(f"{name}: probe_cam must be camera 0 or 1; got {probe_cam!r}")
         split_options.update(
-            probe_mask=cams == 0, gallery_mask=cams == 1, probes_per_id=shots, gallery_per_id=shots
+            probe_mask=cams == probe_cam,
+            gallery_mask=cams == 1 - probe_cam,
+            probes_per_id=shots,
+            gallery_per_id=shots,
         )
     splits = splits_lib.probe_gallery_splits(labels, cams, name=name, **split_options)
     return image_set(paths, labels, cams, splits, name)

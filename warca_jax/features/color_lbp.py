@@ -23,6 +23,19 @@ Normalisation: every histogram (each channel's 16 bins, each LBP histogram) coun
 each pixel of its stripe once and is divided by the stripe's pixel count, so each
 block sums to 1 within its stripe (L1).
 
+Two variants of the MATLAB code these features were first computed with (Mignon & Jurie's
+PCCA, Xiong et al.'s kernel methods) are options; neither is the default, because neither
+is better on VIPeR's validation people (benchmarks/RESULTS.md,
+``bench_viper_descriptors.py``):
+
+* ``binning="centred"``: MATLAB's ``hist(v, centres)`` with centres 0, 1/16, ..., 15/16,
+  i.e. ``bin = clip(floor(16 v + 1/2), 0, 15)``: the first and last bins are half as
+  wide as the others. The default ``"floor"`` gives 16 equal bins.
+* ``lbp_pixels="interior"``: MATLAB's ``lbp`` run on each stripe's crop, which codes only
+  the pixels whose whole circle of neighbours lies inside the crop (those at least
+  ceil(radius) from the stripe's edges); each LBP histogram is divided by the number of
+  pixels it coded. The default ``"all"`` codes every pixel, the image border replicated.
+
 Colour channels are computed from RGB scaled to [0, 1] and mapped onto [0, 1]
 before binning with ``bin = clip(floor(16 v), 0, 15)``: R, G, B as they are;
 Y = 0.299 R + 0.587 G + 0.114 B (BT.601); U, V (analogue YUV), I, Q (YIQ) are
@@ -56,6 +69,8 @@ DEFAULT_CHANNELS = ("R", "G", "B", "Y", "U", "V", "H", "S")
 # RGB + HSV + YCbCr + Lab + YIQ, with the luma Y (shared by YCbCr and YIQ) once.
 EXTENDED_CHANNELS = ("R", "G", "B", "H", "S", "V_hsv", "Y", "Cb", "Cr", "L", "a", "b", "I", "Q")
 DEFAULT_LBP = ((8, 1.0), (16, 2.0))
+BINNINGS = ("floor", "centred")  # colour bins (module docstring)
+LBP_PIXELS = ("all", "interior")  # pixels each LBP histogram counts (module docstring)
 
 # Rows of linear colour transforms on RGB in [0, 1]; (name -> coefficients).
 _LINEAR = {
@@ -232,7 +247,6 @@ def color_lbp_dim(
     return stripes * (len(channels) * bins + sum(lbp_num_bins(p) for p, _ in lbp))
 
 
-@functools.partial(jax.jit, static_argnames=("channels", "bins", "stripes", "lbp"))
 def color_lbp(
     images: jax.typing.ArrayLike,
     *,
@@ -240,6 +254,8 @@ def color_lbp(
     bins: int = 16,
     stripes: int = 6,
     lbp: tuple[tuple[int, float], ...] = DEFAULT_LBP,
+    binning: str = "floor",
+    lbp_pixels: str = "all",
 ) -> jax.Array:
     """Stripe colour histograms and uniform LBP histograms (WARCA section 4.2).
 
@@ -249,11 +265,59 @@ def color_lbp(
       bins: histogram bins per colour channel.
       stripes: number of horizontal stripes.
       lbp: (neighbours, radius) of each uniform LBP histogram.
+      binning: colour bins, one of ``BINNINGS`` (module docstring).
+      lbp_pixels: the pixels each LBP histogram counts, one of ``LBP_PIXELS``.
 
     Returns:
       [n, color_lbp_dim(...)] float32 (2,580 with the defaults), laid out as in the
       module docstring; every histogram sums to 1 within its stripe.
+
+    Raises:
+      ValueError: an unknown binning or LBP pixel rule, or, with ``"interior"``, a stripe
+        too thin or narrow to hold a pixel at ceil(radius) from its edges.
     """
+    if binning not in BINNINGS:
+        raise ValueError(f"color_lbp: unknown binning {binning!r}; expected one of {BINNINGS}")
+    if lbp_pixels not in LBP_PIXELS:
+        raise ValueError(
+            f"color_lbp: unknown lbp_pixels {lbp_pixels!r}; expected one of {LBP_PIXELS}"
+        )
+    counted = _lbp_counted(np.shape(images)[1:3], stripes, lbp, lbp_pixels)
+    return _color_lbp(
+        images, channels=tuple(channels), bins=bins, stripes=stripes, lbp=tuple(lbp),
+        binning=binning, counted=counted,
+    )  # fmt: skip
+
+
+def _lbp_counted(shape, stripes: int, lbp, lbp_pixels: str):
+    """Per LBP histogram, the [H, W] mask of the pixels it counts, as nested tuples of bools
+    (hashable, for jit), or None for every pixel."""
+    if lbp_pixels == "all" or len(shape) != 2:
+        return None  # a malformed shape is refused by _color_lbp's shape unpacking
+    h, w = shape
+    stripe = stripe_of_row(h, stripes)
+    masks = []
+    for _, radius in lbp:
+        k = int(math.ceil(radius))
+        mask = np.zeros((h, w), bool)
+        for s in range(stripes):
+            rows = np.flatnonzero(stripe == s)
+            if len(rows) <= 2 * k or w <= 2 * k:
+                raise ValueError(
+                    f"color_lbp: lbp_pixels='interior' needs stripes of more than {2 * k} rows "
+                    f"and columns for radius {radius}; stripe {s} of a {h} x {w} image has "
+                    f"{len(rows)} x {w}"
+                )
+            mask[rows[k:-k], k : w - k] = True
+        masks.append(tuple(map(tuple, mask.tolist())))
+    return tuple(masks)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("channels", "bins", "stripes", "lbp", "binning", "counted")
+)
+def _color_lbp(images, *, channels, bins, stripes, lbp, binning, counted) -> jax.Array:
+    """`color_lbp` once its options are checked; ``counted``: `_lbp_counted`'s masks."""
     x = jnp.asarray(images).astype(jnp.float32)
     n, h, w, _ = x.shape
     rgb = jnp.clip(x / 255.0, 0.0, 1.0)
@@ -261,7 +325,8 @@ def color_lbp(
 
     blocks, sizes = [], []
     vals = colour_channels(rgb, tuple(channels))  # [n, h, w, c]
-    blocks.append(jnp.clip(jnp.floor(vals * bins), 0, bins - 1).astype(jnp.int32))
+    shift = 0.5 if binning == "centred" else 0.0
+    blocks.append(jnp.clip(jnp.floor(vals * bins + shift), 0, bins - 1).astype(jnp.int32))
     sizes += [bins] * len(channels)
     for points, radius in lbp:
         codes = lbp_codes(grey, points=points, radius=radius)
@@ -270,10 +335,21 @@ def color_lbp(
     bin_idx = jnp.concatenate(blocks, axis=-1)  # [n, h, w, num_hists]
 
     per_stripe = sum(sizes)
+    length = stripes * per_stripe
+    stripe = stripe_of_row(h, stripes)
     block_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
-    row_start = stripe_of_row(h, stripes) * per_stripe
-    offset = row_start[:, None, None] + block_start[None, None, :]  # [h, 1, num_hists]
-    index = (bin_idx + jnp.asarray(offset)).reshape(n, -1)
-    counts = bin_counts(index, stripes * per_stripe)
-    pixels = np.bincount(stripe_of_row(h, stripes), minlength=stripes) * w
-    return counts / jnp.asarray(np.repeat(pixels, per_stripe), jnp.float32)
+    offset = stripe[:, None, None] * per_stripe + block_start[None, None, :]  # [h, 1, hists]
+    index = bin_idx + jnp.asarray(offset)
+    # Pixels counted per (stripe, histogram): all of the stripe's unless a mask says less.
+    pixels = np.repeat(np.bincount(stripe, minlength=stripes)[:, None] * w, len(sizes), axis=1)
+    if counted is not None:
+        keep = np.ones((h, w, len(sizes)), bool)
+        for i, mask in enumerate(counted):
+            keep[..., len(channels) + i] = mask
+            pixels[:, len(channels) + i] = np.bincount(
+                stripe, weights=np.sum(mask, axis=1), minlength=stripes
+            )
+        index = jnp.where(jnp.asarray(keep), index, length)  # one discarded bin at the end
+    counts = bin_counts(index.reshape(n, -1), length + (counted is not None))[:, :length]
+    divisor = np.repeat(pixels.reshape(-1), np.tile(sizes, stripes))
+    return counts / jnp.asarray(divisor, jnp.float32)

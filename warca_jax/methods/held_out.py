@@ -71,15 +71,45 @@ def retrieval_map(metric: Metric, x: np.ndarray, labels: np.ndarray) -> float:
     return float(res["mAP"])
 
 
+class Best:
+    """The best of a sequence of scores, the earliest of ties, and the misses since it.
+
+    The one best-so-far rule of the project: ``Watch`` here, and the pipeline's
+    ``eval.keep_best`` (``warca_jax.pipeline.fit_split``), keep a model by it.
+    """
+
+    def __init__(self):
+        self.step: int | None = None
+        self.value = -np.inf
+        self.misses = 0  # scores since the best that did not beat it
+
+    def offer(self, step: int, value: float) -> bool:
+        """Records ``value`` scored at ``step``; True when it beats every earlier score."""
+        if value > self.value:
+            self.step, self.value, self.misses = step, value, 0
+            return True
+        self.misses += 1
+        return False
+
+
 class Watch:
     """Scores a learner's metric on held-out rows every ``every`` steps; keeps the best."""
 
     def __init__(self, x: np.ndarray, labels: np.ndarray, *, every: int, patience: int):
         self.x, self.labels = x, labels
         self.every, self.patience = int(every), int(patience)
-        self.best_step, self.best_map = 0, -np.inf
-        self.misses = 0
+        self.best = Best()
         self.scores: list[tuple[int, float]] = []
+
+    @property
+    def best_step(self) -> int:
+        """The step of the best held-out mAP (0 before any score)."""
+        return 0 if self.best.step is None else self.best.step
+
+    @property
+    def best_map(self) -> float:
+        """The best held-out mAP (-inf before any score)."""
+        return self.best.value
 
     def due(self, step: int) -> bool:
         """Whether the metric after ``step`` steps is to be scored."""
@@ -89,11 +119,8 @@ class Watch:
         """Scores the metric after ``step`` steps; True when training should stop."""
         value = retrieval_map(metric, self.x, self.labels)
         self.scores.append((step, value))
-        if value > self.best_map:
-            self.best_step, self.best_map, self.misses = step, value, 0
-        else:
-            self.misses += 1
-        return self.misses >= self.patience
+        self.best.offer(step, value)
+        return self.best.misses >= self.patience
 
     def summary(self, num_ids: int) -> str:
         """What the held-out identities chose, for the history and the log."""
