@@ -21,13 +21,16 @@ cam_b and the gallery from cam_a; the training people are the same.
 ``--seeds`` fits each split once per training seed, seed + split being the seed of the fit
 on split ``split`` (the protocol runner's rule, so ``--seeds=0`` is the protocol's run),
 and adds the mean and standard deviation over the seeds of the split-mean to the table:
-how far a result moves with the training draws alone.
+how far a result moves with the training draws alone. ``--split_seeds`` draws the loader's
+random splits with each seed (0: the protocol's splits) and adds the same mean and
+deviation over them: how far a 10-split mean moves with the people drawn for testing.
 
   python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
 """
 
 import argparse
+import itertools
 import json
 import platform
 import time
@@ -94,35 +97,43 @@ def main():
         help="the splits' probe rule (datasets/two_camera.py): cam_a, cam_b or the paper's random",
     )
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--split_seeds", default="0", help="comma-separated seeds of the splits")
     a = p.parse_args()
     values = [v for v in a.values.split(",") if v]
     configs = [method_config(a.label, a.field, v) for v in values]  # refused before any work
     splits = [int(s) for s in a.splits.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
-    ds = datasets.read(
-        "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe
-    )
+    split_seeds = [int(s) for s in a.split_seeds.split(",")]
+    sets = {
+        k: datasets.read(
+            "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe, seed=k
+        )
+        for k in split_seeds
+    }
     eval_cfg = defaults.base_config().eval
     print(json.dumps({"machine": platform.processor() or platform.machine(),
                       "backend": jax.default_backend(), "jax": jax.__version__}))  # fmt: skip
     rows = []
     for text, cfg in zip(values, configs, strict=True):
-        per_seed = []
-        for seed in seeds:
+        runs = []  # the split-mean (rank-1, mAP) of each (split seed, training seed)
+        for k, seed in itertools.product(split_seeds, seeds):
             got = []
             for s in splits:
-                r = score(ds, s, cfg, a.on, eval_cfg, seed=seed)
-                line = {"label": a.label, a.field: text, "split": s, "seed": seed, "on": a.on}
-                print(json.dumps({**line, **r}))
+                r = score(sets[k], s, cfg, a.on, eval_cfg, seed=seed)
+                line = {"label": a.label, a.field: text, "split": s, "seed": seed}
+                print(json.dumps({**line, "split_seed": k, "on": a.on, **r}))
                 got.append((r["rank1"], r["mAP"]))
-            per_seed.append(np.mean(got, axis=0))
-            rows.append((f"{a.field}={text}" + (f", seed {seed}" if len(seeds) > 1 else ""),
-                         f"{per_seed[-1][0]:.2f}", f"{per_seed[-1][1]:.2f}"))  # fmt: skip
-        if len(seeds) > 1:
-            mean, std = np.mean(per_seed, axis=0), np.std(per_seed, axis=0)
+            runs.append(np.mean(got, axis=0))
+            name = f"{a.field}={text}"
+            name += f", split seed {k}" if len(split_seeds) > 1 else ""
+            name += f", seed {seed}" if len(seeds) > 1 else ""
+            rows.append((name, f"{runs[-1][0]:.2f}", f"{runs[-1][1]:.2f}"))
+        if len(runs) > 1:
+            mean, std = np.mean(runs, axis=0), np.std(runs, axis=0)
             spread = [f"{m:.2f} ± {d:.2f}" for m, d in zip(mean, std, strict=True)]
-            rows.append((f"{a.field}={text}, mean ± std over {len(seeds)} seeds", *spread))
-    where = f"{a.on}, splits {a.splits}, probe {a.probe}"
+            over = f"{len(split_seeds)} split seeds x {len(seeds)} training seeds"
+            rows.append((f"{a.field}={text}, mean ± std over {over}", *spread))
+    where = f"{a.on}, splits {a.splits} (split seeds {a.split_seeds}), probe {a.probe}"
     print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
     for name, r1, m in rows:
         print(f"| {name} | {r1} | {m} |")
