@@ -9,6 +9,9 @@ same splits:
   VIPeR loader, 30 test people per split (probe cam_a, gallery cam_b), 50 for training;
 * ``data/orl_faces``: 40 people x 10 images, 20 test people per split.
 
+(configs/real_subsets.py holds these choices and the PCA size below, for this test and for
+benchmarks/bench_real_subsets.py alike.)
+
 Features: the 2,580-d colour + LBP histograms for the chi2-kernel learners (their baseline is
 nearest neighbour under the chi2 distance, stronger than Euclidean on histograms); for the
 linear learners the same histograms projected on the top 64 principal axes of each split's
