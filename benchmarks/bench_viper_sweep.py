@@ -25,6 +25,9 @@ how far a result moves with the training draws alone. ``--split_seeds`` draws th
 random splits with each seed (0: the protocol's splits) and adds the same mean and
 deviation over them: how far a 10-split mean moves with the people drawn for testing.
 
+``--fixed=field=value,...`` holds other fields of the label's config at a value (a
+second axis of a grid, one value per run).
+
   python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
 """
@@ -56,14 +59,18 @@ def _value(text: str, current):
     return type(current)(float(text)) if isinstance(current, int) else float(text)
 
 
-def method_config(label: str, field: str, text: str):
+def method_config(label: str, field: str, text: str, fixed: str = ""):
     """The method section the protocol's VIPeR run of ``label`` uses (D' = 100 for the paper's
-    methods; ``plan.run_method_config``) with ``field`` = ``text``."""
+    methods; ``plan.run_method_config``) with ``field`` = ``text`` and the ``fixed``
+    settings (``"field=value,..."``, e.g. ``"learning_rate=0.1"``)."""
     current = plan.method_config(label)
-    if field not in current:
-        raise ValueError(f"{label} has no field {field!r}; its fields: {sorted(current.keys())}")
-    value = _value(text, current[field])
-    return plan.run_method_config(PROTOCOL, label, "viper", PROTOCOL.dims.viper, **{field: value})
+    pairs = [(field, text)] + [item.partition("=")[::2] for item in fixed.split(",") if item]
+    values = {}
+    for name, value in pairs:
+        if name not in current:
+            raise ValueError(f"{label} has no field {name!r}; its fields: {sorted(current.keys())}")
+        values[name] = _value(value, current[name])
+    return plan.run_method_config(PROTOCOL, label, "viper", PROTOCOL.dims.viper, **values)
 
 
 def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0) -> dict:
@@ -96,11 +103,12 @@ def main():
         default="cam_a",
         help="the splits' probe rule (datasets/two_camera.py): cam_a, cam_b or the paper's random",
     )
+    p.add_argument("--fixed", default="", help="other fields held fixed: field=value,...")
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--split_seeds", default="0", help="comma-separated seeds of the splits")
     a = p.parse_args()
     values = [v for v in a.values.split(",") if v]
-    configs = [method_config(a.label, a.field, v) for v in values]  # refused before any work
+    configs = [method_config(a.label, a.field, v, a.fixed) for v in values]  # before any work
     splits = [int(s) for s in a.splits.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
     split_seeds = [int(s) for s in a.split_seeds.split(",")]
@@ -134,6 +142,7 @@ def main():
             over = f"{len(split_seeds)} split seeds x {len(seeds)} training seeds"
             rows.append((f"{a.field}={text}, mean ± std over {over}", *spread))
     where = f"{a.on}, splits {a.splits} (split seeds {a.split_seeds}), probe {a.probe}"
+    where += f", {a.fixed}" if a.fixed else ""
     print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
     for name, r1, m in rows:
         print(f"| {name} | {r1} | {m} |")
