@@ -112,10 +112,13 @@ def main():
     splits = [int(s) for s in a.splits.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
     split_seeds = [int(s) for s in a.split_seeds.split(",")]
+    ds = datasets.read(
+        "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe
+    )
+    # each split seed's splits, on the features described once (the loader's seed draws only
+    # the splits)
     sets = {
-        k: datasets.read(
-            "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe, seed=k
-        )
+        k: ds._replace(splits=datasets.load("viper", a.viper, probe=a.probe, seed=k).splits)
         for k in split_seeds
     }
     eval_cfg = defaults.base_config().eval

@@ -282,19 +282,15 @@ def color_lbp(
         raise ValueError(
             f"color_lbp: unknown lbp_pixels {lbp_pixels!r}; expected one of {LBP_PIXELS}"
         )
-    counted = _lbp_counted(np.shape(images)[1:3], stripes, lbp, lbp_pixels)
     return _color_lbp(
         images, channels=tuple(channels), bins=bins, stripes=stripes, lbp=tuple(lbp),
-        binning=binning, counted=counted,
+        binning=binning, lbp_pixels=lbp_pixels,
     )  # fmt: skip
 
 
-def _lbp_counted(shape, stripes: int, lbp, lbp_pixels: str):
-    """Per LBP histogram, the [H, W] mask of the pixels it counts, as nested tuples of bools
-    (hashable, for jit), or None for every pixel."""
-    if lbp_pixels == "all" or len(shape) != 2:
-        return None  # a malformed shape is refused by _color_lbp's shape unpacking
-    h, w = shape
+def _interior_masks(h: int, w: int, stripes: int, lbp) -> list[np.ndarray]:
+    """Per LBP histogram, the [h, w] mask of the pixels ``lbp_pixels="interior"`` counts
+    (computed once per traced image shape, in NumPy)."""
     stripe = stripe_of_row(h, stripes)
     masks = []
     for _, radius in lbp:
@@ -309,15 +305,15 @@ def _lbp_counted(shape, stripes: int, lbp, lbp_pixels: str):
                     f"{len(rows)} x {w}"
                 )
             mask[rows[k:-k], k : w - k] = True
-        masks.append(tuple(map(tuple, mask.tolist())))
-    return tuple(masks)
+        masks.append(mask)
+    return masks
 
 
 @functools.partial(
-    jax.jit, static_argnames=("channels", "bins", "stripes", "lbp", "binning", "counted")
+    jax.jit, static_argnames=("channels", "bins", "stripes", "lbp", "binning", "lbp_pixels")
 )
-def _color_lbp(images, *, channels, bins, stripes, lbp, binning, counted) -> jax.Array:
-    """`color_lbp` once its options are checked; ``counted``: `_lbp_counted`'s masks."""
+def _color_lbp(images, *, channels, bins, stripes, lbp, binning, lbp_pixels) -> jax.Array:
+    """`color_lbp` once its options are checked."""
     x = jnp.asarray(images).astype(jnp.float32)
     n, h, w, _ = x.shape
     rgb = jnp.clip(x / 255.0, 0.0, 1.0)
@@ -342,14 +338,15 @@ def _color_lbp(images, *, channels, bins, stripes, lbp, binning, counted) -> jax
     index = bin_idx + jnp.asarray(offset)
     # Pixels counted per (stripe, histogram): all of the stripe's unless a mask says less.
     pixels = np.repeat(np.bincount(stripe, minlength=stripes)[:, None] * w, len(sizes), axis=1)
-    if counted is not None:
+    interior = lbp_pixels == "interior"
+    if interior:
         keep = np.ones((h, w, len(sizes)), bool)
-        for i, mask in enumerate(counted):
+        for i, mask in enumerate(_interior_masks(h, w, stripes, lbp)):
             keep[..., len(channels) + i] = mask
             pixels[:, len(channels) + i] = np.bincount(
                 stripe, weights=np.sum(mask, axis=1), minlength=stripes
             )
         index = jnp.where(jnp.asarray(keep), index, length)  # one discarded bin at the end
-    counts = bin_counts(index.reshape(n, -1), length + (counted is not None))[:, :length]
+    counts = bin_counts(index.reshape(n, -1), length + interior)[:, :length]
     divisor = np.repeat(pixels.reshape(-1), np.tile(sizes, stripes))
     return counts / jnp.asarray(divisor, jnp.float32)
