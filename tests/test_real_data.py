@@ -9,6 +9,11 @@ same splits:
   VIPeR loader, 30 test people per split (probe cam_a, gallery cam_b), 50 for training;
 * ``data/orl_faces``: 40 people x 10 images, 20 test people per split.
 
+``data/cuhk01_subset`` (60 CUHK01 people x 4 images, images 001-002 camera A, 003-004
+camera B) is read by the project's own CUHK01 loader; its images, labels, cameras and
+splits (30 test people, one camera-A probe and one camera-B gallery image each, 30 for
+training) are checked here, and no learner is scored on it yet.
+
 (configs/real_subsets.py holds these choices and the PCA size below, for this test and for
 benchmarks/bench_real_subsets.py alike.)
 
@@ -33,6 +38,7 @@ import os
 
 import numpy as np
 import pytest
+from PIL import Image
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, evaluation, linalg, pipeline
@@ -40,6 +46,8 @@ from warca_jax.protocol import plan
 
 # the people, splits and PCA size of each subset (shared with benchmarks/bench_real_subsets.py)
 SUBSETS = {name: config_module("real_subsets").get_config(name) for name in ("viper", "orl")}
+# read and checked, not yet scored
+CUHK01 = config_module("real_subsets").get_config("cuhk01")
 
 # learners on the chi2 histograms (baseline: nearest neighbour under chi2)
 CHI2 = ("warca:chi2", "lfda:chi2", "rpcca:chi2")
@@ -233,3 +241,39 @@ def test_warca_defaults_learn_on_viper(real):
     # The lambda = 1e-2 default fell below it on VIPeR (18.35 against 22.15).
     linear, kissme = real.score("warca:linear"), real.score("kissme")
     assert linear["mAP"] >= kissme["mAP"], (linear, kissme)
+
+
+@pytest.mark.skipif(not os.path.isdir(CUHK01.path), reason="data/cuhk01_subset missing")
+def test_cuhk01_subset_reads_with_the_camera_rule():
+    """data/cuhk01_subset through the project's CUHK01 loader, with the options that
+    configs/real_subsets.py:cuhk01 gives: 60 people x 4 images of 60 x 160 pixels, images
+    001-002 camera A (0) and 003-004 camera B (1); each split tests 30 people on one
+    camera-A probe and one camera-B gallery image each and trains on all 4 images of the
+    other 30."""
+    images = datasets.load(CUHK01.name, CUHK01.path, **CUHK01.options)
+    names = [os.path.basename(p) for p in images.paths]
+    assert names == [f"{i:04d}{k:03d}.png" for i in range(1, 61) for k in range(1, 5)]
+    for path in images.paths:
+        with Image.open(path) as im:
+            assert (im.mode, im.size) == ("RGB", (60, 160)), (path, im.mode, im.size)
+    np.testing.assert_array_equal(images.labels, np.repeat(np.arange(1, 61), 4))
+    np.testing.assert_array_equal(images.cams, np.tile([0, 0, 1, 1], 60))
+
+    ds = datasets.read(CUHK01.name, CUHK01.path, **CUHK01.options)
+    assert ds.features.shape == (240, 2580) and ds.features.dtype == np.float32
+    assert np.all(np.isfinite(ds.features)) and ds.features.std(0).max() > 0
+    np.testing.assert_array_equal(ds.labels, images.labels)
+    np.testing.assert_array_equal(ds.cams, images.cams)
+    assert len(ds.splits) == CUHK01.options["num_splits"] == 3
+    tests = []
+    for split in ds.splits:
+        probe, gallery = ds.labels[split.query_idx], ds.labels[split.gallery_idx]
+        train = ds.labels[split.train_idx]
+        assert np.all(ds.cams[split.query_idx] == 0) and np.all(ds.cams[split.gallery_idx] == 1)
+        # one probe and one gallery image per test person (single shot)
+        assert len(set(probe)) == len(probe) == 30 and sorted(gallery) == sorted(probe)
+        # training: all four images of each of the other 30 people
+        assert set(train).isdisjoint(probe) and len(train) == 120
+        np.testing.assert_array_equal(np.unique(train, return_counts=True)[1], np.full(30, 4))
+        tests.append(frozenset(probe))
+    assert len(set(tests)) == 3, "the three splits test the same people"

@@ -27,6 +27,44 @@ def test_pairs_are_uniform_over_same_label_pairs():
     assert freq.min() > 850 and freq.max() < 1150  # 1000 expected, std ~31
 
 
+def test_cross_camera_pairs_are_uniform_over_pairs_of_two_cameras():
+    # label 0: cams 0, 0, 1 -> 4 ordered cross pairs; label 1: cams 1, 0, 1, 2 -> 10;
+    # label 2: one camera only -> none; shuffled so that blocks are not contiguous in the input
+    labels = np.array([1, 0, 2, 1, 0, 1, 2, 0, 1])
+    cams = np.array([1, 0, 5, 0, 0, 1, 5, 1, 2])
+    table = sampling.make_pair_table(labels, cams)
+    bits = jax.random.bits(jax.random.PRNGKey(1), (3, 14_000), jnp.uint32)
+    i, j = (np.asarray(a) for a in jax.jit(sampling.sample_pairs)(bits, table))
+    assert np.all(labels[i] == labels[j]) and np.all(cams[i] != cams[j])
+    expected = {
+        (a, b)
+        for a in range(9)
+        for b in range(9)
+        if labels[a] == labels[b] and cams[a] != cams[b]
+    }
+    counts = collections.Counter(zip(i.tolist(), j.tolist(), strict=True))
+    assert set(counts) == expected and len(expected) == 14
+    freq = np.array(list(counts.values()))
+    assert freq.min() > 850 and freq.max() < 1150  # 1000 expected, std ~31
+
+
+def test_pair_table_without_cameras_draws_as_before():
+    # one camera for all is every pair; the draw is bit for bit the camera-free table's
+    labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3])
+    bits = jax.random.bits(jax.random.PRNGKey(2), (3, 500), jnp.uint32)
+    plain = sampling.sample_pairs(bits, sampling.make_pair_table(labels))
+    per_image = sampling.sample_pairs(bits, sampling.make_pair_table(labels, np.arange(11)))
+    for a, b in zip(plain, per_image, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_pair_table_refuses_bad_cams_and_no_cross_camera_pair():
+    with pytest.raises(ValueError, match="cams has 3 entries for 4 labels"):
+        sampling.make_pair_table(np.array([0, 0, 1, 1]), np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match="no cross-camera positive pairs"):
+        sampling.make_pair_table(np.array([0, 0, 1, 1]), np.array([0, 0, 1, 1]))
+
+
 def test_alias_table_reproduces_the_weights():
     w = np.array([0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 12.0, 0.5])
     prob, alias = sampling._alias_table(w)

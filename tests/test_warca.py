@@ -422,3 +422,23 @@ def test_normalisation_is_carried_by_the_metric():
         d0 = np.linalg.norm(e0[:, None] - e0[None], axis=-1)
         d1 = np.linalg.norm(e1[:, None] - e1[None], axis=-1)
         np.testing.assert_allclose(d1, d0, rtol=2e-3, atol=2e-3 * d0.mean())
+
+
+def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
+    x, y, c = data.make_synthetic(
+        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
+    )
+    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
+    plain, _ = warca.fit(x, y, cfg, seed=1)  # a user's data without cameras still trains
+    every, _ = warca.fit(x, y, defaults.overridden(cfg, positives="all"), cams=c, seed=1)
+    np.testing.assert_array_equal(plain.projection, every.projection)
+    cross, hist = warca.fit(x, y, cfg, cams=c, seed=1)
+    assert np.all(np.isfinite(cross.projection)) and np.isfinite(hist[-1]["loss"])
+    assert not np.allclose(cross.projection, plain.projection)
+    # cameras that pair no identity across cameras: every pair, not a refusal
+    one_cam, _ = warca.fit(x, y, cfg, cams=np.zeros_like(c), seed=1)
+    np.testing.assert_array_equal(one_cam.projection, plain.projection)
+    with pytest.raises(ValueError, match=r"cams must be \[N\]"):
+        warca.fit(x, y, cfg, cams=c[:-1], seed=1)
+    with pytest.raises(ValueError, match="unknown positives"):
+        warca.fit(x, y, defaults.overridden(cfg, positives="same_camera"), cams=c, seed=1)

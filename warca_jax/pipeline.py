@@ -65,8 +65,13 @@ SUMMARY_KEYS = (
 _CMC_KEEP = 100  # ranks of the CMC curve kept in the JSON files
 
 
-def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+def fit_method(
+    features, labels, method_cfg, *, seed=0, log_fn=None, progress=False, callback=None, cams=None
+):
     """Fits the learner named ``method_cfg.name`` and returns (Metric, history).
+
+    ``cams``: the training samples' camera ids, passed to the learners that use them
+    (``Method.takes_cams``, e.g. WARCA's cross-camera positives) and ignored by the rest.
 
     ``callback(row, metric)``, called after every logged chunk with the metric learned so
     far (a dict it returns joins the row), goes to the learners that take one
@@ -81,6 +86,8 @@ def fit_method(features, labels, method_cfg, *, seed=0, log_fn=None, progress=Fa
                 f"needs an iterative learner, one of {methods.with_callback()}"
             )
         extra["callback"] = callback
+    if method.takes_cams:
+        extra["cams"] = cams
     return method.fit(
         features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress, **extra
     )
@@ -276,6 +283,7 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
             dataset.features[train],
             dataset.labels[train],
             config.method,
+            cams=None if dataset.cams is None else dataset.cams[train],
             seed=seed,
             log_fn=log_fn,
             progress=config.progress,

@@ -59,6 +59,11 @@ class PairTable(NamedTuple):
       start: [N] int32 position in ``order`` where the class of sample i starts.
       count: [N] int32 size of the class of sample i.
       pos: [N] int32 position of sample i inside its class in ``order``.
+      own_start: [N] int32 where the block of samples that cannot pair with i starts,
+        as a position inside its class in ``order``: i itself (``pos``), or with cameras
+        the first sample of i's class and camera (``make_pair_table``'s ``cams``).
+      own_count: [N] int32 the size of that block (1 without cameras); the partners of
+        i are the other ``count - own_count`` members of its class.
       alias_prob, alias: [N] Walker alias table of the anchor distribution,
         P(i) proportional to count_i - 1 (its number of positive partners):
         draw a column c uniformly, keep it with probability alias_prob[c],
@@ -71,31 +76,63 @@ class PairTable(NamedTuple):
     start: jax.Array
     count: jax.Array
     pos: jax.Array
+    own_start: jax.Array
+    own_count: jax.Array
     alias_prob: jax.Array
     alias: jax.Array
     num_negatives: jax.Array
 
 
-def make_pair_table(labels: np.ndarray) -> PairTable:
+def make_pair_table(labels: np.ndarray, cams: np.ndarray | None = None) -> PairTable:
     """Builds the ``PairTable`` of a label vector (NumPy, once per fit).
 
+    Without ``cams``, S holds every ordered pair of distinct samples of one label (eq. 3).
+    With ``cams`` ([N] camera ids), S holds only the pairs of one label seen by two
+    different cameras (cross-camera positives, the pairs a re-id test ranks); the
+    negatives T_y are the same. Samples are ordered by (label, camera), so the
+    same-camera block of a sample is contiguous inside its class and its partners are
+    the rest of the class.
+
     Raises:
-      ValueError: if no label has two or more samples (no positive pair).
+      ValueError: ``cams`` of another length than ``labels``; or no positive pair: no
+        label with two or more samples (with ``cams``: seen by two cameras).
     """
     labels = np.asarray(labels)
     n = labels.shape[0]
-    order = np.argsort(labels, kind="stable")
     _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if cams is None:
+        order = np.argsort(labels, kind="stable")
+    else:
+        cams = np.asarray(cams).reshape(-1)
+        if cams.shape[0] != n:
+            raise ValueError(f"cams has {cams.shape[0]} entries for {n} labels; expected one each")
+        _, cam_ids = np.unique(cams, return_inverse=True)
+        order = np.lexsort((cam_ids, inverse))  # by label, then camera (stable)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     count = counts[inverse]
     start = starts[inverse]
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n) - start[order]
-    partners = (count - 1).astype(np.float64)
+    if cams is None:
+        own_start, own_count = pos, np.ones(n, np.int64)
+    else:
+        # blocks of equal (label, camera) along ``order``
+        key = inverse[order] * (int(cam_ids.max()) + 1) + cam_ids[order]
+        first = np.concatenate([[True], key[1:] != key[:-1]])
+        block_id = np.cumsum(first) - 1
+        block_start = np.flatnonzero(first)
+        block_size = np.diff(np.concatenate([block_start, [n]]))
+        own_start, own_count = np.empty(n, np.int64), np.empty(n, np.int64)
+        own_start[order] = block_start[block_id] - start[order]
+        own_count[order] = block_size[block_id]
+    partners = (count - own_count).astype(np.float64)
     if partners.sum() == 0:
         raise ValueError(
             "no positive pairs: every identity has a single sample; WARCA needs at least "
             "one identity with two or more samples"
+            if cams is None
+            else "no cross-camera positive pairs: no identity is seen by two cameras; "
+            "train on all same-identity pairs (positives='all') or check the cams"
         )
     prob, alias = _alias_table(partners)
     return PairTable(
@@ -104,6 +141,8 @@ def make_pair_table(labels: np.ndarray) -> PairTable:
         start=jnp.asarray(start, jnp.int32),
         count=jnp.asarray(count, jnp.int32),
         pos=jnp.asarray(pos, jnp.int32),
+        own_start=jnp.asarray(own_start, jnp.int32),
+        own_count=jnp.asarray(own_count, jnp.int32),
         alias_prob=jnp.asarray(prob, jnp.float32),
         alias=jnp.asarray(alias, jnp.int32),
         num_negatives=jnp.asarray(n - count, jnp.float32),
@@ -165,9 +204,11 @@ def to_indices(bits: jax.Array, n: int) -> jax.Array:
 def sample_pairs(bits: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Array]:
     """Draws ordered pairs (i, j), i != j, y_i = y_j, uniformly from S (eq. 3).
 
-    i is drawn with probability (count_i - 1) / |S| from the alias table (bits[0]
-    picks the column, bits[1] decides between it and its alias), then j
-    uniformly among the count_i - 1 other members of its class (bits[2]).
+    i is drawn with probability (its number of partners) / |S| from the alias table
+    (bits[0] picks the column, bits[1] decides between it and its alias), then j
+    uniformly among its partners (bits[2]): the count_i - 1 other members of its class,
+    or with a camera-aware table the members of its class seen by another camera. They
+    lie after i's own block in the class's cyclic order, so j is the r-th sample after it.
 
     Args:
       bits: [3, B] uint32 random words.
@@ -179,10 +220,10 @@ def sample_pairs(bits: jax.Array, table: PairTable) -> tuple[jax.Array, jax.Arra
     n = table.labels.shape[0]
     col = to_indices(bits[0], n)
     i = jnp.where(to_uniform(bits[1]) < table.alias_prob[col], col, table.alias[col])
-    c = table.count[i]
+    c, own = table.count[i], table.own_count[i]
     v = to_uniform(bits[2])
-    shift = 1 + jnp.minimum(jnp.floor(v * (c - 1)).astype(jnp.int32), jnp.maximum(c - 2, 0))
-    j = table.order[table.start[i] + (table.pos[i] + shift) % c]
+    r = jnp.minimum(jnp.floor(v * (c - own)).astype(jnp.int32), jnp.maximum(c - own - 1, 0))
+    j = table.order[table.start[i] + (table.own_start[i] + own + r) % c]
     return i, j
 
 

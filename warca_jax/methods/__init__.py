@@ -63,6 +63,8 @@ class Method(NamedTuple):
     default_config: Callable[..., ml_collections.ConfigDict]
     variants: tuple[str, ...]
     takes_callback: bool = False
+    # fit takes ``cams=`` ([N] camera ids of the training samples, or None)
+    takes_cams: bool = False
 
 
 def with_callback() -> list[str]:

@@ -161,6 +161,7 @@ def _job_cv(job: dict) -> None:
         ds.labels[split.train_idx],
         run_cfg.method,
         seed=run_cfg.seed + job["split"],
+        cams=ds.cams[split.train_idx],
     )
     fit_seconds = time.perf_counter() - t0
     res = evaluation.evaluate_metric(metric, ds, split, run_cfg.eval, seed=run_cfg.seed)

@@ -110,6 +110,7 @@ METHODS = {
         default_config=default_config,
         variants=VARIANTS,
         takes_callback=True,
+        takes_cams=True,
     )
 }
 

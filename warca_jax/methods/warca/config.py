@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ml_collections
+import numpy as np
+from absl import logging
 
 from warca_jax import kernels, losses, optim, sampling
 from warca_jax.methods import checks
@@ -10,6 +12,7 @@ from warca_jax.methods import checks
 GRADIENTS = ("closed_form", "autodiff")
 KERNEL_APPROX = ("none", "nystroem")
 NORMALIZE = ("msd", "none")
+POSITIVES = ("cross_camera", "all")
 SCHEDULES = ("cosine", "constant")
 # in the compiled step's ``Hyperparams`` argument, not in the program (``step.Hyperparams``)
 TUNABLE = ("lam", "learning_rate")
@@ -52,6 +55,10 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     #                      'wsabie': draw negatives until one violates, rank (|T|-1)/tries.
     m.candidate_pool = 0  # random candidates shared by a step (0: all training points).
     m.max_tries = 0  # wsabie: give up after this many tries (0: no cap).
+    # the positive pairs S: 'cross_camera', the same-identity pairs seen by two different
+    # cameras, when ``fit`` is given the cameras (all pairs without them); 'all', every
+    # same-identity pair (eq. 3).
+    m.positives = "cross_camera"
     m.batch_size = 512  # pairs per minibatch.
     m.num_iters = 2000  # Adam iterations.
     m.learning_rate = 1e-2  # Adam step size eta (its peak with schedule='cosine').
@@ -95,6 +102,7 @@ def _check_names(cfg) -> None:
         ("normalize", NORMALIZE),
         ("schedule", SCHEDULES),
         ("kernel_approx", KERNEL_APPROX),
+        ("positives", POSITIVES),
     ):
         value = getattr(cfg, field)
         if value not in allowed:
@@ -176,3 +184,34 @@ def validate(features, labels, cfg) -> checks.TrainingData:
     if cfg.kernel != "none":
         kernels.check_kernel_input(data.x, cfg.kernel)
     return data
+
+
+def pair_cams(cams, labels, cfg):
+    """The camera ids that restrict WARCA's positive pairs, or None (every pair).
+
+    None without ``cams`` or with ``cfg.positives == "all"``. Cameras under which no
+    identity is seen twice across cameras give no cross-camera pair: then every pair,
+    with a log line, rather than no training (e.g. one camera, or ids given per image).
+
+    Raises:
+      ValueError: ``cams`` that are not [N] finite integer-valued ids.
+    """
+    if cams is None or cfg.positives == "all":
+        return None
+    cams = np.asarray(cams)
+    if cams.shape != (len(labels),):
+        raise ValueError(
+            f"cams must be [N] = [{len(labels)}] camera ids, one per training sample; "
+            f"got shape {cams.shape}"
+        )
+    if not np.issubdtype(cams.dtype, np.integer):
+        if not (np.issubdtype(cams.dtype, np.floating) and np.all(np.isfinite(cams))
+                and np.all(cams == np.round(cams))):
+            raise ValueError(f"cams must be integer camera ids; got dtype {cams.dtype}")
+        cams = cams.astype(np.int64)
+    # some identity is seen by two cameras iff it has two distinct (label, camera) pairs
+    pairs = np.unique(np.stack([np.asarray(labels).astype(np.int64), cams]), axis=1)
+    if np.unique(pairs[0]).size == pairs.shape[1]:
+        logging.info("WARCA: no identity is seen by two cameras; training on every pair")
+        return None
+    return cams

@@ -88,6 +88,12 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
     )
 
 
+def _pair_table(labels, cams, cfg, mesh) -> sampling.PairTable:
+    """The positive pairs S (cross-camera ones with ``cams``, ``config.pair_cams``) on the mesh."""
+    table = sampling.make_pair_table(labels, config.pair_cams(cams, labels, cfg))
+    return jax.device_put(table, sharding_lib.replicated(mesh))
+
+
 def _warn_full_candidates(cfg, n: int) -> None:
     if not cfg.candidate_pool and 4 * cfg.batch_size * n > _FULL_CANDIDATES_WARN_BYTES:
         logging.warning(
@@ -108,6 +114,7 @@ def fit(
     log_fn: Callable[[dict], None] | None = None,
     progress: bool = False,
     callback: Callable[[dict, Metric], None] | None = None,
+    cams: np.ndarray | None = None,
 ) -> tuple[Metric, list[dict]]:
     """Learns a WARCA metric.
 
@@ -128,6 +135,10 @@ def fit(
       callback: called as ``callback(row, metric)`` after every logged chunk with the
         metric learned so far (to evaluate it during training); its time is not
         counted in the rows' ``seconds``.
+      cams: [N] camera ids of the training samples, or None. With
+        ``cfg.positives == "cross_camera"`` the positive pairs are those of one identity
+        seen by two cameras; without cams (or with ``positives="all"``) every
+        same-identity pair.
 
     Returns:
       (metric, history) where history is the list of logged dicts.
@@ -142,7 +153,7 @@ def fit(
     mesh = sharding_lib.make_mesh(cfg.num_devices)
     nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
     kernel_form = cfg.kernel != "none" and not nystroem
-    table = jax.device_put(sampling.make_pair_table(data.y), sharding_lib.replicated(mesh))
+    table = _pair_table(data.y, cams, cfg, mesh)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     t0 = time.perf_counter()
     problem = _problem(
