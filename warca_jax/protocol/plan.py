@@ -126,6 +126,9 @@ def run_method_config(config, label: str, name: str, dim: int, **overrides):
                 f"{sorted(cfg.keys())}"
             )
         cfg[key] = type(cfg[key])(value) if isinstance(cfg[key], float) else value
+    if "lam" in overrides and "lam_grid" in cfg:
+        # a lambda the protocol's cross-validation chose replaces the learner's own choice
+        cfg.lam_grid = ()
     cfg.lock()
     return cfg
 

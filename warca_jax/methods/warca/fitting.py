@@ -13,7 +13,7 @@ from absl import logging
 
 from warca_jax import kernels, learner_loop, sampling
 from warca_jax import sharding as sharding_lib
-from warca_jax.methods.warca import config, prepare, step
+from warca_jax.methods.warca import config, lam_select, prepare, step
 from warca_jax.methods.warca.nystroem import nystroem_features
 from warca_jax.metric import Metric
 
@@ -88,6 +88,22 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
     )
 
 
+def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback):
+    """``fit`` with lambda chosen from ``cfg.lam_grid`` on held-out identities (``lam_select``);
+    every history row names the lambda."""
+
+    def fit_one(x, y, c, one_cfg, s):
+        return fit(x, y, one_cfg, seed=s, cams=c)
+
+    lam, note = lam_select.choose(fit_one, features, labels, cams, cfg, seed=seed)
+    chosen = lam_select.with_lam(cfg, lam)
+    metric, history = fit(
+        features, labels, chosen, seed=seed, log_fn=log_fn, progress=progress,
+        callback=callback, cams=cams,
+    )
+    return metric, [{**row, "lam": lam, "lam_choice": note} for row in history]
+
+
 def _pair_table(labels, cams, cfg, mesh) -> sampling.PairTable:
     """The positive pairs S (cross-camera ones with ``cams``, ``config.pair_cams``) on the mesh."""
     table = sampling.make_pair_table(labels, config.pair_cams(cams, labels, cfg))
@@ -149,6 +165,9 @@ def fit(
         or ended in a non-finite or degenerate model.
     """
     data = config.validate(features, labels, cfg)
+    if len(cfg.lam_grid):
+        config.pair_cams(cams, data.y, cfg)  # bad cams refused before the grid's fits
+        return _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback)
     x = data.x
     mesh = sharding_lib.make_mesh(cfg.num_devices)
     nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
