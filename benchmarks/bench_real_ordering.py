@@ -15,8 +15,9 @@ WARCA above KISSME, on every dataset. This script fits the four default configs
 each with the 2,580-d colour + LBP descriptor and the loader's 10 random splits, the
 training cameras passed as the pipeline passes them. It prints one JSON line per
 (dataset, method) and a markdown table of rank-1 / mAP, mean ± std over the splits, with
-whether each ordering holds. ``--lam_chi2`` / ``--lam_linear`` and ``--positives``
-override WARCA's defaults (to measure what a default change does), ``--multi_shot``
+whether each ordering holds. ``--lam_chi2`` / ``--lam_linear`` (a fixed lambda instead of
+the held-out choice from ``lam_grid``) and ``--positives`` override WARCA's defaults (to
+measure what a default change does), ``--multi_shot``
 reads CUHK01 with both images of each camera.
 
   python benchmarks/bench_real_ordering.py --viper=PATH/VIPeR --cuhk01=PATH/CUHK01 \\
@@ -55,8 +56,8 @@ def method_config(file: str, variant, dim: int, args):
     over = {"dim": dim} if "dim" in method else {}
     if file == "warca":
         lam = args.lam_chi2 if variant == "chi2" else args.lam_linear
-        if lam is not None:
-            over["lam"] = lam
+        if lam is not None:  # that lambda, not the held-out choice
+            over["lam"], over["lam_grid"] = lam, ()
         if args.positives:
             over["positives"] = args.positives
     return defaults.overridden(method, **over)
@@ -113,7 +114,9 @@ def main():
             a, sec = score(ds, method, args.splits)
             row = dict(data=n, method=label, rank1=round(float(a[:, 0].mean()), 2),
                        rank1_std=round(float(a[:, 0].std()), 2), mAP=round(float(a[:, 1].mean()), 2),
-                       lam=float(method.lam) if "lam" in method else None, seconds=round(sec, 1))
+                       lam=float(method.lam) if "lam" in method else None,
+                       lam_grid=list(method.lam_grid) if "lam_grid" in method else None,
+                       seconds=round(sec, 1))
             print(json.dumps(row), flush=True)
             table[n, label] = row
     print("\n| data | " + " | ".join(m for m, _, _ in METHODS) + " | ordering |")

@@ -94,7 +94,7 @@ class RealData:
     """Scores of config labels on one real dataset, computed once per (label, features)."""
 
     def __init__(self, name):
-        subset = SUBSETS[name]
+        subset = CUHK01 if name == "cuhk01" else SUBSETS[name]
         self.ds = datasets.read(subset.name, subset.path, **subset.options)
         self.name = name
         self.eval_cfg = defaults.base_config().eval
@@ -109,7 +109,8 @@ class RealData:
             for s, split in enumerate(self.ds.splits):
                 d = self.pca[s] if features == "pca" else self.ds
                 x, y = d.features[split.train_idx], d.labels[split.train_idx]
-                metric, _ = pipeline.fit_method(x, y, method, seed=s)
+                cams = d.cams[split.train_idx]  # as the pipeline passes them
+                metric, _ = pipeline.fit_method(x, y, method, seed=s, cams=cams)
                 r = evaluation.evaluate_metric(metric, d, split, self.eval_cfg)
                 rows.append((r["rank1"], r["mAP"]))
             self.cache[key] = dict(zip(("rank1", "mAP"), np.mean(rows, 0), strict=True))
@@ -277,3 +278,21 @@ def test_cuhk01_subset_reads_with_the_camera_rule():
         np.testing.assert_array_equal(np.unique(train, return_counts=True)[1], np.full(30, 4))
         tests.append(frozenset(probe))
     assert len(set(tests)) == 3, "the three splits test the same people"
+
+
+@pytest.mark.skipif(not os.path.isdir(CUHK01.path), reason="data/cuhk01_subset missing")
+@pytest.mark.xfail(
+    strict=True,
+    reason="open defect (issue 'WARCA first beyond VIPeR'): on the CUHK01 subset (30 training "
+    "people x 4 images) WARCA-chi2 gives 31.11 rank-1 / 51.59 mAP against LFDA-chi2's 48.89 / "
+    "62.62 (lambda 1e-3 and every same-identity pair, the earlier defaults: 36.67 / 56.40); the "
+    "small training set wants a stronger penalty than the full CUHK01 (1e-5 there)",
+)
+def test_warca_holds_the_papers_ordering_with_two_images_per_camera():
+    """The paper's ordering on the CUHK01 subset, two images per camera: WARCA-chi2 at least
+    LFDA-chi2 and WARCA-L at least KISSME (mAP; the defaults, with the training cameras)."""
+    real = RealData("cuhk01")
+    chi2, lfda = real.score("warca:chi2", "hist"), real.score("lfda:chi2", "hist")
+    linear, kissme = real.score("warca:linear"), real.score("kissme")
+    assert chi2["mAP"] >= lfda["mAP"], (chi2, lfda)
+    assert linear["mAP"] >= kissme["mAP"], (linear, kissme)

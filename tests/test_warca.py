@@ -442,3 +442,24 @@ def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
         warca.fit(x, y, cfg, cams=c[:-1], seed=1)
     with pytest.raises(ValueError, match="unknown positives"):
         warca.fit(x, y, defaults.overridden(cfg, positives="same_camera"), cams=c, seed=1)
+
+
+def test_lambda_chosen_on_held_out_identities():
+    x, y, c = data.make_synthetic(
+        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
+    )
+    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2))
+    metric, hist = warca.fit(x, y, cfg, cams=c, seed=1)
+    chosen = hist[-1]["lam"]
+    assert chosen in (1e-5, 1e-2) and "9 held-out identities chose lam" in hist[-1]["lam_choice"]
+    # the returned model is the fit on every training identity at the chosen lambda
+    again, _ = warca.fit(x, y, defaults.overridden(cfg, lam=chosen, lam_grid=()), cams=c, seed=1)
+    np.testing.assert_array_equal(metric.projection, again.projection)
+    # too few identities to hold out: lam as configured
+    few = np.isin(y, np.unique(y)[:3])
+    _, hist = warca.fit(x[few], y[few], cfg, seed=1)
+    assert hist[-1]["lam"] == cfg.lam and "as configured" in hist[-1]["lam_choice"]
+    with pytest.raises(ValueError, match="lam_grid must hold finite numbers"):
+        warca.fit(x, y, defaults.overridden(cfg, lam_grid=(1e-3, float("nan"))), seed=1)
+    with pytest.raises(ValueError, match="val_fraction must be"):
+        warca.fit(x, y, defaults.overridden(cfg, val_fraction=1.5), seed=1)

@@ -12,10 +12,13 @@ difference, so the learner measures it, as the paper's protocol does with its
 cross-validation, but inside ``fit`` and on the training identities alone:
 
 * ``held_out.split`` holds ``val_fraction`` of the training identities out (seeded);
-* one fit per lambda of ``lam_grid`` on the rest, each scored by the mAP of every held-out
-  image as a query against the other held-out images (with cameras, a same-camera image of
-  the query's identity is not a match, as in the re-id test);
-* the best lambda (the largest of ties) is then used on all the training identities.
+* one fit per lambda of ``lam_grid`` on the rest, each scored by the average precision of
+  every held-out image as a query against the other held-out images (with cameras, a
+  same-camera image of the query's identity is left out, as in the re-id test);
+* the largest lambda whose held-out AP is within one standard error of the best one's
+  (paired over the held-out queries: the one-standard-error rule, which prefers the
+  stronger penalty unless the data show it costs) is then used on all the training
+  identities.
 
 A fit given fewer than 4 identities with two or more images, or an empty ``lam_grid``,
 uses ``cfg.lam`` as it is. The protocol's cross-validation sets lambda itself and empties
@@ -29,7 +32,6 @@ import copy
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation
 from warca_jax.methods import held_out
 
 
@@ -51,12 +53,47 @@ def check(cfg) -> None:
         raise ValueError(f"val_fraction must be a float in (0, 1); got {cfg.val_fraction!r}")
 
 
-def held_out_map(metric, x, labels, cams) -> float:
-    """mAP of each held-out image against the others (same camera and identity: no match)."""
-    z = metric.transform(x)
+def held_out_ap(metric, x, labels, cams) -> np.ndarray:
+    """Average precision of each held-out image as a query against the other held-out images.
+
+    A match is another image of the query's identity from another camera; images of its
+    identity from its own camera (itself included) are left out of its ranking, as the re-id
+    test leaves them out. Without cameras every image is its own camera. Queries with no
+    match are dropped. Returns [queries] AP in percent.
+    """
+    z = np.asarray(metric.transform(x), np.float64)
+    labels = np.asarray(labels)
     cams = np.arange(len(labels)) if cams is None else np.asarray(cams)
-    res = evaluation.evaluate(z, z, labels, labels, cams, cams, distance=metric.distance)
-    return float(res["mAP"])
+    sq = np.sum(z * z, axis=1)
+    d = sq[:, None] + sq[None, :] - 2.0 * z @ z.T
+    same = labels[:, None] == labels[None, :]
+    junk = same & (cams[:, None] == cams[None, :])
+    good = same & ~junk
+    d = np.where(junk, np.inf, d)
+    order = np.argsort(d, axis=1, kind="stable")
+    hits = np.take_along_axis(good, order, axis=1)
+    hits = hits[:, : max(1, int((~junk).sum(1).max()))]
+    cum = np.cumsum(hits, axis=1)
+    ranks = np.arange(1, hits.shape[1] + 1)
+    n_good = good.sum(1)
+    keep = n_good > 0
+    ap = np.sum(np.where(hits, cum / ranks, 0.0), axis=1)[keep] / n_good[keep]
+    return 100.0 * ap
+
+
+def one_se_choice(grid, aps) -> int:
+    """The index of the largest lambda whose held-out AP is within one standard error of the
+    best's: the mean per-query difference to the best is at most its standard error (the
+    one-standard-error rule of cross-validation; the queries are paired)."""
+    means = [float(np.mean(a)) for a in aps]
+    best = int(np.argmax(means))
+    ok = []
+    for k, a in enumerate(aps):
+        diff = aps[best] - a
+        se = float(np.std(diff, ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+        if float(np.mean(diff)) <= se:
+            ok.append(k)
+    return max(ok, key=lambda k: grid[k])
 
 
 def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
@@ -72,17 +109,19 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
         return float(cfg.lam), f"lam as configured ({held})"
     tr, va = held.train, held.val
     sub = lambda a: None if a is None else np.asarray(a)[tr]  # noqa: E731
-    scores = []
+    aps = []
     for lam in grid:
         one = with_lam(cfg, lam)
         metric, _ = fit(x[tr], np.asarray(labels)[tr], sub(cams), one, seed)
         val_cams = None if cams is None else np.asarray(cams)[va]
-        scores.append(held_out_map(metric, x[va], np.asarray(labels)[va], val_cams))
-    best = max(range(len(grid)), key=lambda k: (scores[k], grid[k]))
+        aps.append(held_out_ap(metric, x[va], np.asarray(labels)[va], val_cams))
+    if not len(aps[0]):
+        return float(cfg.lam), "lam as configured (no held-out query has a match)"
+    best = one_se_choice(grid, aps)
     note = (
         f"{held.num_ids} held-out identities chose lam {grid[best]:g} (held-out mAP "
-        + ", ".join(f"{g:g}: {s:.2f}" for g, s in zip(grid, scores, strict=True))
-        + ")"
+        + ", ".join(f"{g:g}: {np.mean(a):.2f}" for g, a in zip(grid, aps, strict=True))
+        + "; the largest lambda within one standard error of the best)"
     )
     logging.info("WARCA: %s", note)
     return grid[best], note
