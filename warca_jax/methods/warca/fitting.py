@@ -91,6 +91,7 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
 def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback):
     """``fit`` with lambda chosen from ``cfg.lam_grid`` on held-out identities (``lam_select``);
     every history row names the lambda."""
+    config.pair_cams(cams, np.asarray(labels), cfg)  # bad cams refused before the grid's fits
 
     def fit_one(x, y, c, one_cfg, s):
         return fit(x, y, one_cfg, seed=s, cams=c)
@@ -102,6 +103,12 @@ def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callbac
         callback=callback, cams=cams,
     )
     return metric, [{**row, "lam": lam, "lam_choice": note} for row in history]
+
+
+def _forms(cfg) -> tuple[bool, bool]:
+    """(Nystroem features, the exact kernel form) of a config."""
+    nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
+    return nystroem, cfg.kernel != "none" and not nystroem
 
 
 def _pair_table(labels, cams, cfg, mesh) -> sampling.PairTable:
@@ -166,12 +173,10 @@ def fit(
     """
     data = config.validate(features, labels, cfg)
     if len(cfg.lam_grid):
-        config.pair_cams(cams, data.y, cfg)  # bad cams refused before the grid's fits
         return _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback)
     x = data.x
     mesh = sharding_lib.make_mesh(cfg.num_devices)
-    nystroem = cfg.kernel != "none" and cfg.kernel_approx == "nystroem"
-    kernel_form = cfg.kernel != "none" and not nystroem
+    nystroem, kernel_form = _forms(cfg)
     table = _pair_table(data.y, cams, cfg, mesh)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     t0 = time.perf_counter()
@@ -208,7 +213,6 @@ def fit(
     def make_metric(params) -> Metric:
         return _metric(params, cfg, x, problem, data, kernel_form=kernel_form)
 
-    hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     return learner_loop.fit_in_chunks(
         advance,
         lambda: make_metric(state.params),
@@ -223,5 +227,5 @@ def fit(
         # on normalised inputs the loss starts at about the margin (the hinge) plus lambda
         # times the penalty at the initial W (at most about D')
         reference_loss=cfg.margin + cfg.lam * cfg.dim if cfg.normalize == "msd" else None,
-        hint=hint,
+        hint=f"lower learning_rate (now {cfg.learning_rate:g})",
     )
