@@ -21,7 +21,21 @@ measure what a default change does), ``--multi_shot``
 reads CUHK01 with both images of each camera.
 
   python benchmarks/bench_real_ordering.py --viper=PATH/VIPeR --cuhk01=PATH/CUHK01 \\
-      [--datasets=viper,cuhk01,orl] [--splits=10] [--cache_dir=/tmp/warca_cache]
+      [--datasets=viper,cuhk01,orl] [--splits=10] [--cache_dir=/tmp/warca_cache] \\
+      [--tables=ordering,lam,positives,subsample,select]
+
+Tables (``--tables``; each on the first ``--splits`` splits):
+  ordering   the four default configs, the table above.
+  lam        WARCA-chi2 at lambda 1e-3 ... 1e-6 and WARCA-L at 1e-4 ... 1e-6 (fixed, no
+             held-out choice), with the last logged training numbers: the minibatch hinge,
+             the AON penalty and the share of negatives inside the margin (margin_frac).
+  positives  CUHK01: WARCA-chi2 with every same-identity pair (positives='all') against the
+             cross-camera pairs, at lambda 1e-3 and 1e-5.
+  subsample  CUHK01: WARCA-chi2 at lambda 1e-3 ... 1e-5 trained on part of each split's
+             training set (one image per camera of each person: 970 images; or all four
+             images of 158 people: 632, VIPeR's size), tested on the same people.
+  select     WARCA-chi2 with lambda chosen per fit from 1e-6 ... 1e-3 on 30% of the
+             training people held out (``lam_grid``, the one-standard-error rule).
 """
 
 import argparse
@@ -71,19 +85,84 @@ def load(name: str, args):
     return datasets.read(name, root, descriptor="color_lbp", cache_dir=args.cache_dir, **options)
 
 
-def score(ds, method, splits: int):
-    """Rank-1 and mAP of ``method`` on the first ``splits`` splits, and the seconds."""
+def score(ds, method, splits: int, part=None, last=None):
+    """Rank-1 and mAP of ``method`` on the first ``splits`` splits, and the seconds.
+
+    ``part(train_idx)``: the training images used (default: all of the split's);
+    ``last``: a list that receives each fit's last logged training row.
+    """
     eval_cfg = defaults.base_config().eval
     rows, t0 = [], time.perf_counter()
     for s, split in enumerate(ds.splits[:splits]):
-        train = split.train_idx
-        metric, _ = pipeline.fit_method(
+        train = split.train_idx if part is None else part(ds, split.train_idx)
+        metric, history = pipeline.fit_method(
             ds.features[train], ds.labels[train], method, seed=s, cams=ds.cams[train]
         )
+        if last is not None and history:
+            last.append(history[-1])
         r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
         rows.append((r["rank1"], r["mAP"]))
     a = np.asarray(rows)
     return a, time.perf_counter() - t0
+
+
+def one_per_camera(ds, train):
+    """The first image of each (person, camera) of the training images."""
+    key = ds.labels[train] * (int(ds.cams.max()) + 1) + ds.cams[train]
+    return np.sort(train[np.unique(key, return_index=True)[1]])
+
+
+def first_people(count):
+    def part(ds, train):
+        people = np.unique(ds.labels[train])[:count]
+        return train[np.isin(ds.labels[train], people)]
+
+    return part
+
+
+def sweep_row(ds, n, label, variant, dim, args, *, part=None, tag="", **over):
+    """One JSON row of WARCA ``variant`` with fields ``over`` (fixed lambda unless a grid)."""
+    method = defaults.overridden(method_config("warca", variant, dim, args), **over)
+    last = []
+    a, sec = score(ds, method, args.splits, part=part, last=last)
+    logged = {k: round(float(np.mean([r[k] for r in last])), 4)
+              for k in ("hinge", "penalty", "margin_frac") if last and k in last[0]}
+    choice = sorted({float(r["lam"]) for r in last if "lam" in r})
+    row = dict(table=tag, data=n, method=label, **{k: (list(v) if isinstance(v, tuple) else v)
+               for k, v in over.items()}, rank1=round(float(a[:, 0].mean()), 2),
+               mAP=round(float(a[:, 1].mean()), 2), train_images=None, seconds=round(sec, 1),
+               **logged, **({"lam_chosen": choice} if choice else {}))
+    if part is not None:
+        row["train_images"] = int(np.mean([len(part(ds, sp.train_idx)) for sp in ds.splits[: args.splits]]))
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def extra_tables(names, args, tables):
+    """The lam, positives, subsample and select tables (module docstring)."""
+    for n in names:
+        if n == "orl" and tables & {"lam", "select"} == set():
+            continue
+        ds = load(n, args)
+        dim = DIMS.get(n, 40)
+        if "lam" in tables:
+            for lam in (1e-3, 1e-4, 1e-5, 1e-6):
+                sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="lam", lam=lam, lam_grid=())
+            for lam in (1e-4, 1e-5, 1e-6):
+                sweep_row(ds, n, "warca:linear", "linear", dim, args, tag="lam", lam=lam, lam_grid=())
+        if "positives" in tables and n == "cuhk01":
+            for lam in (1e-3, 1e-5):
+                for pos in ("all", "cross_camera"):
+                    sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="positives",
+                              lam=lam, lam_grid=(), positives=pos)
+        if "subsample" in tables and n == "cuhk01":
+            for name, part in (("one_per_camera", one_per_camera), ("158_people", first_people(158))):
+                for lam in (1e-3, 1e-4, 1e-5):
+                    sweep_row(ds, n, "warca:chi2", "chi2", dim, args, part=part,
+                              tag=f"subsample:{name}", lam=lam, lam_grid=())
+        if "select" in tables:
+            sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="select",
+                      lam_grid=(1e-6, 1e-5, 1e-4, 1e-3))
 
 
 def main():
@@ -97,6 +176,7 @@ def main():
     p.add_argument("--lam_linear", type=float, default=None, help="WARCA-L's lambda (default: its config's)")
     p.add_argument("--positives", default="", help="WARCA's positives (default: its config's)")
     p.add_argument("--multi_shot", action="store_true", help="CUHK01 with both images per camera")
+    p.add_argument("--tables", default="ordering", help="ordering,lam,positives,subsample,select")
     args = p.parse_args()
     names = [n for n in args.datasets.split(",") if n]
     for n in names:
@@ -106,6 +186,13 @@ def main():
             p.error(f"--datasets names {n} but --{n}={getattr(args, n)!r} is not a folder")
     print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
                           device=str(jax.devices()[0]), splits=args.splits)), flush=True)
+    tables = set(args.tables.split(","))
+    unknown = tables - {"ordering", "lam", "positives", "subsample", "select"}
+    if unknown:
+        p.error(f"unknown tables {sorted(unknown)}; expected ordering, lam, positives, subsample, select")
+    extra_tables(names, args, tables)
+    if "ordering" not in tables:
+        return
     table = {}
     for n in names:
         ds = load(n, args)
