@@ -29,6 +29,17 @@ gave):
       --config.cv.grids="{'frml': {'lams': (1e-2,), 'etas': (1e-3,3e-3,1e-2,3e-2,1e-1,3e-1)}}" \
       --num_workers=2
 
+CUHK01, the paper's Table 2 row from the images (the published campus/ layout; the
+loader's single-shot protocol, docs/datasets.md; D' = 40; WARCA's lambda cross-validated
+on 1e-6 ... 1e-3 at eta 1e-2, FRML's step on its grid; benchmarks/RESULTS.md has the table
+it gave and its time):
+
+  python -m experiments.protocol --config=configs/protocol.py:cuhk01 \
+      --workdir=/tmp/cuhk01 --config.paths="{'cuhk01': 'PATH/CUHK01'}" \
+      --config.methods="('warca:chi2','warca:linear','rpcca:chi2','rpcca','mlapg','frml',
+                         'svmml','lfda:chi2','lfda','kissme','xqda','nn')" \
+      --config.cv.lams="(1e-6,1e-5,1e-4,1e-3)" --config.cv.etas="(1e-2,)" --num_workers=1
+
 The three chi2 methods (WARCA-chi2, rPCCA-chi2, LFDA-chi2) use one kernel, the chi2-RBF
 kernel exp(-gamma chi2(x, y)) with gamma = 1 / (mean chi2 distance between the training
 points), as the paper's "chi2 kernel" (its authors' demo uses the same kernel with a fixed
