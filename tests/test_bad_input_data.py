@@ -94,9 +94,9 @@ def test_ragged_split_array(tmp_path, arrays):
 
 
 def test_missing_key(tmp_path, arrays):
-    f, lab, _ = arrays
-    with pytest.raises(KeyError, match=r"missing key 'cams'.*required"):
-        npz_file.load_npz(_save(tmp_path, features=f, labels=lab))
+    f, _, c = arrays
+    with pytest.raises(KeyError, match=r"missing key 'labels'.*required"):
+        npz_file.load_npz(_save(tmp_path, features=f, cams=c))
 
 
 def test_folder_given_as_npz(tmp_path):
@@ -254,7 +254,7 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ("--config.method.lam.x=1", "config.method.lam is a value (0.0001), not a section"),
+        ("--config.method.lam.x=1", "config.method.lam is a value (1e-05), not a section"),
         ("--config.optim.lr=1", "unknown config field 'optim' in config; its fields are"),
         ("--config.data.synthetic.num_id=3", "unknown config field 'num_id' in config.data"),
     ],

@@ -4,7 +4,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import data, datasets
+from warca_jax import data, datasets, defaults, pipeline
 from warca_jax import splits as splits_lib
 from warca_jax.data import Split
 from warca_jax.datasets import npz_file
@@ -68,9 +68,24 @@ def test_npz_missing_file(tmp_path):
 def test_npz_missing_key(tmp_path):
     features, labels, _ = _small()
     path = tmp_path / "x.npz"
-    np.savez(path, features=features, labels=labels)
-    with pytest.raises(KeyError, match=r"missing key 'cams'.*present.*labels.*required"):
+    np.savez(path, features=features)
+    with pytest.raises(KeyError, match=r"missing key 'labels'.*present.*features.*required"):
         npz_file.load_npz(path)
+
+
+def test_npz_without_cameras_has_one_camera_per_image_and_trains(tmp_path):
+    features, labels, _ = _small()
+    path = tmp_path / "nocams.npz"
+    np.savez(path, features=features, labels=labels)
+    ds = npz_file.load_npz(path)
+    np.testing.assert_array_equal(ds.cams, np.arange(len(labels)))
+    split = ds.splits[0]
+    cfg = defaults.overridden(defaults.method_config("warca"), dim=4, num_iters=20, log_every=10)
+    metric, _ = pipeline.fit_method(
+        ds.features[split.train_idx], ds.labels[split.train_idx], cfg,
+        cams=ds.cams[split.train_idx],
+    )
+    assert np.all(np.isfinite(metric.projection))
 
 
 def test_npz_some_split_keys_missing(tmp_path):

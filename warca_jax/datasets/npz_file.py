@@ -1,7 +1,10 @@
 """The generic `.npz` dataset format (DESIGN.md) and a reader of `.npz` archives that names
 every way a file can be wrong.
 
-A dataset file holds `features`, `labels`, `cams` and optionally fixed splits
+A dataset file holds `features`, `labels`, optionally `cams` (without them every image is
+its own camera, as the iLIDS loader reads a dataset with no camera ids: a query's only
+excluded gallery entry is itself, and WARCA trains on every same-identity pair), and
+optionally fixed splits
 `train_idx`, `query_idx`, `gallery_idx` (0-based, all three or none), each 1-D for one split
 or 2-D `[S, n]` for S splits. Without fixed splits, `splits.random_splits` draws identity
 splits from a seed.
@@ -111,13 +114,16 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
     if not os.path.isfile(path):
         raise FileNotFoundError(f"dataset file not found: {path}")
     arrays, present = read_npz(path, REQUIRED_KEYS + SPLIT_KEYS, what="dataset file")
+    required = [k for k in REQUIRED_KEYS if k != "cams"]
     expected = (
-        f"keys present: {present}; required: {list(REQUIRED_KEYS)}; "
-        f"optional (all three or none): {list(SPLIT_KEYS)}"
+        f"keys present: {present}; required: {required}; optional: 'cams' (one camera "
+        f"per image without it); optional (all three or none): {list(SPLIT_KEYS)}"
     )
-    for key in REQUIRED_KEYS:
+    for key in required:
         if key not in arrays:
             raise KeyError(f"{path}: missing key {key!r}; {expected}")
+    if "cams" not in arrays:
+        arrays["cams"] = np.arange(len(np.asarray(arrays["labels"]).reshape(-1)))
     arrays["features"], arrays["labels"], arrays["cams"] = validate_arrays(
         arrays["features"], arrays["labels"], arrays["cams"]
     )
