@@ -102,15 +102,21 @@ class WARCA(_Named):
     The hyper-parameters and defaults of ``warca_jax.methods.warca.default_config()``
     (configs/warca.py starts from them). ``kernel != "none"`` learns a kernel metric
     (``transform`` embeds new samples; no ``components_`` nor Mahalanobis matrix). ``lam``
-    defaults to the primal form's 1e-4; the kernel configs use 1e-3 (benchmarks/RESULTS.md,
-    "Defaults on real descriptors"), so pass ``lam=1e-3`` with a kernel.
+    is 1e-5 in both forms (benchmarks/RESULTS.md, "WARCA beyond VIPeR"); small training
+    sets may prefer a stronger penalty (scikit-learn's ``GridSearchCV`` chooses it).
 
     Parameters
     ----------
     dim : int, default=40
         Output dimension D' (the paper: 200 Market-1501, 100 VIPeR, 40 others).
-    lam : float, default=0.0001
-        Penalty weight lambda (eq. 11, 12, 18); 1e-3 suits the kernel form.
+    lam : float, default=1e-05
+        Penalty weight lambda (eq. 11, 12, 18).
+    val_fraction : float, default=0.3
+        Share of the training identities held out to choose lambda when the config's
+        ``lam_grid`` is set (not a parameter here: ``GridSearchCV`` does that job).
+    positives : str, default='cross_camera'
+        The positive pairs: 'cross_camera' needs camera ids, which ``fit(X, y)`` does not
+        take, so this estimator trains on every same-identity pair either way ('all').
     learning_rate : float, default=0.01
         Adam step size eta (its peak with schedule='cosine').
     schedule : str, default='cosine'
@@ -166,7 +172,9 @@ class WARCA(_Named):
         self,
         *,
         dim: int = 40,
-        lam: float = 1e-4,
+        lam: float = 1e-5,
+        val_fraction: float = 0.3,
+        positives: str = "cross_camera",
         learning_rate: float = 1e-2,
         schedule: str = "cosine",
         normalize: str = "msd",
@@ -191,6 +199,8 @@ class WARCA(_Named):
     ):
         self.dim = dim
         self.lam = lam
+        self.val_fraction = val_fraction
+        self.positives = positives
         self.learning_rate = learning_rate
         self.schedule = schedule
         self.normalize = normalize
