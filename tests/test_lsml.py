@@ -126,9 +126,13 @@ def test_loss_falls_and_the_last_row_says_why():
     rows = []
     _, hist = lsml.fit(x, y, _method(log_every=1), log_fn=rows.append)
     losses = [r["loss"] for r in hist]
-    assert all(b < a for a, b in zip(losses, losses[1:], strict=False))
     assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
     assert hist[-1]["stopped"].startswith(("converged", "no decrease"))
+    # every step lowers the loss; a last step that found no decreasing step size (which stop
+    # is met depends on float32 rounding, so on the library versions) leaves it as it was
+    moved = losses if hist[-1]["stopped"].startswith("converged") else losses[:-1]
+    assert all(b < a for a, b in zip(moved, moved[1:], strict=False))
+    assert losses[-1] <= losses[-2]
     assert rows[-1]["stopped"] == hist[-1]["stopped"]
     _, hist = lsml.fit(x, y, _method(max_iter=2, log_every=1))
     assert hist[-1]["step"] == 2 and hist[-1]["stopped"].startswith("max_iter reached: 2 steps")
