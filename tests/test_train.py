@@ -154,7 +154,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
     pipeline.train_and_evaluate(_small(), str(tmp_path))
     other = _small()
     other.method.lam = 0.5
-    with pytest.raises(ValueError, match=r"different config .*: method\.lam 0\.0001 -> 0\.5;"):
+    with pytest.raises(ValueError, match=r"different config .*: method\.lam 1e-05 -> 0\.5;"):
         pipeline.train_and_evaluate(other, str(tmp_path))
 
 
