@@ -90,11 +90,12 @@ def load(name: str, args):
     return datasets.read(name, root, descriptor="color_lbp", cache_dir=args.cache_dir, **options)
 
 
-def score(ds, method, splits: int, part=None, last=None):
+def score(ds, method, splits: int, part=None, last=None, each=None):
     """Rank-1 and mAP of ``method`` on the first ``splits`` splits, and the seconds.
 
     ``part(train_idx)``: the training images used (default: all of the split's);
-    ``last``: a list that receives each fit's last logged training row.
+    ``last``: a list that receives each fit's last logged training row;
+    ``each(s, split, metric)``: called with every fitted metric (to score it another way).
     """
     eval_cfg = defaults.base_config().eval
     rows, t0 = [], time.perf_counter()
@@ -105,6 +106,8 @@ def score(ds, method, splits: int, part=None, last=None):
         )
         if last is not None and history:
             last.append(history[-1])
+        if each is not None:
+            each(s, split, metric)
         r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
         rows.append((r["rank1"], r["mAP"]))
     a = np.asarray(rows)
@@ -132,22 +135,16 @@ def gallery_draw_scores(ds, split, metric, draws: int, seed: int):
 
 def gallery_table(ds, args):
     """The ``gallery`` table: single shot and the gallery-draw reading, same fits."""
-    eval_cfg = defaults.base_config().eval
     for label, file, variant in METHODS:
-        method = method_config(file, variant, 40, args)
-        single, drawn = [], []
-        for s, split in enumerate(ds.splits[: args.splits]):
-            train = split.train_idx
-            metric, _ = pipeline.fit_method(
-                ds.features[train], ds.labels[train], method, seed=s, cams=ds.cams[train]
-            )
-            r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
-            single.append((r["rank1"], r["mAP"]))
-            drawn.append(gallery_draw_scores(ds, split, metric, 10, s))
-        a, b = np.asarray(single), np.asarray(drawn)
+        drawn = []
+        single, _ = score(
+            ds, method_config(file, variant, 40, args), args.splits,
+            each=lambda s, split, metric: drawn.append(gallery_draw_scores(ds, split, metric, 10, s)),
+        )
+        b = np.asarray(drawn)
         print(json.dumps(dict(table="gallery", data="cuhk01", method=label,
-                              single_shot_rank1=round(float(a[:, 0].mean()), 2),
-                              single_shot_mAP=round(float(a[:, 1].mean()), 2),
+                              single_shot_rank1=round(float(single[:, 0].mean()), 2),
+                              single_shot_mAP=round(float(single[:, 1].mean()), 2),
                               gallery_draw_rank1=round(float(b[:, 0].mean()), 2),
                               gallery_draw_rank1_std=round(float(b[:, 0].std()), 2),
                               gallery_draw_mAP=round(float(b[:, 1].mean()), 2))), flush=True)

@@ -6,6 +6,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from warca_jax import data as data_lib
 from warca_jax import kernels, losses, optim, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import lam_select
@@ -198,21 +199,13 @@ def pair_cams(cams, labels, cfg):
     with a log line, rather than no training (e.g. one camera, or ids given per image).
 
     Raises:
-      ValueError: ``cams`` that are not [N] finite integer-valued ids.
+      ValueError: ``cams`` that are not [N] integer-valued ids (``data.integer_ids``).
     """
     if cams is None or cfg.positives == "all":
         return None
-    cams = np.asarray(cams)
-    if cams.shape != (len(labels),):
-        raise ValueError(
-            f"cams must be [N] = [{len(labels)}] camera ids, one per training sample; "
-            f"got shape {cams.shape}"
-        )
-    if not np.issubdtype(cams.dtype, np.integer):
-        if not (np.issubdtype(cams.dtype, np.floating) and np.all(np.isfinite(cams))
-                and np.all(cams == np.round(cams))):
-            raise ValueError(f"cams must be integer camera ids; got dtype {cams.dtype}")
-        cams = cams.astype(np.int64)
+    cams = data_lib.integer_ids(
+        cams, "cams", len(labels), f"the training features have {len(labels)} rows"
+    )
     # some identity is seen by two cameras iff it has two distinct (label, camera) pairs
     pairs = np.unique(np.stack([np.asarray(labels).astype(np.int64), cams]), axis=1)
     if np.unique(pairs[0]).size == pairs.shape[1]:

@@ -109,13 +109,13 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
     if isinstance(held, str):
         return float(cfg.lam), f"lam as configured ({held})"
     tr, va = held.train, held.val
-    sub = lambda a: None if a is None else np.asarray(a)[tr]  # noqa: E731
+    labels = np.asarray(labels)
+    cams = None if cams is None else np.asarray(cams)
+    train_cams, val_cams = (None, None) if cams is None else (cams[tr], cams[va])
     aps = []
     for lam in grid:
-        one = with_lam(cfg, lam)
-        metric, _ = fit(x[tr], np.asarray(labels)[tr], sub(cams), one, seed)
-        val_cams = None if cams is None else np.asarray(cams)[va]
-        aps.append(held_out_ap(metric, x[va], np.asarray(labels)[va], val_cams))
+        metric, _ = fit(x[tr], labels[tr], train_cams, with_lam(cfg, lam), seed)
+        aps.append(held_out_ap(metric, x[va], labels[va], val_cams))
     if not len(aps[0]):
         return float(cfg.lam), "lam as configured (no held-out query has a match)"
     best = one_se_choice(grid, aps)
