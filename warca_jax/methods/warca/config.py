@@ -44,7 +44,7 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10): 1e-5 in both
     # forms. It must leave W free to stretch far enough to reach the margin of 1, and how far
     # depends on the data: with the 2,580-d colour + LBP descriptor WARCA-chi2 gave, over 10
-    # splits, 45.06 rank-1 on CUHK01 at 1e-5 (25.4 at 1e-3 on 2 splits, where 65% of the
+    # splits, 45.06 rank-1 on CUHK01 at 1e-5 (29.17 at 1e-3 on 4 splits, where 73% of the
     # negatives stayed inside the margin at the end of training), 35.82 on VIPeR (37.03 at
     # 1e-3) and 92.5 on ORL (flat from 1e-5 to 1e-3); the optimum falls as the training set
     # grows (CUHK01 on half its images is flat from 1e-5 to 1e-3). benchmarks/RESULTS.md,

@@ -15,10 +15,11 @@ as the paper's protocol does across splits with its cross-validation:
   stronger penalty unless the data show it costs) is then used on all the training
   identities.
 
-Measured (10 splits, grid 1e-6 to 1e-3): on VIPeR it chose 1e-3 on 8 splits and gave 36.80
-rank-1 (37.03 at 1e-3 fixed, 35.82 at 1e-5); on CUHK01 it chose 1e-4 on 5 of 5 splits,
-which the 70% training part prefers, while the whole training set is best at 1e-5 (45.06
-against about 41 at 1e-4): the optimum falls as the training set grows, so the choice is
+Measured (``benchmarks/bench_real_ordering.py``'s select table, 4 splits, grid 1e-6 to
+1e-3): on VIPeR it chose 1e-5, 1e-4 and 1e-3 on different splits and gave 35.21 rank-1
+(35.76 at 1e-3 fixed, 34.73 at 1e-5); on CUHK01 it chose 1e-4 on every split, which the 70%
+training part prefers, while the whole training set is best at 1e-5 (44.60 against 41.56
+at 1e-4 on the same splits): the optimum falls as the training set grows, so the choice is
 biased toward the stronger penalty. Hence it is an option (``lam_grid``), not the default.
 
 A fit given fewer than 4 identities with two or more images, or an empty ``lam_grid``,
