@@ -8,9 +8,10 @@ Variants (``configs/real_subsets.py:<arg>``):
   viper  data/viper_subset: 80 VIPeR people, one image per camera, read by the project's
          VIPeR loader; 3 splits of 30 test people (probe cam_a, gallery cam_b), 50 train.
   cuhk01 data/cuhk01_subset: 60 CUHK01 people x 4 images (001-002 camera A, 003-004
-         camera B), read by the project's CUHK01 loader; 3 splits of 30 test people (one
-         camera-A probe and one camera-B gallery image each, single shot), 30 train. The test
-         checks how it reads; no learner is scored on it yet.
+         camera B), read by the project's CUHK01 loader with ``protocol='single_shot'``
+         (not the loader's default gallery draw, so that the test reads the camera rule);
+         3 splits of 30 test people (one camera-A probe and one camera-B gallery image
+         each), 30 train.
   orl    data/orl_faces: 40 people x 10 images (images 1-5 camera 0, 6-10 camera 1);
          2 splits of 20 test people, 20 train.
 
@@ -35,7 +36,8 @@ def get_config(arg: str = "viper") -> ml_collections.ConfigDict:
     if arg == "viper":
         path, options = "viper_subset", {"num_test_ids": 30, "num_splits": 3}
     elif arg == "cuhk01":
-        path, options = "cuhk01_subset", {"num_test_ids": 30, "num_splits": 3}
+        path = "cuhk01_subset"
+        options = {"num_test_ids": 30, "num_splits": 3, "protocol": "single_shot"}
     else:
         path, options = "orl_faces", {"num_splits": 2}
     config = ml_collections.ConfigDict(

@@ -4,6 +4,7 @@ import os
 import re
 
 import fixture_trees
+import ml_collections
 import numpy as np
 import pytest
 
@@ -28,7 +29,10 @@ def _check_protocol(image_set):
         assert not train_ids & test_ids
         for q in split.query_idx:
             same = split.gallery_idx[labels[split.gallery_idx] == labels[q]]
-            assert (cams[same] != cams[q]).any(), "a probe without a cross-camera match"
+            if image_set.same_camera_matches:  # gallery draw: a match of any camera counts
+                assert len(same), "a probe without a match"
+            else:
+                assert (cams[same] != cams[q]).any(), "a probe without a cross-camera match"
 
 
 # --- every image loader ------------------------------------------------------------------
@@ -130,17 +134,63 @@ def test_market1501_junk_in_train_is_refused(tmp_path):
         datasets.load("market1501", root)
 
 
-@pytest.mark.parametrize("multi_shot, shots", [(False, 1), (True, 2)])
-def test_cuhk01_camera_rule(tmp_path, multi_shot, shots):
+@pytest.mark.parametrize("protocol, shots", [("single_shot", 1), ("multi_shot", 2)])
+def test_cuhk01_camera_rule(tmp_path, protocol, shots):
     root, _ = _tree(tmp_path, "cuhk01")
-    cs = datasets.load("cuhk01", root, num_test_ids=3, multi_shot=multi_shot)
+    cs = datasets.load("cuhk01", root, num_test_ids=3, protocol=protocol)
     names = [os.path.basename(p) for p in cs.paths]
     assert cs.labels[names.index("0002003.png")] == 2 and cs.cams[names.index("0002003.png")] == 1
     assert cs.cams[names.index("0002002.png")] == 0
+    assert not cs.same_camera_matches
     for split in cs.splits:
         assert len(split.query_idx) == 3 * shots and len(split.gallery_idx) == 3 * shots
         assert (cs.cams[split.query_idx] == 0).all() and (cs.cams[split.gallery_idx] == 1).all()
         assert len(split.train_idx) == 5 * 4
+
+
+def test_cuhk01_gallery_draw_is_the_default(tmp_path):
+    """Xiong et al.'s reading: one random gallery image per test person, its other three
+    images probes, whatever their camera; the same-camera twin counts as a match."""
+    root, _ = _tree(tmp_path, "cuhk01")
+    cs = datasets.load("cuhk01", root, num_test_ids=3)
+    assert cs.same_camera_matches
+    twins = 0
+    for split in cs.splits:
+        assert len(split.query_idx) == 3 * 3 and len(split.gallery_idx) == 3
+        assert len(split.train_idx) == 5 * 4
+        for g in split.gallery_idx:
+            mine = split.query_idx[cs.labels[split.query_idx] == cs.labels[g]]
+            assert len(mine) == 3 and (cs.cams[mine] == cs.cams[g]).sum() == 1
+            twins += 1
+    assert twins == 3 * len(cs.splits)
+    again = datasets.load("cuhk01", root, num_test_ids=3)
+    for a, b in zip(cs.splits, again.splits, strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    with pytest.raises(ValueError, match="unknown protocol 'xiong'; expected one of"):
+        datasets.load("cuhk01", root, protocol="xiong")
+
+
+def test_gallery_draw_evaluation_ranks_the_same_camera_twin(tmp_path):
+    """With same_camera_matches a probe whose only match shares its camera is ranked;
+    without, it is skipped as a query with nothing to find."""
+    from warca_jax import data as data_lib
+    from warca_jax import evaluation
+    from warca_jax.metric import Metric
+
+    labels = np.repeat(np.arange(4), 4)
+    cams = np.tile([0, 0, 1, 1], 4)
+    x = np.eye(16, dtype=np.float32)[labels * 4]  # one point per identity
+    x = x + 1e-3 * np.arange(16, dtype=np.float32)[:, None]
+    split = data_lib.Split(np.arange(8), np.array([9, 10, 11, 13, 14, 15]), np.array([8, 12]))
+    ds = data_lib.validated_dataset(x, labels, cams, [split], "toy", same_camera_matches=True)
+    metric = Metric("identity", 16, name="euclidean")
+    cfg = ml_collections.ConfigDict(dict(single_shot=False, repeats=1))
+    result = evaluation.evaluate_metric(metric, ds, split, cfg)
+    assert (result["num_valid"], result["num_skipped"]) == (6, 0)
+    assert result["rank1"] == pytest.approx(100.0)
+    plain = data_lib.validated_dataset(x, labels, cams, [split], "toy")
+    result = evaluation.evaluate_metric(metric, plain, split, cfg)
+    assert (result["num_valid"], result["num_skipped"]) == (4, 2)
 
 
 def test_cuhk01_index_out_of_range(tmp_path):

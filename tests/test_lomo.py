@@ -100,7 +100,7 @@ def test_shapes_norms_and_batching():
 def test_constant_colour_is_one_hot_before_normalisation():
     rgb = (200, 40, 90)
     x = np.broadcast_to(np.array(rgb, np.uint8), (2, 128, 48, 3))
-    raw = np.asarray(lomo_lib.lomo(x, use_retinex=False, normalize=False))
+    raw = np.asarray(lomo_lib.lomo(x, retinex="none", normalize=False))
     colour = raw[0, COLOUR].reshape(40, 512)
     expected = np.zeros((40, 512))
     expected[:, _hsv_bin(rgb)] = 100.0  # every 10 x 10 window, every row, every scale
@@ -116,7 +116,7 @@ def test_max_pooling_over_a_row_of_windows():
     x = np.zeros((2, 128, 48, 3), np.uint8)
     x[:] = a
     x[:, 10:15, 20:25] = b  # one 5 x 5 cell: window rows 1 and 2 contain it
-    raw = np.asarray(lomo_lib.lomo(x, use_retinex=False, normalize=False))
+    raw = np.asarray(lomo_lib.lomo(x, retinex="none", normalize=False))
     colour = raw[0, COLOUR].reshape(40, 512)[: ROWS[0]]
     ba, bb = _hsv_bin(a), _hsv_bin(b)
     # A row's maximum of colour a is 100 (windows away from the patch), of b is 25.
@@ -139,3 +139,30 @@ def test_orl_faces_lomo():
     for p in range(4):
         same = d[np.ix_(y == p, y == p)][~np.eye(3, dtype=bool)].mean()
         assert same < 0.9 * d[np.ix_(y == p, y != p)].mean()
+
+
+def test_msrcp_keeps_each_pixels_chromaticity():
+    """MSRCP scales every pixel's RGB by one gain, at most the one that takes its largest
+    channel to 1: the channel ratios (so hue and saturation) of the input survive, and the
+    output is in [0, 1]."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(20, 200, size=(2, 128, 48, 3)).astype(np.float32)
+    out = np.asarray(lomo_lib.msrcp(jnp.asarray(x)))
+    assert out.shape == x.shape and out.min() >= 0.0 and out.max() <= 1.0
+    ratio = out / (x + 1.0)  # one gain per pixel, on I + 1
+    np.testing.assert_allclose(ratio.max(axis=-1) - ratio.min(axis=-1), 0.0, atol=1e-6)
+    assert np.ptp(ratio.max(axis=-1)) > 0  # the gain varies over the image
+
+
+@pytest.mark.parametrize("retinex", ["none", "msrcr", "msrcp"])
+def test_every_retinex_gives_a_normalised_descriptor(retinex):
+    x = np.random.default_rng(1).integers(0, 256, size=(2, 128, 48, 3)).astype(np.uint8)
+    d = np.asarray(lomo_lib.lomo(x, retinex=retinex))
+    assert d.shape == (2, 26960) and np.isfinite(d).all()
+    for part in (COLOUR, SILTP3, SILTP5):
+        np.testing.assert_allclose(np.linalg.norm(d[:, part], axis=1), 1.0, rtol=1e-5)
+
+
+def test_unknown_retinex_is_refused():
+    with pytest.raises(ValueError, match="unknown retinex 'msr'; expected one of"):
+        lomo_lib.lomo(np.zeros((1, 128, 48, 3), np.uint8), retinex="msr")

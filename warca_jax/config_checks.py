@@ -23,6 +23,7 @@ import contextlib
 import os
 import re
 
+import numpy as np
 from ml_collections import config_dict
 
 from warca_jax import data as data_lib
@@ -147,6 +148,8 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     arrays = [dataset.features, dataset.labels, dataset.cams]
     for split in dataset.splits:
         arrays.extend(split)
+    if dataset.same_camera_matches:  # another evaluation of the same arrays
+        arrays.append(np.ones(1, np.int64))
     out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
     path = os.path.expanduser(data_cfg.get("path", "") or "")
     if path and os.path.exists(path):

@@ -39,6 +39,10 @@ class Dataset(NamedTuple):
     cams: np.ndarray  # [N] int64
     splits: tuple[Split, ...]
     name: str
+    # True: the evaluation ranks a query's same-camera gallery images of its identity as
+    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.splits`), not as junk; the
+    # cameras still reach the learners that take them.
+    same_camera_matches: bool = False
 
 
 def integer_ids(a, what: str, length: int | None = None, source: str = "") -> np.ndarray:
@@ -200,20 +204,41 @@ def validate_split(split: Split, labels, *, n: int, where: str = "split") -> Non
         )
 
 
-def check_matches(split: Split, labels, cams, *, where: str = "split", every: bool = False) -> None:
+def evaluation_cams(dataset: Dataset, query_idx, gallery_idx) -> tuple[np.ndarray, np.ndarray]:
+    """The camera ids the evaluation gets for a split's query and gallery: the dataset's,
+    or, with ``same_camera_matches``, camera 0 for every query and 1 for every gallery
+    image, so that no gallery image of the query's identity is set aside as junk."""
+    if dataset.same_camera_matches:
+        return np.zeros(len(query_idx), np.int64), np.ones(len(gallery_idx), np.int64)
+    return dataset.cams[query_idx], dataset.cams[gallery_idx]
+
+
+def check_matches(
+    split: Split,
+    labels,
+    cams,
+    *,
+    where: str = "split",
+    every: bool = False,
+    same_camera_matches: bool = False,
+) -> None:
     """Checks that the queries of a split have true matches the evaluation can rank.
 
     A query's gallery images of its own identity taken by its own camera are not ranked
     (the cross-camera protocol), so a query has a match only if the gallery holds its
-    identity from another camera. A split where no query does cannot be evaluated: it is
-    refused before any training rather than after split 0 has trained. With ``every``
-    (the single-shot protocols, whose probes are drawn to have one), every query must.
+    identity from another camera (with ``same_camera_matches``, from any camera). A split
+    where no query does cannot be evaluated: it is refused before any training rather than
+    after split 0 has trained. With ``every`` (the single-shot protocols, whose probes are
+    drawn to have one), every query must.
 
     Raises:
       ValueError: naming the split, the first query without a match and what was expected.
     """
     labels = np.asarray(labels, dtype=np.int64)
     cams = np.asarray(cams, dtype=np.int64)
+    if same_camera_matches:
+        cams = np.zeros_like(cams)
+        cams[np.asarray(split.gallery_idx)] = 1
     q, g = np.asarray(split.query_idx), np.asarray(split.gallery_idx)
     lo, c0 = labels.min(), cams.min()
     width = cams.max() - c0 + 1
@@ -242,13 +267,18 @@ def check_matches(split: Split, labels, cams, *, where: str = "split", every: bo
     )
 
 
-def validated_dataset(features, labels, cams, splits, name: str) -> Dataset:
+def validated_dataset(
+    features, labels, cams, splits, name: str, same_camera_matches: bool = False
+) -> Dataset:
     """Builds a `Dataset` after every array and split check of this module passes."""
     features, labels, cams = validate_arrays(features, labels, cams)
     checked = []
     for s, split in enumerate(splits):
         validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
         split = Split(*(np.asarray(x).astype(np.int64) for x in split))
-        check_matches(split, labels, cams, where=f"{name} split {s}")
+        check_matches(
+            split, labels, cams, where=f"{name} split {s}",
+            same_camera_matches=same_camera_matches,
+        )  # fmt: skip
         checked.append(split)
-    return Dataset(features, labels, cams, tuple(checked), name)
+    return Dataset(features, labels, cams, tuple(checked), name, bool(same_camera_matches))

@@ -41,6 +41,29 @@ def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
     return mean.astype(np.float32), vt[:k].astype(np.float32)
 
 
+def span_basis(x: np.ndarray, *, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """(mean [D], basis [k, D] with orthonormal rows) of the span of the centred rows of x.
+
+    For wide data (D much larger than N, e.g. LOMO's 26,960 dims on 632 images) this is the
+    cheap route: the eigenvectors of the [N, N] Gram matrix give the directions (O(N^2 D)
+    once, against an SVD's much larger constant), re-orthonormalised by a QR step.
+    Directions whose squared singular value is below ``rtol`` times the largest are left
+    out (the centring's own null direction among them).
+    """
+    x = np.asarray(x, np.float64)
+    mean = x.mean(axis=0)
+    xc = x - mean
+    w, u = np.linalg.eigh(xc @ xc.T)
+    keep = w > rtol * max(w.max(), 0.0)
+    if not keep.any():
+        raise ValueError("the span of constant features is empty: all training rows are identical")
+    w, u = w[keep][::-1], u[:, keep][:, ::-1]
+    basis = (u.T @ xc) / np.sqrt(w)[:, None]
+    q, r = np.linalg.qr(basis.T)
+    q *= np.sign(np.diag(r))[None, :]  # the QR step keeps each direction's sign
+    return mean.astype(np.float32), q.T.astype(np.float32)
+
+
 def initial_map(x: np.ndarray, dim: int) -> np.ndarray:
     """The starting map L [dim, D] of a learned projection (LMNN, NCA): the identity for a
     full-rank L (``dim`` 0 or D), the top ``dim`` principal directions otherwise, completed

@@ -27,9 +27,12 @@ Two protocols, each a pure function of labels, cameras and a seed (split s draws
     images in `probe_mask` (camera A) and the gallery from those in `gallery_mask`
     (camera B), `probes_per_id` and `gallery_per_id` of each (None: all of them). Images of
     a test identity that are drawn for neither are left out of the split.
+  - gallery-draw mode (`gallery_draw`, Xiong et al.'s `num_gal = 1`): one random image of
+    each test identity (two or more images) is its gallery, the others probes, cameras
+    ignored (the dataset sets `same_camera_matches`: the same-camera twin is a match).
 
   Every split is checked with `data.validate_split`, and every probe must have a gallery
-  image of its identity from another camera.
+  image of its identity from another camera (in gallery-draw mode, from any camera).
 """
 
 from __future__ import annotations
@@ -229,6 +232,7 @@ def probe_gallery_splits(
     probes_per_id=1,
     gallery_per_id=None,
     test_id_sets=None,
+    gallery_draw=False,
     name="dataset",
 ) -> tuple[data.Split, ...]:
     """Draws identity splits with one (or a few) probes per test identity (module docstring).
@@ -247,6 +251,7 @@ def probe_gallery_splits(
       gallery_per_id: gallery images per test identity with masks (None: all).
       test_id_sets: optional fixed test identities, one sequence of labels per split
         (CUHK03's 20 published test sets); the probes are still drawn from `seed`.
+      gallery_draw: one random gallery image per test identity, the rest probes (no masks).
       name: names the dataset in error messages.
 
     Returns:
@@ -259,7 +264,9 @@ def probe_gallery_splits(
     labels, cams, masks, probes_per_id, gallery_per_id = _probe_gallery_inputs(
         labels, cams, probe_mask, gallery_mask, probes_per_id, gallery_per_id, name
     )
-    ids, groups, eligible, rule = _identity_groups(labels, cams, masks)
+    if gallery_draw and masks is not None:
+        raise ValueError(f"{name}: gallery_draw ignores cameras; give no probe or gallery mask")
+    ids, groups, eligible, rule = _identity_groups(labels, cams, masks, bool(gallery_draw))
     eligible_pos = np.flatnonzero(eligible)
     if test_id_sets is not None:
         test_sets = _fixed_test_sets(test_id_sets, ids, eligible, rule, name)
@@ -289,9 +296,11 @@ def probe_gallery_splits(
                     f"identities are left after {len(test)} test identities"
                 )
             rest = np.sort(rng.choice(rest, n_train, replace=False))
-        split = _draw_split(rng, groups, test, rest, masks, probes_per_id, gallery_per_id)
-        data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
-        data.check_matches(split, labels, cams, where=f"{name} split {s}", every=True)
+        per_id, where = (probes_per_id, gallery_per_id), f"{name} split {s}"
+        split = _draw_split(rng, groups, test, rest, masks, *per_id, gallery_draw)
+        data.validate_split(split, labels, n=len(labels), where=where)
+        same = bool(gallery_draw)
+        data.check_matches(split, labels, cams, where=where, every=True, same_camera_matches=same)
         splits.append(split)
     return tuple(splits)
 
@@ -327,7 +336,7 @@ def _probe_gallery_inputs(
     return labels, cams, (probe_mask, gallery_mask), probes_per_id, gallery_per_id
 
 
-def _identity_groups(labels, cams, masks):
+def _identity_groups(labels, cams, masks, gallery_draw=False):
     """(ids, groups, eligible, rule): the sorted identities, each one's image indices, and
     whether it can give a probe and a true match (``rule`` says how, for the messages)."""
     order = np.argsort(labels, kind="stable")
@@ -337,6 +346,9 @@ def _identity_groups(labels, cams, masks):
         probe_mask, gallery_mask = masks
         eligible = np.array([probe_mask[g].any() and gallery_mask[g].any() for g in groups])
         rule = "images in both the probe and the gallery camera"
+    elif gallery_draw:
+        eligible = np.array([len(g) >= 2 for g in groups])
+        rule = "two or more images"
     else:
         eligible = np.array([len(np.unique(cams[g])) >= 2 for g in groups])
         rule = "two or more images (in two or more cameras)"
@@ -366,7 +378,9 @@ def _fixed_test_sets(test_id_sets, ids, eligible, rule: str, name: str) -> list[
     return test_sets
 
 
-def _draw_split(rng, groups, test, rest, masks, probes_per_id, gallery_per_id) -> data.Split:
+def _draw_split(
+    rng, groups, test, rest, masks, probes_per_id, gallery_per_id, gallery_draw=False
+) -> data.Split:
     """The split of test identities ``test`` and training identities ``rest`` (positions
     into ``groups``): each test identity's probes and gallery drawn from ``rng``."""
     query, gallery = [], []
@@ -376,9 +390,10 @@ def _draw_split(rng, groups, test, rest, masks, probes_per_id, gallery_per_id) -
             query.append(_pick(rng, idx[masks[0][idx]], probes_per_id))
             gallery.append(_pick(rng, idx[masks[1][idx]], gallery_per_id))
         else:
-            probe = rng.integers(len(idx))
-            query.append(idx[probe : probe + 1])
-            gallery.append(np.delete(idx, probe))
+            one = rng.integers(len(idx))
+            single, others = (gallery, query) if gallery_draw else (query, gallery)
+            single.append(idx[one : one + 1])
+            others.append(np.delete(idx, one))
     train = [groups[g] for g in rest] or [np.zeros(0, np.int64)]
     return data.Split(
         *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))

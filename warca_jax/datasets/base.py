@@ -38,6 +38,7 @@ class ImageSet(NamedTuple):
     cams: np.ndarray  # [N] int64 camera ids
     splits: tuple[data.Split, ...]
     name: str
+    same_camera_matches: bool = False  # `data.Dataset`'s field of that name
 
 
 def to_dataset(
@@ -73,14 +74,15 @@ def to_dataset(
         progress=progress,
     )
     return validated_dataset(
-        feats, image_set.labels, image_set.cams, image_set.splits, image_set.name
-    )
+        feats, image_set.labels, image_set.cams, image_set.splits, image_set.name,
+        image_set.same_camera_matches,
+    )  # fmt: skip
 
 
 validated_dataset = data.validated_dataset
 
 
-def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
+def image_set(paths, labels, cams, splits, name: str, same_camera_matches=False) -> ImageSet:
     """Builds an `ImageSet` after checking lengths and every split."""
     labels = np.asarray(labels, dtype=np.int64)
     cams = np.asarray(cams, dtype=np.int64)
@@ -92,19 +94,30 @@ def image_set(paths, labels, cams, splits, name: str) -> ImageSet:
         )
     for s, split in enumerate(splits):
         data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
-    return ImageSet(paths, labels, cams, tuple(splits), name)
+    return ImageSet(paths, labels, cams, tuple(splits), name, bool(same_camera_matches))
 
 
 def protocol_image_set(
-    paths, labels, cams, name: str, *, camera_rule=False, shots=1, probe_cam=0, **split_options
+    paths,
+    labels,
+    cams,
+    name: str,
+    *,
+    camera_rule=False,
+    shots=1,
+    probe_cam=0,
+    gallery_draw=False,
+    **split_options,
 ) -> ImageSet:
     """An `ImageSet` with the WARCA paper's splits of its identities.
 
     The splits are `splits.probe_gallery_splits` of `labels` and `cams` with
     `split_options` (num_test_ids, num_splits, seed, ...). With `camera_rule`, each test
     identity's probes are drawn from its camera-`probe_cam` images (0 or 1) and its gallery
-    from the other camera's, `shots` of each (None: all); without, one random image is the
-    probe and its other images the gallery.
+    from the other camera's, `shots` of each (None: all); with `gallery_draw`, one random
+    image is the gallery and its other images the probes, cameras ignored (the set's
+    `same_camera_matches`); with neither, one random image is the probe and its other
+    images the gallery.
     """
     cams = np.asarray(cams, dtype=np.int64)
     if camera_rule:
@@ -116,8 +129,12 @@ def protocol_image_set(
             probes_per_id=shots,
             gallery_per_id=shots,
         )
-    splits = splits_lib.probe_gallery_splits(labels, cams, name=name, **split_options)
-    return image_set(paths, labels, cams, splits, name)
+    if camera_rule and gallery_draw:
+        raise ValueError(f"{name}: gallery_draw ignores cameras; it takes no camera rule")
+    splits = splits_lib.probe_gallery_splits(
+        labels, cams, name=name, gallery_draw=gallery_draw, **split_options
+    )
+    return image_set(paths, labels, cams, splits, name, gallery_draw)
 
 
 def require_layout(root, *, dataset: str, dirs=(), files=()) -> str:

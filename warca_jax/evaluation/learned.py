@@ -8,7 +8,7 @@ ranked by the sort (``evaluate_distances``); single-shot and re-ranking as ``eva
 
 from __future__ import annotations
 
-from warca_jax.data import Dataset, Split
+from warca_jax.data import Dataset, Split, evaluation_cams
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
@@ -21,7 +21,7 @@ def evaluate_metric(
     """Embeds the split's query and gallery with ``metric`` and evaluates them."""
     x = dataset.features
     q, g = split.query_idx, split.gallery_idx
-    ids = (dataset.labels[q], dataset.labels[g], dataset.cams[q], dataset.cams[g])
+    ids = (dataset.labels[q], dataset.labels[g], *evaluation_cams(dataset, q, g))
     rerank = bool(eval_cfg.get("rerank", False))  # absent in older configs
     if metric.kind not in EMBEDDING_KINDS:  # a distance of its own: rank its matrix
         dist = metric.pairwise_distances(x[q], x[g])

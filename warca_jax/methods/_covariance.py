@@ -36,30 +36,50 @@ def _pair_sums(x: jax.Array, classes: jax.Array, *, num_classes: int):
     return intra, every, jnp.sum(counts * counts)
 
 
-def pair_covariances(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pair_covariances(
+    x: np.ndarray, labels: np.ndarray, cams: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Intra- and extra-personal covariances of pair differences, without enumerating pairs.
 
     Sigma_I = mean over ordered pairs i != j with y_i == y_j of (x_i - x_j)(x_i - x_j)^T,
     Sigma_E = the same mean over pairs with y_i != y_j (XQDA eq. 19-20, single view).
+    With ``cams``, only pairs of two cameras count (XQDA's two views, generalised to any
+    number of cameras): the sums over every pair less those over each camera's pairs.
 
     Args:
       x: [N, D] features (float32 or, under ``jax.enable_x64``, float64).
       labels: [N] identity labels; at least one identity with two images and two identities.
+      cams: optional [N] camera ids; the training data must then hold a same-identity and a
+        different-identity pair across cameras.
 
     Returns:
       (Sigma_I [D, D], Sigma_E [D, D]) as float64 NumPy arrays.
     """
     _, classes = np.unique(np.asarray(labels), return_inverse=True)
-    num_classes = int(classes.max()) + 1
-    n = x.shape[0]
-    intra, every, sq_counts = _pair_sums(
-        jnp.asarray(x), jnp.asarray(classes.astype(np.int32)), num_classes=num_classes
-    )
-    intra, every = np.asarray(intra, np.float64), np.asarray(every, np.float64)
-    sq_counts = float(sq_counts)
-    n_intra, n_extra = sq_counts - n, n * n - sq_counts
+    classes = classes.astype(np.int32)
+    groups = [np.arange(x.shape[0])]
+    if cams is not None:
+        cams = np.asarray(cams)
+        groups += [np.flatnonzero(cams == c) for c in np.unique(cams)]
+    sums = []
+    for g in groups:  # every pair, then each camera's pairs (subtracted)
+        sub, cls = np.asarray(x)[g], classes[g]
+        _, cls = np.unique(cls, return_inverse=True)
+        intra, every, sq = _pair_sums(
+            jnp.asarray(sub), jnp.asarray(cls.astype(np.int32)), num_classes=int(cls.max()) + 1
+        )
+        n = len(g)
+        sums.append((np.asarray(intra, np.float64), np.asarray(every, np.float64), float(sq) - n,
+                     n * n - float(sq)))  # fmt: skip
+    intra, every, n_intra, n_extra = sums[0]
+    for c_intra, c_every, c_n_intra, c_n_extra in sums[1:]:
+        intra, every = intra - c_intra, every - c_every
+        n_intra, n_extra = n_intra - c_n_intra, n_extra - c_n_extra
     if n_intra <= 0 or n_extra <= 0:
-        raise ValueError("need an identity with two images and two identities for pair covariances")
+        across = " across cameras" if cams is not None else ""
+        raise ValueError(
+            f"need a same-identity and a different-identity pair{across} for pair covariances"
+        )
     return intra / n_intra, (every - intra) / n_extra
 
 

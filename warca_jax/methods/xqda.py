@@ -40,6 +40,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
+from warca_jax import data as data_lib
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
@@ -47,15 +48,20 @@ from warca_jax.metric import Metric
 
 
 def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
-    """Lossless reduction to the span of the centred rows when D >= N.
+    """Lossless reduction to the span of the centred rows when D >= N (``linalg.span_basis``,
+    through the [N, N] Gram matrix: seconds for LOMO's 26,960 dims).
 
     Returns:
       (components [k, D] or None when no reduction is needed, reduced x [N, k] or x).
     """
     if x.shape[1] < x.shape[0]:
         return None, x
-    mean, comps = linalg.pca(x, variance=1.0)
+    mean, comps = linalg.span_basis(x)
     return comps, (x - mean) @ comps.T
+
+
+RIDGES = ("relative", "absolute")  # reg times trace(Sigma_I) / D, or reg as it is
+PAIRS = ("cross_camera", "all")  # pairs of two cameras (given the cameras), or every pair
 
 
 def check_config(cfg, data: checks.TrainingData) -> None:
@@ -64,9 +70,11 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_number(cfg, "dim", integer=True)
     note = "0: every eigenvalue > 1; at most the input dimension"
     checks.check_range(cfg.dim, 0, d, what="dim", note=note)
-    checks.check_number(
-        cfg, "reg", low=0, low_open=True, note="; ridge on Sigma_I, relative to its trace / D"
-    )
+    for field, choices in (("ridge", RIDGES), ("pairs", PAIRS)):
+        if field in cfg:  # absent in configs written before they existed: the defaults
+            checks.check_choice(cfg, field, choices)
+    ridge = cfg.get("ridge", "relative")
+    checks.check_number(cfg, "reg", low=0, low_open=True, note=f"; ridge on Sigma_I ({ridge})")
 
 
 # XQDA does not depend on the features' scale.
@@ -74,24 +82,43 @@ validate = checks.validator("XQDA", check_config)
 
 
 def xqda_projection(
-    sigma_i: np.ndarray, sigma_e: np.ndarray, *, dim: int, reg: float
+    sigma_i: np.ndarray,
+    sigma_e: np.ndarray,
+    *,
+    dim: int,
+    reg: float,
+    relative: bool = True,
+    basis: str = "generalized",
 ) -> tuple[np.ndarray, np.ndarray]:
     """The XQDA subspace and metric from the two covariances.
 
     Args:
       sigma_i, sigma_e: [D, D] intra- and extra-personal covariances.
       dim: cap on the subspace dimension (0: no cap beyond eigenvalue > 1).
-      reg: ridge on Sigma_I (relative, see ``linalg.regularise``).
+      reg: ridge on Sigma_I: ``reg * trace(Sigma_I) / D`` when ``relative``, else ``reg``.
+      basis: "generalized": W holds the top generalised eigenvectors of (Sigma_E, Sigma_I)
+        with eigenvalue > 1 (the paper's eq. 14-15); "svd": the original code's, the left
+        singular vectors of inv(Sigma_I) Sigma_E with singular value > 1 (orthonormal).
 
     Returns:
       (L [r, D] with L^T L = W M W^T, the eigenvalues [r] kept).
     """
     d = sigma_i.shape[0]
-    ridge = reg * max(np.trace(sigma_i), 1e-300) / d
+    ridge = reg * max(np.trace(sigma_i), 1e-300) / d if relative else reg
     # Warns only when the ridge-regularised covariance is still (near) singular (tiny reg):
     # a ridge of the order of the mean eigenvalue is meant, not a sign of trouble.
     sigma_i = linalg.regularise(sigma_i + ridge * np.eye(d), what="XQDA intra-personal covariance")
-    evals, evecs = linalg.generalized_eigh(sigma_e, sigma_i, dim=d)
+    if basis == "svd":
+        evecs, evals, _ = np.linalg.svd(np.linalg.solve(sigma_i, sigma_e))
+    else:
+        try:
+            evals, evecs = linalg.generalized_eigh(sigma_e, sigma_i, dim=d)
+        except np.linalg.LinAlgError:
+            raise ValueError(
+                f"XQDA: the intra-personal covariance plus its ridge ({ridge:.3g}) is not "
+                "positive definite in floating point; raise reg (ridge='relative' scales it "
+                "with the features)"
+            ) from None
     r = max(1, int(np.sum(evals > 1.0)))
     if dim > 0:
         r = min(r, dim)
@@ -100,17 +127,33 @@ def xqda_projection(
     return linalg.psd_factor(linalg.psd_project(m)).astype(np.float64) @ w.T, evals[:r]
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def _views(cams, y, cfg) -> np.ndarray | None:
+    """The camera ids XQDA's pairs are drawn across, or None for every pair: ``cfg.pairs``
+    is "all", no cameras were given, or no identity is seen by two cameras."""
+    if cams is None or cfg.get("pairs", "cross_camera") == "all":
+        return None
+    cams = data_lib.integer_ids(cams, "cams", len(y), f"the features have {len(y)} rows")
+    key = np.unique(np.stack([y, cams]), axis=1)[0]  # one entry per (identity, camera)
+    return cams if len(key) > len(np.unique(key)) else None
+
+
+def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, cams=None):
     """Learns an XQDA metric in closed form (arguments and errors: ``warca_jax.methods``).
+
+    ``cams`` ([N] camera ids, optional): with ``cfg.pairs = "cross_camera"`` the pairs are
+    those of two cameras, as the original's two views; without cameras, every pair.
 
     Returns:
       (linear Metric with projection [r, D], empty history).
     """
     del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
+    views = _views(cams, y, cfg)
     comps, xr = reduce_to_span(x)
-    sigma_i, sigma_e = pair_covariances(xr, y)
-    proj, _ = xqda_projection(sigma_i, sigma_e, dim=cfg.dim, reg=cfg.reg)
+    sigma_i, sigma_e = pair_covariances(xr, y, views)
+    relative = cfg.get("ridge", "relative") == "relative"
+    reg = cfg.reg if relative else cfg.reg * scale**2  # absolute: in the features' units
+    proj, _ = xqda_projection(sigma_i, sigma_e, dim=cfg.dim, reg=reg, relative=relative)
     if comps is not None:
         proj = proj @ comps  # the centring of the reduction cancels in differences
     metric = Metric(
@@ -129,7 +172,9 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     m.dim = 0  # cap on the subspace dimension (0: every eigenvalue > 1, as the paper).
     m.reg = 1.0  # ridge reg * trace(Sigma_I) / D on Sigma_I: the mean eigenvalue
     #              (xqda.py docstring; 1e-3 kept 315 noise directions on VIPeR).
+    m.ridge = "relative"  # "absolute": the ridge is reg itself (the original's 0.001)
+    m.pairs = "cross_camera"  # pairs of two cameras when the cameras are given; "all"
     return m
 
 
-METHODS = {"xqda": Method(fit, validate, default_config, VARIANTS)}
+METHODS = {"xqda": Method(fit, validate, default_config, VARIANTS, takes_cams=True)}

@@ -35,11 +35,14 @@ def _stamp(path: str) -> tuple[int, int]:
     return st.st_mtime_ns, st.st_size
 
 
-def _fingerprint(features, labels, cams, splits) -> str:
-    """The SHA-256 of a dataset's arrays and splits (``train.data_fingerprint``'s content)."""
+def _fingerprint(features, labels, cams, splits, same_camera_matches=False) -> str:
+    """The SHA-256 of a dataset's arrays and splits (``train.data_fingerprint``'s content),
+    and of its ``same_camera_matches`` when set."""
     arrays = [features, labels, cams]
     for split in splits:
         arrays.extend(split)
+    if same_camera_matches:
+        arrays.append(np.ones(1, np.int64))
     return workdir_lib.array_fingerprint(*arrays)
 
 
@@ -56,7 +59,9 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
     del stamp
     head = ("num_splits", "name", "config", "fingerprint", "features", "labels", "cams")
     try:
-        z, present = npz_file.read_npz(path, head, what="stored dataset")
+        z, present = npz_file.read_npz(
+            path, head + ("same_camera_matches",), what="stored dataset"
+        )
         missing = sorted(set(head) - set(z))
         if missing:
             raise ValueError(f"it has no {missing} (it has {present})")
@@ -74,13 +79,14 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
         data_lib.Split(idx[f"train_{s}"], idx[f"query_{s}"], idx[f"gallery_{s}"])
         for s in range(num)
     )
-    fingerprint = _fingerprint(z["features"], z["labels"], z["cams"], splits)
+    same = bool(z.get("same_camera_matches", False))  # absent in older stores
+    fingerprint = _fingerprint(z["features"], z["labels"], z["cams"], splits, same)
     if fingerprint != str(z["fingerprint"]):
         raise workdir_lib.DamagedFileError(
             f"{path}: the stored dataset is damaged: its arrays do not match the "
             "fingerprint stored with them"
         )
-    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]))
+    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
     return ds, str(z["config"]), fingerprint
 
 
@@ -120,7 +126,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     for s, sp in enumerate(ds.splits):
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
-    fingerprint = _fingerprint(ds.features, ds.labels, ds.cams, ds.splits)
+    fingerprint = _fingerprint(ds.features, ds.labels, ds.cams, ds.splits, ds.same_camera_matches)
     with workdir_lib.atomic_path(path) as tmp:
         np.savez(
             tmp,
@@ -128,6 +134,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
             name=ds.name,
             config=key,
             fingerprint=fingerprint,
+            same_camera_matches=ds.same_camera_matches,
             **arrays,
         )
     return DataInfo(path, fingerprint, len(ds.splits))

@@ -211,7 +211,8 @@ def _check_data(config, cfgs, dataset: data_lib.Dataset) -> None:
     split = dataset.splits[0]
     pick_queries(split, dataset, config.ranked.num_queries, config.ranked.seed)
     q, g = split.query_idx, split.gallery_idx
-    kept = _kept(dataset.labels[q], dataset.cams[q], dataset.labels[g], dataset.cams[g])
+    cams_q, cams_g = data_lib.evaluation_cams(dataset, q, g)
+    kept = _kept(dataset.labels[q], cams_q, dataset.labels[g], cams_g)
     fewest = int(kept.sum(axis=1).min())
     if config.ranked.top_k > fewest:
         raise ValueError(
@@ -240,9 +241,9 @@ def _ranked_list(dataset, metric: Metric, paths, config, workdir: str) -> tuple[
     chosen = pick_queries(split, dataset, config.ranked.num_queries, config.ranked.seed)
     q, g = split.query_idx[chosen], split.gallery_idx
     dist = metric.pairwise_distances(dataset.features[q], dataset.features[g])
-    lab, cam = dataset.labels, dataset.cams
+    lab = dataset.labels
     index, dists, matches = ranked_lists(
-        dist, lab[q], lab[g], cam[q], cam[g], top_k=config.ranked.top_k
+        dist, lab[q], lab[g], *data_lib.evaluation_cams(dataset, q, g), top_k=config.ranked.top_k
     )
     shown = g[index]  # dataset indices of the ranked entries
     figure = plots.plot_ranked_lists(

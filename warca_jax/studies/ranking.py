@@ -69,8 +69,8 @@ def ranked_lists(dist, query_labels, gallery_labels, query_cams, gallery_cams, *
 def pick_queries(split: data_lib.Split, dataset: data_lib.Dataset, num: int, seed: int):
     """``num`` positions into ``split.query_idx`` drawn from ``seed`` among valid queries."""
     q, g = split.query_idx, split.gallery_idx
-    lab, cam = dataset.labels, dataset.cams
-    valid = np.flatnonzero(valid_queries(lab[q], cam[q], lab[g], cam[g]))
+    lab, (cam_q, cam_g) = dataset.labels, data_lib.evaluation_cams(dataset, q, g)
+    valid = np.flatnonzero(valid_queries(lab[q], cam_q, lab[g], cam_g))
     if num > len(valid):
         raise ValueError(
             f"ranked.num_queries={num} is larger than the {len(valid)} queries of split 0 "
