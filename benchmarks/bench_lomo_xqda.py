@@ -16,6 +16,8 @@ project's XQDA (``warca_jax.methods.xqda``) with one setting changed at a time:
   pairs      ``all`` ordered pairs of the training images, or ``cross_camera`` (the
              original's two views: a camera-A image against a camera-B image).
   probe      ``cam_a`` (the loader's default) or ``cam_b`` (the demo's: gallery camera A).
+  basis      ``generalized`` (the paper's eq. 14-15, the default) or ``svd`` (the original
+             code's: left singular vectors of inv(Sigma_I) Sigma_E).
 
 Each row is rank 1 / 5 / 10 / 20 (mean over the splits, ± std of rank-1), the subspace
 size XQDA kept, and the seconds. It also prints the extraction speed of LOMO (images per
@@ -45,8 +47,8 @@ from warca_jax.features import load_images
 from warca_jax.features.lomo import lomo
 from warca_jax.methods import xqda
 
-# name: (features, ridge, reg, pairs, probe); features name a retinex of ``lomo`` or
-# "unnormalised" (the default retinex, no log and no L2)
+# name: (features, ridge, reg, pairs, probe[, basis]); features name a retinex of ``lomo``
+# or "unnormalised" (the default retinex, no log and no L2)
 ROWS = {
     "earlier": ("msrcr", "relative", 1.0, "all", "cam_a"),
     "ridge_absolute": ("msrcr", "absolute", 1e-3, "all", "cam_a"),
@@ -60,6 +62,8 @@ ROWS = {
     "no_retinex_relative_0.01": ("none", "relative", 0.01, "cross_camera", "cam_b"),
     "no_retinex_all_pairs": ("none", "absolute", 1e-3, "all", "cam_b"),
     "no_retinex_cam_a": ("none", "absolute", 1e-3, "cross_camera", "cam_a"),
+    "svd_basis": ("msrcr", "absolute", 1e-3, "cross_camera", "cam_b", "svd"),
+    "no_retinex_svd_basis": ("none", "absolute", 1e-3, "cross_camera", "cam_b", "svd"),
 }
 FEATURES = {
     "none": {"retinex": "none"},
@@ -84,9 +88,11 @@ def describe(paths, options, batch=256):
 
 
 def run_row(name, row, sets, feats, splits, eval_cfg):
-    feature, ridge, reg, pairs, probe = row
+    feature, ridge, reg, pairs, probe, basis = (*row, "generalized")[:6]
     ds = sets[probe if probe in sets else next(iter(sets))]._replace(features=feats[feature])
-    method = defaults.overridden(xqda.default_config(), ridge=ridge, reg=reg, pairs=pairs)
+    method = defaults.overridden(
+        xqda.default_config(), ridge=ridge, reg=reg, pairs=pairs, basis=basis
+    )
     ranks, kept, t0 = [], [], time.perf_counter()
     for s, split in enumerate(ds.splits[:splits]):
         train = split.train_idx
@@ -95,7 +101,8 @@ def run_row(name, row, sets, feats, splits, eval_cfg):
         r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
         ranks.append([r["rank1"], r["rank5"], r["rank10"], r["rank20"]])
     a = np.asarray(ranks)
-    out = dict(data=ds.name, row=name, features=feature, ridge=ridge, reg=reg, pairs=pairs, probe=probe,
+    out = dict(data=ds.name, row=name, features=feature, ridge=ridge, reg=reg, pairs=pairs,
+               probe=probe, basis=basis,
                rank1=round(float(a[:, 0].mean()), 2), rank1_std=round(float(a[:, 0].std()), 2),
                rank5=round(float(a[:, 1].mean()), 2), rank10=round(float(a[:, 2].mean()), 2),
                rank20=round(float(a[:, 3].mean()), 2), dims_kept=int(np.mean(kept)),

@@ -6,6 +6,11 @@ Run:
 Variants (``--config=configs/xqda.py:<arg>``):
   default  the subspace of every generalised eigenvalue > 1 (the paper's choice).
   small    a shrunk run for smoke tests (60 identities, 2 splits).
+  lomo     the original's settings on the LOMO descriptor (``data.descriptor=lomo``): a ridge
+           of 0.001 on Sigma_I (``method.ridge='absolute'``, for the L2-normalised
+           descriptor; the default's relative ridge was chosen on the colour + LBP one) and
+           the pairs of two cameras. Give the images with e.g. --config.data.name=viper
+           --config.data.path=PATH/VIPeR (benchmarks/bench_table3.py runs the table).
 
 Cap the subspace with e.g. --config.method.dim=16.
 """
@@ -14,9 +19,15 @@ import ml_collections
 
 from warca_jax import defaults
 
-VARIANTS = ("default", "small")
+VARIANTS = ("default", "small", "lomo")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     """Returns the xqda config for variant ``arg``: the library's defaults on the data."""
+    if arg == "lomo":
+        c = defaults.experiment_config("xqda", "default", lock=False)
+        c.data.descriptor = "lomo"
+        c.method.ridge, c.method.reg = "absolute", 1e-3
+        c.lock()
+        return c
     return defaults.experiment_config("xqda", arg, small=arg == "small")

@@ -30,38 +30,42 @@ def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
     x = np.asarray(x, np.float64)
     mean = x.mean(axis=0)
     xc = x - mean
-    # Economy SVD: the right singular vectors are the principal directions.
-    _, s, vt = np.linalg.svd(xc, full_matrices=False)
-    energy = s**2
+    if xc.shape[1] >= 8 * xc.shape[0]:  # wide (LOMO): through the [N, N] Gram matrix
+        energy, vt = _gram_directions(xc)
+    else:  # economy SVD: the right singular vectors are the principal directions
+        _, s, vt = np.linalg.svd(xc, full_matrices=False)
+        energy = s**2
     total = energy.sum()
     if total <= 0:
         raise ValueError("PCA of constant features: all training rows are identical")
     k = int(np.searchsorted(np.cumsum(energy) / total, variance - 1e-12) + 1)
-    k = min(k, len(s)) if max_dim is None else min(k, len(s), max_dim)
+    k = min(k, len(energy)) if max_dim is None else min(k, len(energy), max_dim)
     return mean.astype(np.float32), vt[:k].astype(np.float32)
 
 
-def span_basis(x: np.ndarray, *, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
-    """(mean [D], basis [k, D] with orthonormal rows) of the span of the centred rows of x.
-
-    For wide data (D much larger than N, e.g. LOMO's 26,960 dims on 632 images) this is the
-    cheap route: the eigenvectors of the [N, N] Gram matrix give the directions (O(N^2 D)
-    once, against an SVD's much larger constant), re-orthonormalised by a QR step.
-    Directions whose squared singular value is below ``rtol`` times the largest are left
-    out (the centring's own null direction among them).
-    """
-    x = np.asarray(x, np.float64)
-    mean = x.mean(axis=0)
-    xc = x - mean
+def _gram_directions(xc: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """(squared singular values [k] descending, right singular vectors [k, D]) of the
+    centred rows ``xc`` [N, D] from the eigenvectors of their [N, N] Gram matrix: O(N^2 D)
+    once, against an SVD's much larger constant when D >> N. Directions whose squared
+    singular value is below ``rtol`` times the largest are left out; a QR step keeps the
+    rest orthonormal (and each direction's sign)."""
     w, u = np.linalg.eigh(xc @ xc.T)
     keep = w > rtol * max(w.max(), 0.0)
     if not keep.any():
-        raise ValueError("the span of constant features is empty: all training rows are identical")
+        raise ValueError("PCA of constant features: all training rows are identical")
     w, u = w[keep][::-1], u[:, keep][:, ::-1]
-    basis = (u.T @ xc) / np.sqrt(w)[:, None]
-    q, r = np.linalg.qr(basis.T)
-    q *= np.sign(np.diag(r))[None, :]  # the QR step keeps each direction's sign
-    return mean.astype(np.float32), q.T.astype(np.float32)
+    q, r = np.linalg.qr(((u.T @ xc) / np.sqrt(w)[:, None]).T)
+    return w, (q * np.sign(np.diag(r))[None, :]).T
+
+
+def span_basis(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean [D], basis [k, D] with orthonormal rows) of the span of the centred rows of x,
+    for wide data (D much larger than N, e.g. LOMO's 26,960 dims on 632 images):
+    ``_gram_directions``, the centring's own null direction left out."""
+    x = np.asarray(x, np.float64)
+    mean = x.mean(axis=0)
+    _, basis = _gram_directions(x - mean)
+    return mean.astype(np.float32), basis.astype(np.float32)
 
 
 def initial_map(x: np.ndarray, dim: int) -> np.ndarray:

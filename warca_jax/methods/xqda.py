@@ -62,6 +62,7 @@ def reduce_to_span(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
 
 RIDGES = ("relative", "absolute")  # reg times trace(Sigma_I) / D, or reg as it is
 PAIRS = ("cross_camera", "all")  # pairs of two cameras (given the cameras), or every pair
+BASES = ("generalized", "svd")  # the paper's eigenvectors, or the original code's SVD
 
 
 def check_config(cfg, data: checks.TrainingData) -> None:
@@ -70,7 +71,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_number(cfg, "dim", integer=True)
     note = "0: every eigenvalue > 1; at most the input dimension"
     checks.check_range(cfg.dim, 0, d, what="dim", note=note)
-    for field, choices in (("ridge", RIDGES), ("pairs", PAIRS)):
+    for field, choices in (("ridge", RIDGES), ("pairs", PAIRS), ("basis", BASES)):
         if field in cfg:  # absent in configs written before they existed: the defaults
             checks.check_choice(cfg, field, choices)
     ridge = cfg.get("ridge", "relative")
@@ -153,7 +154,10 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, cams=None
     sigma_i, sigma_e = pair_covariances(xr, y, views)
     relative = cfg.get("ridge", "relative") == "relative"
     reg = cfg.reg if relative else cfg.reg * scale**2  # absolute: in the features' units
-    proj, _ = xqda_projection(sigma_i, sigma_e, dim=cfg.dim, reg=reg, relative=relative)
+    basis = cfg.get("basis", "generalized")
+    proj, _ = xqda_projection(
+        sigma_i, sigma_e, dim=cfg.dim, reg=reg, relative=relative, basis=basis
+    )
     if comps is not None:
         proj = proj @ comps  # the centring of the reduction cancels in differences
     metric = Metric(
@@ -174,6 +178,7 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     #              (xqda.py docstring; 1e-3 kept 315 noise directions on VIPeR).
     m.ridge = "relative"  # "absolute": the ridge is reg itself (the original's 0.001)
     m.pairs = "cross_camera"  # pairs of two cameras when the cameras are given; "all"
+    m.basis = "generalized"  # the paper's eq. 14-15; "svd": the original code's (docstring)
     return m
 
 
