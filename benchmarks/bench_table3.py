@@ -8,7 +8,8 @@ on each split, with the training cameras as the pipeline passes them:
   warca   ``configs/warca.py:lomo`` (kernel WARCA with the linear kernel, D' = 100 on VIPeR
           and 40 on CUHK01 as in the paper's section 4.2; the kernel form needs only the
           [N, N] Gram matrix of the training images, not a [D', 26,960] map)
-  mlapg   ``configs/mlapg.py`` (its default, PCA to 256 first)
+  mlapg   ``configs/mlapg.py:lomo`` (the whole span of the training images, as the
+          original's QR step; ``--mlapg_pca=256`` gives the default config's PCA)
   xqda    ``configs/xqda.py:lomo`` (the original's settings: ridge 0.001 on the
           L2-normalised descriptor, cross-camera pairs)
 
@@ -34,7 +35,7 @@ import numpy as np
 from warca_jax import datasets, defaults, evaluation, pipeline
 
 _configs = {n: defaults.load_config_module(f"configs/{n}.py") for n in ("warca", "mlapg", "xqda")}
-METHODS = (("warca", "lomo"), ("mlapg", None), ("xqda", "lomo"))
+METHODS = (("warca", "lomo"), ("mlapg", "lomo"), ("xqda", "lomo"))
 DIMS = {"viper": 100, "cuhk01": 40}  # the paper's output dimension (section 4.2)
 # rank 1 / 5 / 10 / 20: WARCA's Table 3, MLAPG's paper (as Table 3 quotes it; rank-1 only
 # where the others are not quoted), XQDA from Liao et al.'s released CMCs.
@@ -66,6 +67,7 @@ def main():
     p.add_argument("--viper", required=True, help="VIPeR folder holding cam_a/ and cam_b/")
     p.add_argument("--cuhk01", default="", help="CUHK01 folder holding campus/ ('': skip)")
     p.add_argument("--splits", type=int, default=10)
+    p.add_argument("--mlapg_pca", type=int, default=0, help="MLAPG's pca_dim (0: its lomo config's)")
     args = p.parse_args()
     roots = {"viper": args.viper, **({"cuhk01": args.cuhk01} if args.cuhk01 else {})}
     for name, root in roots.items():
@@ -81,6 +83,8 @@ def main():
                               read_and_extract_seconds=round(seconds, 1))), flush=True)
         for method_name, variant in METHODS:
             method = method_config(method_name, variant, DIMS[name])
+            if method_name == "mlapg" and args.mlapg_pca:
+                method = defaults.overridden(method, pca_dim=args.mlapg_pca)
             ranks, t0 = [], time.perf_counter()
             for s, split in enumerate(ds.splits[: args.splits]):
                 train = split.train_idx

@@ -7,6 +7,11 @@ Variants (``--config=configs/mlapg.py:<arg>``):
   default  full-rank Mahalanobis M on the synthetic features (Liao & Li, ICCV 2015).
   small    a shrunk run for smoke tests (2 splits, 60 identities, few iterations).
   large    for 7,368 x 2,048 problems: PCA to 64 dims, 50 iterations.
+  lomo     on the LOMO descriptor (``data.descriptor=lomo``), the original's reduction: the
+           whole span of the training images (its QR step; ``pca_dim`` above the number of
+           training images), not the default's 256 PCA dims, which cost 16 rank-1 points on
+           VIPeR (benchmarks/RESULTS.md). Give the images with e.g. --config.data.name=viper
+           --config.data.path=PATH/VIPeR (benchmarks/bench_table3.py runs the table).
 
 Override any field on the command line, e.g.
   --config.method.pca_dim=100 --config.method.max_iters=100 --config.method.dim=40
@@ -16,9 +21,16 @@ import ml_collections
 
 from warca_jax import defaults
 
-VARIANTS = ("default", "small", "large")
+VARIANTS = ("default", "small", "large", "lomo")
+SPAN = 1 << 16  # a pca_dim above any training set's size here: PCA keeps its whole span
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     """Returns the mlapg config for variant ``arg``: the library's defaults on the data."""
+    if arg == "lomo":
+        c = defaults.experiment_config("mlapg", "default", lock=False)
+        c.data.descriptor = "lomo"
+        c.method.pca_dim = SPAN
+        c.lock()
+        return c
     return defaults.experiment_config("mlapg", arg, small=arg == "small")

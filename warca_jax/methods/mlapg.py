@@ -17,7 +17,9 @@ Nesterov extrapolation V, a step M = Proj_PSD(V - grad F(V) / L) (eigendecomposi
 and backtracks L <- gamma L until F(M) <= F(V) + <grad, M - V> + L/2 ||M - V||^2; it
 stops when the relative change of F is below ``tol``.
 
-Features are PCA-reduced to ``pca_dim`` first when D is larger, and rescaled so that
+Features are PCA-reduced to ``pca_dim`` first when D is larger (and to at most the span
+of the training images when D exceeds their number, as the original's QR step; a
+``pca_dim`` above N keeps that whole span, ``configs/mlapg.py:lomo``), and rescaled so that
 the mean squared pair distance is 1 (mu = 1), which makes the initial step 1/L
 independent of the data's units; both are folded back into the returned W.
 """
@@ -149,7 +151,7 @@ def prepared_features(x: np.ndarray, pca_dim: int):
       the features are (x - mean) C^T, centred, divided by sqrt(scale).
     """
     mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
-    if pca_dim and x.shape[1] > pca_dim:
+    if pca_dim and x.shape[1] > min(pca_dim, x.shape[0]):  # wide data: at most its span
         mean, comps = linalg.pca(x, variance=1.0, max_dim=pca_dim)
     xr = (x - mean) @ comps.T
     # Rescale to unit mean squared pair distance: d = 2 (mean ||x||^2 - ||mean x||^2).

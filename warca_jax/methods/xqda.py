@@ -16,10 +16,22 @@ lambda = 0.001; see the diagnosis below for the default).
 
 Both covariances are computed without enumerating the O(N^2) pairs (the paper's
 eq. 19-20): ``_covariance.pair_covariances`` needs only X^T X, per-class sums and counts.
-``fit`` receives no camera ids, so the "two views" are the training set against
-itself: every ordered pair (i, j) with i != j counts, a same-camera pair as well.
-When D >= N the data are first reduced, losslessly, to the span of the centred
-training features (the paper's QR step).
+Given the training cameras (``fit(..., cams=)``, as the pipeline passes them) and
+``pairs="cross_camera"`` (the default), the pairs are those of two cameras, as the
+original's two views (gallery camera against probe camera); without cameras, every
+ordered pair (i, j) with i != j counts, a same-camera pair as well. When D >= N the data
+are first reduced, losslessly, to the span of the centred training features (the
+paper's QR step; ``linalg.span_basis``, through the [N, N] Gram matrix). ``basis="svd"``
+takes the original code's subspace (the left singular vectors of inv(Sigma_I) Sigma_E
+with singular value > 1) instead of the generalised eigenvectors of eq. 14-15.
+
+Against Liao et al.'s LOMO + XQDA (VIPeR 40.00 rank-1 from their demo), measured by
+``benchmarks/bench_lomo_xqda.py`` (10 splits; benchmarks/RESULTS.md): the project's
+earlier pair gave 29.72. XQDA's own departures explain 2.4 points (an absolute ridge of
+0.001, the original's, for the L2-normalised descriptor: 33.01), the cameras' roles and
+pairs and the basis none beyond the spread; the descriptor's Retinex 6 (37.94 without it,
+``features.lomo``). ``configs/xqda.py:lomo`` holds the original's settings; the relative
+ridge below stays the default for the colour + LBP descriptor it was chosen on.
 
 Diagnosis (VIPeR, 2,580-d colour + LBP histograms, 316 train ids, rank-1 / rank-5; ORL and
 the synthetic data of common.base_config, 3 splits each): with reg = 1e-3 (relative to
