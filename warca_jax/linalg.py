@@ -30,7 +30,9 @@ def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
     x = np.asarray(x, np.float64)
     mean = x.mean(axis=0)
     xc = x - mean
-    if xc.shape[1] >= 8 * xc.shape[0]:  # wide (LOMO): through the [N, N] Gram matrix
+    n, d = xc.shape
+    if d >= max(8 * n, 10_000):  # very wide (LOMO): through the [N, N] Gram matrix
+        # (narrower data keep the SVD, so their components, signs included, are unchanged)
         energy, vt = _gram_directions(xc)
     else:  # economy SVD: the right singular vectors are the principal directions
         _, s, vt = np.linalg.svd(xc, full_matrices=False)
