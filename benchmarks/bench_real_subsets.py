@@ -3,7 +3,9 @@
 Data (data/README.md), read as configs/real_subsets.py says, which the test reads too:
 ``data/orl_faces`` (40 people x 10 images, 2 splits of 20 test people) and
 ``data/viper_subset`` (80 VIPeR people, one image per camera, 3 splits of 30 test people,
-probe cam_a). Features: the 2,580-d colour + LBP histograms for labels whose config is a
+probe cam_a); ``data/cuhk01_subset`` (60 CUHK01 people x 4 images, 3 splits of 30 test
+people: ``cuhk01`` under the camera rule, as the test reads it, ``cuhk01_draw`` under the
+loader's default gallery draw). Features: the 2,580-d colour + LBP histograms for labels whose config is a
 chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``, ``nn:chi2``, ...), the
 top ``--pca_dims`` principal axes (default: the config's, 64) of each split's training
 images for the rest.
@@ -74,9 +76,13 @@ def subset(name: str):
 
 
 def load(name: str):
-    """The dataset as tests/test_real_data.py reads it."""
-    config = subset(name)
-    return datasets.read(config.name, config.path, **config.options)
+    """The dataset as tests/test_real_data.py reads it (``cuhk01_draw``: the CUHK01 subset
+    under the loader's default protocol, the gallery draw, instead of the camera rule)."""
+    config = subset("cuhk01" if name == "cuhk01_draw" else name)
+    options = dict(config.options)
+    if name == "cuhk01_draw":
+        del options["protocol"]
+    return datasets.read(config.name, config.path, **options)
 
 
 def on_pca(ds, split, dims: int):
@@ -141,7 +147,9 @@ def score_peer(ds, name: str, args) -> tuple[float, float]:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("labels", nargs="+", help="config labels, e.g. lmnn or nca@tol=0")
-    ap.add_argument("--dataset", default="orl", choices=("orl", "viper", "both"))
+    ap.add_argument(
+        "--dataset", default="orl", choices=("orl", "viper", "both", "cuhk01", "cuhk01_draw")
+    )
     ap.add_argument("--pca_dims", type=int, default=0, help="0: configs/real_subsets.py's")
     ap.add_argument("--val_fraction", type=float, default=0.0)
     ap.add_argument("--keep_best", action="store_true")
@@ -153,7 +161,7 @@ def main():
     requested = args.pca_dims
     for name in names:
         ds = load(name)
-        args.pca_dims = requested or subset(name).pca_dims
+        args.pca_dims = requested or subset(name.removesuffix("_draw")).pca_dims
         print(f"{name}: colour + LBP histograms (chi2 labels) or PCA {args.pca_dims}; {extra}")
         for arg, (label, method) in zip(args.labels, parsed, strict=True):
             uses_hist = label.endswith(":chi2")

@@ -310,8 +310,9 @@ def test_cuhk01_subset_reads_with_the_gallery_draw_by_default():
     "people x 4 images) WARCA-chi2 gives 31.11 rank-1 / 51.59 mAP against LFDA-chi2's 48.89 / "
     "62.62 and WARCA-L 35.56 / 49.02 against KISSME's 37.78 / 52.85 (lambda 1e-3 and every "
     "same-identity pair, the earlier defaults: 36.67 / 56.40); under the loader's default "
-    "gallery draw 48.52 / 62.02 against 54.07 / 66.81. The small training set wants a "
-    "stronger penalty than the full CUHK01 (1e-5 there)",
+    "gallery draw 48.52 / 62.02 against 54.07 / 66.81 (benchmarks/bench_real_subsets.py "
+    "--dataset=cuhk01 or cuhk01_draw). The small training set wants a stronger penalty "
+    "than the full CUHK01 (1e-5 there)",
 )
 def test_warca_holds_the_papers_ordering_with_two_images_per_camera():
     """The paper's ordering on the CUHK01 subset, two images per camera: WARCA-chi2 at least
