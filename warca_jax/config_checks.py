@@ -138,6 +138,17 @@ def check_settings(config, workdir) -> None:
         check_batch_size(config.data.get("batch_size", 256))
 
 
+def content_fingerprint(dataset: data_lib.Dataset) -> str:
+    """The SHA-256 of a dataset's features, labels, cameras and splits, and of its
+    ``same_camera_matches`` when set (another evaluation of the same arrays)."""
+    arrays = [dataset.features, dataset.labels, dataset.cams]
+    for split in dataset.splits:
+        arrays.extend(split)
+    if dataset.same_camera_matches:
+        arrays.append(np.ones(1, np.int64))
+    return workdir_lib.array_fingerprint(*arrays)
+
+
 def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     """What identifies the data of a run: a hash of its arrays and splits, and its source.
 
@@ -145,12 +156,7 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     split as loaded; ``source`` (recorded only) is the size and mtime of the file, or a
     hash of the folder listing, that ``data.path`` names.
     """
-    arrays = [dataset.features, dataset.labels, dataset.cams]
-    for split in dataset.splits:
-        arrays.extend(split)
-    if dataset.same_camera_matches:  # another evaluation of the same arrays
-        arrays.append(np.ones(1, np.int64))
-    out = {"name": dataset.name, "content": workdir_lib.array_fingerprint(*arrays)}
+    out = {"name": dataset.name, "content": content_fingerprint(dataset)}
     path = os.path.expanduser(data_cfg.get("path", "") or "")
     if path and os.path.exists(path):
         out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}

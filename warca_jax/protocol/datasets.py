@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
+from warca_jax import config_checks
 from warca_jax import data as data_lib
 from warca_jax import datasets
 from warca_jax import splits as splits_lib
@@ -33,17 +34,6 @@ class DataInfo(NamedTuple):
 def _stamp(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_mtime_ns, st.st_size
-
-
-def _fingerprint(features, labels, cams, splits, same_camera_matches=False) -> str:
-    """The SHA-256 of a dataset's arrays and splits (``train.data_fingerprint``'s content),
-    and of its ``same_camera_matches`` when set."""
-    arrays = [features, labels, cams]
-    for split in splits:
-        arrays.extend(split)
-    if same_camera_matches:
-        arrays.append(np.ones(1, np.int64))
-    return workdir_lib.array_fingerprint(*arrays)
 
 
 @functools.lru_cache(maxsize=4)
@@ -80,13 +70,13 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
         for s in range(num)
     )
     same = bool(z.get("same_camera_matches", False))  # absent in older stores
-    fingerprint = _fingerprint(z["features"], z["labels"], z["cams"], splits, same)
+    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
+    fingerprint = config_checks.content_fingerprint(ds)
     if fingerprint != str(z["fingerprint"]):
         raise workdir_lib.DamagedFileError(
             f"{path}: the stored dataset is damaged: its arrays do not match the "
             "fingerprint stored with them"
         )
-    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
     return ds, str(z["config"]), fingerprint
 
 
@@ -126,7 +116,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     for s, sp in enumerate(ds.splits):
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
-    fingerprint = _fingerprint(ds.features, ds.labels, ds.cams, ds.splits, ds.same_camera_matches)
+    fingerprint = config_checks.content_fingerprint(ds)
     with workdir_lib.atomic_path(path) as tmp:
         np.savez(
             tmp,
