@@ -129,8 +129,6 @@ def protocol_image_set(
             probes_per_id=shots,
             gallery_per_id=shots,
         )
-    if camera_rule and gallery_draw:
-        raise ValueError(f"{name}: gallery_draw ignores cameras; it takes no camera rule")
     splits = splits_lib.probe_gallery_splits(
         labels, cams, name=name, gallery_draw=gallery_draw, **split_options
     )
