@@ -27,7 +27,7 @@ def get_config(arg: str = "default") -> ml_collections.ConfigDict:
     if arg == "lomo":
         c = defaults.experiment_config("xqda", "default", lock=False)
         c.data.descriptor = "lomo"
-        c.method.ridge, c.method.reg = "absolute", 1e-3
+        c.method.ridge, c.method.reg, c.method.pairs = "absolute", 1e-3, "cross_camera"
         c.lock()
         return c
     return defaults.experiment_config("xqda", arg, small=arg == "small")
