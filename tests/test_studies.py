@@ -9,8 +9,10 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, plots
+from warca_jax import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
+from warca_jax.studies import aon_report
 from warca_jax.studies import training_time
 
 aon_config = config_module("aon_study")
@@ -188,11 +190,68 @@ def test_aon_study_refuses_bad_configs_before_any_work(tmp_path, field, value, m
     assert not (tmp_path / "run").exists()
 
 
-def test_aon_study_refuses_kernel_warca(tmp_path):
+def test_aon_study_refuses_an_approximate_kernel_and_bad_compare_workdirs(tmp_path):
     config = aon_config.get_config("small")
-    config.method.kernel = "rbf"
-    with pytest.raises(ValueError, match="linear WARCA"):
+    config.method.kernel, config.method.kernel_approx = "rbf", "nystroem"
+    with pytest.raises(ValueError, match="kernel_approx must be 'none'"):
         aon_study.run_study(config, str(tmp_path / "run"))
+    config = aon_config.get_config("small")
+    config.study.compare_workdirs = ("",)
+    with pytest.raises(ValueError, match="compare_workdirs must be a tuple of folders"):
+        aon_study.run_study(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("kernel", ["none", "linear", "rbf"])
+def test_map_singular_values_are_those_of_the_learned_map(small_split, kernel):
+    """The condition number the study records is that of the map the metric applies: for
+    the linear form and the linear kernel, the Jacobian of ``transform`` in input space;
+    for the rbf kernel, A K A^T against the embeddings' Gram in feature space."""
+    _, x, y = small_split
+    cfg = defaults.overridden(
+        aon_config.get_config("small").method, kernel=kernel, num_iters=20, log_every=20
+    )
+    metric, _ = warca.fit(x, y, cfg, seed=0)
+    sv = aon_study.map_singular_values(metric)
+    assert sv.shape == (cfg.dim,) and np.all(np.diff(sv) <= 1e-9) and sv[-1] > 0
+    if kernel == "rbf":  # W W^T = A K A^T: the Gram of the rows of W in feature space
+        k = np.asarray(
+            warca_kernels.kernel_matrix(
+                metric.support, metric.support, kernel="rbf", gamma=metric.gamma
+            ),
+            np.float64,
+        )
+        a = np.asarray(metric.projection, np.float64)
+        expected = np.sqrt(np.sort(np.linalg.eigvalsh(a @ k @ a.T))[::-1])
+    else:  # the map is linear in x: its Jacobian, up to the metric's input scaling
+        d = x.shape[1]
+        jac = metric.transform(np.eye(d, dtype=np.float32)) - metric.transform(
+            np.zeros((1, d), np.float32)
+        )
+        expected = np.linalg.svd(jac.astype(np.float64), compute_uv=False)
+    assert sv[0] / sv[-1] == pytest.approx(expected[0] / expected[-1], rel=1e-3)
+    np.testing.assert_allclose(sv / sv[0], expected / expected[0], atol=1e-4)
+
+
+def test_panel_e_reads_the_finished_studies_it_is_given(aon_run, tmp_path):
+    _, workdir, results = aon_run
+    rows = aon_report.by_dataset(results, (str(workdir),))
+    assert [r["dataset"] for r in rows] == [results["dataset"]] * 2
+    for p in ("aon", "frobenius"):
+        best = results["best"][p]
+        assert rows[1]["rank1"][p] == (best["rank1_mean"], best["rank1_std"])
+    with pytest.raises(ValueError, match="results.json not found"):
+        aon_report.by_dataset(results, (str(tmp_path),))
+    (tmp_path / "results.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="is not an AON study's results.json"):
+        aon_report.by_dataset(results, (str(tmp_path),))
+    path = plots.plot_rank1_by_dataset(
+        ["a", "b"], {"aon": [(50.0, 1.0), (None, None)], "frobenius": [(40.0, 2.0), (30.0, 0.0)]},
+        tmp_path / "e.png",
+    )
+    assert png_size(path) == (500, 400)
+    with pytest.raises(ValueError, match="one \\(mean, std\\) per dataset"):
+        plots.plot_rank1_by_dataset(["a"], {"aon": []}, tmp_path / "f.png")
 
 
 def test_study_plots_refuse_misshapen_curves(tmp_path):

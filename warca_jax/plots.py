@@ -19,6 +19,7 @@ from matplotlib.lines import Line2D
 from warca_jax import workdir as workdir_lib
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
     plot_condition_numbers,
+    plot_rank1_by_dataset,
     plot_rank1_sweep,
     plot_rank1_vs_seconds,
     plot_rank_k,

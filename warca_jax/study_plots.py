@@ -1,5 +1,5 @@
-"""The studies' plots: what the AON study (``plot_condition_numbers``,
-``plot_rank1_sweep``), the training-time study (``plot_rank1_vs_seconds``) and the CUHK03
+"""The studies' plots: what the AON study (``plot_condition_numbers``, ``plot_rank1_sweep``,
+``plot_rank1_by_dataset``), the training-time study (``plot_rank1_vs_seconds``) and the CUHK03
 study's figures (``plot_rank_k``, ``plot_validation_cost``) draw; ``warca_jax.plots``
 (the CMC curves and ranked lists) re-exports them. Drawn without touching matplotlib's
 global backend.
@@ -226,6 +226,48 @@ def plot_rank1_sweep(
     ax.set_ylim(0, 100)
     ax.grid(True, which="both", alpha=0.3)
     return _finish(fig, ax, path, title, {"loc": "best"})
+
+
+def plot_rank1_by_dataset(
+    datasets: list[str],
+    bars: dict[str, list[tuple[float | None, float | None]]],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Writes a PNG of grouped bars: rank-1 (mean +- std) per dataset and penalty (Fig. 2e).
+
+    Args:
+      datasets: [G] dataset names, one group of bars each.
+      bars: name -> [G] (mean, std) rank-1 in percent; (None, None) leaves a gap.
+      path: output PNG file.
+      title: optional figure title.
+
+    Returns:
+      The path written.
+    """
+    if not datasets or not bars or any(len(v) != len(datasets) for v in bars.values()):
+        raise ValueError(
+            f"plot_rank1_by_dataset needs one (mean, std) per dataset for every name; got "
+            f"{len(datasets)} datasets and lengths {[len(v) for v in bars.values()]}"
+        )
+    path = Path(path)
+    fig, ax = _axes((max(5.0, 1.2 * len(datasets) + 2.6), 4))
+    width = 0.8 / len(bars)
+    x = np.arange(len(datasets))
+    for i, (name, values) in enumerate(bars.items()):
+        mean = np.array([np.nan if m is None else m for m, _ in values], float)
+        std = np.array([0.0 if s is None else s for _, s in values], float)
+        pos = x - 0.4 + width * (i + 0.5)
+        ax.bar(pos, mean, width, yerr=std, capsize=3, label=name)
+        for px, m in zip(pos, mean, strict=True):
+            if np.isfinite(m):
+                ax.text(px, m + 1, f"{m:.1f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, datasets)
+    ax.set_ylabel("rank-1 (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _finish(fig, ax, path, title, {"loc": "upper right"})
 
 
 def plot_rank1_vs_seconds(

@@ -1,4 +1,4 @@
-r"""The AON vs Frobenius study (paper section 4.4, Fig. 2) with linear WARCA.
+r"""The AON vs Frobenius study (paper section 4.4, Fig. 2) with WARCA, linear or kernel.
 
   python -m experiments.aon_study --config=configs/aon_study.py[:small] \
       --workdir=/tmp/aon
@@ -7,14 +7,19 @@ For each penalty, linear WARCA is trained on every split for every lambda of
 ``study.lams`` at the step size ``method.learning_rate`` (the lambda sweep), then for
 every step size of ``study.etas`` at the penalty's best lambda or ``study.eta_lam`` (the
 eta sweep). Every run records the test rank-1 and CMC and the condition number of the
-learned W: [D', D] (largest over smallest singular value). The workdir receives:
+learned map W (largest over smallest singular value): the linear form's W: [D', D], or
+the kernel form's W = A Phi(X) from A K A^T (``map_singular_values``; with the linear
+kernel, the map in input space that a [D', 26,960] LOMO W would be, from an [N, N] Gram
+matrix). The workdir receives:
 
 * ``config.json``: the study's config (a workdir holding another config is refused);
 * ``runs/<penalty>_lam<lambda>_eta<eta>_split<s>.json``: one file per run, written as soon
   as the run ends; a study started again skips every run whose file is there;
 * ``results.json``: every number, per penalty, lambda, eta and split;
 * ``results.md``: the tables of mean rank-1 and condition numbers;
-* ``condition_number.png``, ``rank1_vs_lambda.png``, ``rank1_vs_eta.png``, ``cmc.png``.
+* the panels of Fig. 2 (``warca_jax.studies.aon_report``): ``condition_number.png``,
+  ``rank1_vs_lambda.png``, ``rank1_vs_eta.png``, ``cmc.png`` and ``rank1_by_dataset.png``
+  (this dataset and those of ``study.compare_workdirs``).
 
 Only ``penalty``, ``lam`` and ``learning_rate`` differ between runs, so all runs of one
 penalty reuse one compiled training program (``warca.compiled_chunk``).
@@ -31,12 +36,12 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax import data as data_lib
-from warca_jax import defaults, evaluation, losses, plots
+from warca_jax import defaults, evaluation, kernels, losses
 from warca_jax import workdir as workdir_lib
 from warca_jax.methods import warca
-from warca_jax.studies import shared
+from warca_jax.studies import aon_report, shared
 
-PLOTS = ("condition_number.png", "rank1_vs_lambda.png", "rank1_vs_eta.png", "cmc.png")
+PLOTS = aon_report.PLOTS
 
 
 def condition_number(w) -> float:
@@ -46,6 +51,29 @@ def condition_number(w) -> float:
         raise ValueError(f"W must be a non-empty 2-D [D', D] matrix, got shape {w.shape}")
     s = np.linalg.svd(w, compute_uv=False)
     return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+
+
+def map_singular_values(metric) -> np.ndarray:
+    """Singular values of the learned map W, largest first.
+
+    The linear form's W: [D', D] is the metric's projection. The kernel form's map is
+    W = A Phi(X) in the kernel's feature space (eq. 15-16), so W W^T = A K A^T with K the
+    kernel matrix of the support (the training samples): its eigenvalues are the squared
+    singular values, whatever the kernel (with the linear kernel W = A X, the map in input
+    space). The metric's input scaling multiplies every singular value alike.
+    """
+    if metric.kind == "linear":
+        return np.linalg.svd(np.asarray(metric.projection, np.float64), compute_uv=False)
+    if metric.kind != "kernel":
+        raise ValueError(f"the AON study needs a linear or kernel metric; got {metric.kind!r}")
+    support = np.asarray(metric.support, np.float64)
+    k = np.asarray(
+        kernels.kernel_matrix(support, support, kernel=metric.kernel, gamma=metric.gamma),
+        np.float64,
+    )
+    a = np.asarray(metric.projection, np.float64)
+    eig = np.linalg.eigvalsh(a @ (0.5 * (k + k.T)) @ a.T)[::-1]
+    return np.sqrt(np.clip(eig, 0.0, None))
 
 
 def _positive_grid(values, name: str) -> tuple[float, ...]:
@@ -66,10 +94,20 @@ def check_config(config) -> None:
     Checks the grids (non-empty, positive, no duplicates), the penalties, ``eta_lam`` and
     that the method is linear WARCA.
     """
-    if config.method.name != "warca" or config.method.kernel != "none":
+    if config.method.name != "warca":
         raise ValueError(
-            "the AON study runs linear WARCA: method.name must be 'warca' and method.kernel "
-            f"'none'; got {config.method.name!r} and {config.method.kernel!r}"
+            f"the AON study runs WARCA: method.name must be 'warca'; got {config.method.name!r}"
+        )
+    if config.method.kernel != "none" and config.method.kernel_approx != "none":
+        raise ValueError(
+            "the AON study needs the exact map: method.kernel_approx must be 'none'; got "
+            f"{config.method.kernel_approx!r}"
+        )
+    others = config.study.get("compare_workdirs", ())
+    if isinstance(others, str) or any(not isinstance(o, str) or not o for o in others):
+        raise ValueError(
+            "study.compare_workdirs must be a tuple of folders of finished AON studies; "
+            f"got {others!r}"
         )
     pens = tuple(config.study.penalties)
     if not pens or any(p not in losses.PENALTIES for p in pens) or len(set(pens)) != len(pens):
@@ -115,13 +153,13 @@ def run_point(
         return record | {"diverged": True, "error": str(e), "rank1": None, "mAP": None}
     seconds = time.perf_counter() - t0
     res = evaluation.evaluate_metric(metric, dataset, sp, config.eval, seed=config.seed + split)
-    w = np.asarray(metric.projection, np.float64)
+    sv = map_singular_values(metric)
     return record | {
         "diverged": False,
         "rank1": float(res["rank1"]),
         "mAP": float(res["mAP"]),
-        "condition_number": condition_number(w),
-        "singular_values": np.linalg.svd(w, compute_uv=False).tolist(),
+        "condition_number": float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf"),
+        "singular_values": sv.tolist(),
         "cmc": np.asarray(res["cmc"])[: config.study.cmc_ranks].tolist(),
         "train_seconds": seconds,
     }
@@ -173,14 +211,9 @@ def _values(records: list[list[dict]], key: str) -> list[list[float | None]]:
     return [[r.get(key) for r in row] for row in records]
 
 
-def _as_array(values) -> np.ndarray:
-    """[grid, splits] floats with NaN for None (a diverged run)."""
-    return np.array([[np.nan if v is None else v for v in row] for row in values], float)
-
-
 def _stats(values: list[list[float | None]]) -> tuple[list, list]:
     """Mean and std over splits per grid point; None where a split has no value."""
-    a = _as_array(values)
+    a = aon_report.as_array(values)
     mean, std = a.mean(axis=1), a.std(axis=1)
     return [None if np.isnan(m) else float(m) for m in mean], [
         None if np.isnan(s) else float(s) for s in std
@@ -192,94 +225,6 @@ def _best(lams, rank1_mean) -> int:
     scores = np.array([-np.inf if m is None else m for m in rank1_mean])
     tied = np.flatnonzero(scores == scores.max())
     return int(tied[np.argmin(np.asarray(lams)[tied])])
-
-
-def _fmt(mean, std=None, digits=1) -> str:
-    if mean is None:
-        return "diverged"
-    return f"{mean:.{digits}f}" + ("" if std is None else f" ± {std:.{digits}f}")
-
-
-def _markdown(results: dict) -> str:
-    pens = results["penalties"]
-    lines = [
-        f"# AON vs Frobenius on {results['dataset']} ({results['num_splits']} splits)",
-        "",
-        f"Lambda sweep at eta = {results['base_eta']:g}: test rank-1 (%) mean ± std over "
-        "splits, and the geometric mean of the condition number of W.",
-        "",
-        "| lambda | " + " | ".join(f"{p} rank-1 | {p} cond" for p in pens) + " |",
-        "|---|" + "---|---|" * len(pens),
-    ]
-    for i, lam in enumerate(results["lams"]):
-        cells = []
-        for p in pens:
-            sw = results["lambda_sweep"][p]
-            cond = sw["condition_number_geomean"][i]
-            cells += [
-                _fmt(sw["rank1_mean"][i], sw["rank1_std"][i]),
-                "diverged" if cond is None else f"{cond:.3g}",
-            ]
-        lines.append(f"| {lam:g} | " + " | ".join(cells) + " |")
-    lines += ["", "Eta sweep: test rank-1 (%) mean ± std over splits.", ""]
-    lines += [
-        "| eta | "
-        + " | ".join(f"{p} (lambda {results['eta_sweep'][p]['lam']:g})" for p in pens)
-        + " |"
-    ]
-    lines += ["|---|" + "---|" * len(pens)]
-    for i, eta in enumerate(results["etas"]):
-        cells = [
-            _fmt(results["eta_sweep"][p]["rank1_mean"][i], results["eta_sweep"][p]["rank1_std"][i])
-            for p in pens
-        ]
-        lines.append(f"| {eta:g} | " + " | ".join(cells) + " |")
-    lines += ["", f"Best lambda of each penalty (at eta = {results['base_eta']:g}):", ""]
-    for p in pens:
-        b = results["best"][p]
-        lines.append(f"- {p}: lambda {b['lam']:g}, rank-1 {_fmt(b['rank1_mean'], b['rank1_std'])}")
-    base = results.get("baseline_euclidean")
-    if base:
-        lines.append(f"- Euclidean: rank-1 {_fmt(base['rank1_mean'], base['rank1_std'])}")
-    return "\n".join(lines) + "\n"
-
-
-def _write_plots(results: dict, workdir: str, max_rank: int) -> list[str]:
-    pens, name = results["penalties"], results["dataset"]
-    lam_sw, eta_sw = results["lambda_sweep"], results["eta_sweep"]
-    paths = [
-        plots.plot_condition_numbers(
-            results["lams"],
-            {p: _as_array(lam_sw[p]["condition_number"]) for p in pens},
-            os.path.join(workdir, PLOTS[0]),
-            title=f"condition number of W on {name}",
-        ),
-        plots.plot_rank1_sweep(
-            results["lams"],
-            {p: _as_array(lam_sw[p]["rank1"]) for p in pens},
-            os.path.join(workdir, PLOTS[1]),
-            xlabel="lambda",
-            title=f"rank-1 vs lambda on {name} (eta {results['base_eta']:g})",
-        ),
-        plots.plot_rank1_sweep(
-            results["etas"],
-            {f"{p} (lambda {eta_sw[p]['lam']:g})": _as_array(eta_sw[p]["rank1"]) for p in pens},
-            os.path.join(workdir, PLOTS[2]),
-            xlabel="step size eta",
-            title=f"rank-1 vs eta on {name}",
-        ),
-        plots.plot_cmc(
-            {
-                f"{p} (lambda {results['best'][p]['lam']:g})": results["best"][p]["cmc"]
-                for p in pens
-                if results["best"][p]["cmc"]
-            },
-            os.path.join(workdir, PLOTS[3]),
-            max_rank=max_rank,
-            title=f"CMC at the best lambda on {name}",
-        ),
-    ]
-    return [str(p) for p in paths]
 
 
 def _mean_cmc(records: list[dict]) -> list[float]:
@@ -383,8 +328,11 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
             "rank1_mean": float(np.mean(r1)),
             "rank1_std": float(np.std(r1)),
         }
+    results["by_dataset"] = aon_report.by_dataset(
+        results, tuple(config.study.get("compare_workdirs", ()))
+    )
     workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
     with open(os.path.join(workdir, "results.md"), "w") as f:
-        f.write(_markdown(results))
-    _write_plots(results, workdir, config.eval.plot_max_rank)
+        f.write(aon_report.markdown(results))
+    aon_report.write_plots(results, workdir, config.eval.plot_max_rank)
     return results
