@@ -2,6 +2,7 @@
 
 import json
 import time
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -358,3 +359,28 @@ def test_same_seed_same_result(small_split):
         aon_study.run_point(ds, config, penalty="aon", lam=1e-2, eta=1e-2, split=0) for _ in "ab"
     )
     assert a["rank1"] == b["rank1"] and a["singular_values"] == b["singular_values"]
+
+
+@pytest.mark.parametrize(
+    "study,name,variant",
+    [
+        (aon_study, "aon_study", "viper"),
+        (aon_study, "aon_study", "cuhk01"),
+        (training_time, "training_time", "viper"),
+        (training_time, "training_time", "cuhk01"),
+    ],
+)
+def test_real_data_variants_need_the_images_folder(tmp_path, study, name, variant):
+    """The real-data variants of the figures read the images the user names; without a
+    folder they are refused before any work, naming the field."""
+    config = config_module(name).get_config(variant)
+    assert config.data.name == variant and config.data.path == ""
+    with pytest.raises(ValueError, match=f"dataset '{variant}' needs data.path"):
+        study.run_study(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_orl_aon_variant_reads_the_repository_faces():
+    config = aon_config.get_config("orl")
+    assert config.data.descriptor == "lomo" and config.method.kernel == "linear"
+    assert (Path(config.data.path) / "s1" / "1.pgm").is_file()
