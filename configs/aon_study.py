@@ -13,7 +13,7 @@ Variants (``--config=configs/aon_study.py:<arg>``):
   viper      the paper's Fig. 2: VIPeR from its images (give the folder holding cam_a/ and
              cam_b/ with --config.data.path), the LOMO descriptor, WARCA as
              configs/warca.py:lomo (the kernel form with the linear kernel, D' = 100, which
-             is linear WARCA restricted to the span of the training images), 5 of the
+             is linear WARCA restricted to the span of the training images), 3 of the
              loader's 316 / 316 splits, the paper's lambda and eta grids.
   cuhk01     the same on CUHK01 (the folder holding campus/; D' = 40, the loader's
              protocol, 3 splits), for panel (e).
@@ -61,7 +61,7 @@ from warca_jax.methods import checks
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))
 VARIANTS = ("synthetic", "small", "viper", "cuhk01", "orl")
-REAL = {"viper": (100, 5), "cuhk01": (40, 3), "orl": (40, 3)}  # D' (section 4.2), splits
+REAL = {"viper": (100, 3), "cuhk01": (40, 3), "orl": (40, 3)}  # D' (section 4.2), splits
 
 
 def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
