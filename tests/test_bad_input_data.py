@@ -661,6 +661,18 @@ def test_presentation_fields_do_not_make_another_config(tmp_path, good_npz):
     assert pipeline.train_and_evaluate(again, str(tmp_path / "w")) == first
 
 
+def test_the_feature_cache_folder_does_not_make_another_config(tmp_path):
+    old = {"data": {"cache_dir": "/tmp/wcache", "batch_size": 8}, "progress": True}
+    moved = {"data": {"cache_dir": "", "batch_size": 8}, "progress": True}
+    workdir.check_run_files(str(tmp_path), json.dumps(old), {})
+    workdir.check_run_files(str(tmp_path), json.dumps(moved), {})  # accepted: same run
+    assert workdir.config_differences(old, moved) == []
+    other = {"data": {"cache_dir": "", "batch_size": 9}, "progress": True}
+    with pytest.raises(ValueError, match=r"data\.batch_size 8 -> 9") as info:
+        workdir.check_run_files(str(tmp_path), json.dumps(other), {})
+    assert "cache_dir" not in str(info.value)
+
+
 def test_many_differences_are_named_a_few_at_a_time(tmp_path):
     old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": 1.5, "f": True, "g": None, "progress": 1}
     new = {"a": 2, "b": {"c": [1, 3], "d": "y"}, "e": 2.5, "f": False, "h": 0, "progress": 2}
