@@ -97,7 +97,7 @@ DAMAGE = {
     "rows permuted": lambda p, _: np.save(p, np.load(p)[[1, 0, 3, 2]]),
     "zeros": lambda p, _: np.save(p, np.zeros_like(np.load(p))),
     "truncated": _truncate,
-    "four values": lambda p, _: np.save(p, np.load(p) + np.eye(4, np.load(p).shape[1], 7, np.float32)),
+    "four values": lambda p, _: np.save(p, np.load(p) + np.eye(4, 2580, 7, np.float32)),
 }
 REASON = {"truncated": "is damaged"}
 
