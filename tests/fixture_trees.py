@@ -36,7 +36,7 @@ _FORMATS = {".jpg": "JPEG", ".png": "PNG", ".bmp": "BMP", ".pgm": "PPM"}
 def _encoded(ext: str) -> bytes:
     """One tiny image in the format of `ext`, encoded once and copied to every file."""
     rng = np.random.default_rng(0)
-    pixels = rng.integers(0, 256, size=(8, 4, 3), dtype=np.uint8)
+    pixels = rng.integers(0, 256, size=(8, 6, 3), dtype=np.uint8)
     image = Image.fromarray(pixels)
     if ext == ".pgm":
         image = image.convert("L")

@@ -478,7 +478,7 @@ def _extract(paths, cache):
 @pytest.mark.parametrize(
     "damage, reason",
     [
-        (lambda p: np.save(p, np.full(np.load(p).shape, np.nan, np.float32)), "non-finite"),
+        (lambda p: np.save(p, np.full(np.load(p).shape, np.nan, np.float32)), "checksum"),
         (lambda p: _cut(p, 100), "is damaged"),
         (lambda p: np.save(p, np.zeros((2, 2), np.float32)), "expected float32"),
     ],
@@ -487,7 +487,7 @@ def _extract(paths, cache):
 def test_damaged_feature_cache_is_recomputed(tmp_path, image_paths, damage, reason, caplog):
     cache = tmp_path / "cache"
     first = _extract(image_paths, cache)
-    (stored,) = os.listdir(cache)
+    (stored,) = [f for f in os.listdir(cache) if f.endswith(".npy")]
     damage(str(cache / stored))
     with caplog.at_level(logging.WARNING):
         again = _extract(image_paths, cache)
@@ -659,6 +659,18 @@ def test_presentation_fields_do_not_make_another_config(tmp_path, good_npz):
     again.progress = not again.progress
     again.eval.plot_max_rank = 7
     assert pipeline.train_and_evaluate(again, str(tmp_path / "w")) == first
+
+
+def test_the_feature_cache_folder_does_not_make_another_config(tmp_path):
+    old = {"data": {"cache_dir": "/tmp/wcache", "batch_size": 8}, "progress": True}
+    moved = {"data": {"cache_dir": "", "batch_size": 8}, "progress": True}
+    workdir.check_run_files(str(tmp_path), json.dumps(old), {})
+    workdir.check_run_files(str(tmp_path), json.dumps(moved), {})  # accepted: same run
+    assert workdir.config_differences(old, moved) == []
+    other = {"data": {"cache_dir": "", "batch_size": 9}, "progress": True}
+    with pytest.raises(ValueError, match=r"data\.batch_size 8 -> 9") as info:
+        workdir.check_run_files(str(tmp_path), json.dumps(other), {})
+    assert "cache_dir" not in str(info.value)
 
 
 def test_many_differences_are_named_a_few_at_a_time(tmp_path):

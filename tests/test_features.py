@@ -292,22 +292,23 @@ def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     first = features.extract(paths, batch_size=2, cache_dir=cache)
     assert len(calls) == 3
-    (stored,) = os.listdir(cache)
-    assert stored.startswith("color_lbp_") and len(stored) == len("color_lbp_") + 16 + 4
+    stored = sorted(os.listdir(cache))
+    assert [os.path.splitext(s)[1] for s in stored] == [".json", ".npy"]
+    assert stored[1].startswith("color_lbp_") and len(stored[1]) == len("color_lbp_") + 16 + 4
     second = features.extract(paths, batch_size=2, cache_dir=cache)
     assert len(calls) == 3  # loaded, not recomputed
     np.testing.assert_array_equal(first, second)
 
     Image.new("RGB", (40, 30), (200, 40, 90)).save(paths[1])
-    st = os.stat(paths[1])
-    os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     third = features.extract(paths, batch_size=2, cache_dir=cache)
-    assert len(calls) == 6 and len(os.listdir(cache)) == 2
+    assert len(calls) == 6 and len(os.listdir(cache)) == 2  # the same entry, rewritten
     assert not np.array_equal(third[1], first[1])
     np.testing.assert_array_equal(third[[0, 2, 3, 4]], first[[0, 2, 3, 4]])
-    os.utime(paths[0])  # touching alone gives a new key
+    os.utime(paths[0])  # touching alone keeps the bytes: read, not recomputed
     features.extract(paths, batch_size=2, cache_dir=cache)
-    assert len(calls) == 9
+    assert len(calls) == 6
+    features.extract(paths[::-1], batch_size=2, cache_dir=cache)  # another list: another entry
+    assert len(calls) == 9 and len(os.listdir(cache)) == 4
 
 
 def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):

@@ -168,9 +168,10 @@ def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = N
 
     A workdir whose config.json differs from ``config`` in any field but the
     presentation-only ones (``workdir.PRESENTATION_FIELDS``: ``progress``,
-    ``eval.plot_max_rank``), or whose data.json records other data (the file changed
-    since), is a ValueError naming the fields that differ (old and new values): results
-    of two runs are never mixed. Re-exported by ``pipeline``.
+    ``eval.plot_max_rank``) and the feature cache's folder (``data.cache_dir``), or whose
+    data.json records other data (the file changed since), is a ValueError naming the
+    fields that differ (old and new values): results of two runs are never mixed.
+    Re-exported by ``pipeline``.
     """
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     data = {} if dataset is None else data_fingerprint(dataset, config.data)

@@ -41,6 +41,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
     c.data.batch_size = 256  # images per batch while extracting descriptors.
+    # images smaller than the descriptor's smallest size (6 x 5 for color_lbp, 11 x 11 for
+    # lomo): False refuses them, naming them; True leaves them out, logged.
+    c.data.skip_small_images = False
     # further loader options, a map, e.g. --config.data.loader_options="{'variant': 'detected'}".
     c.data.loader_options = ml_collections.ConfigDict()
     c.data.num_splits = 10  # random identity splits when the data has no fixed splits.

@@ -16,7 +16,8 @@ belongs to this run, so:
   ``DamagedFileError`` naming the file;
 * ``check_run_files`` records the run's config and a fingerprint of its data, and
   refuses a workdir whose config (naming the fields that differ; presentation-only
-  fields such as ``progress`` aside) or data differ from this run's.
+  fields such as ``progress`` and the feature cache's folder aside) or data differ from
+  this run's.
 """
 
 from __future__ import annotations
@@ -270,6 +271,11 @@ def prepare(workdir: str) -> None:
 # ``eval.plot_max_rank``: the ranks drawn in the CMC plot, redrawn from the results by
 # every run.
 PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank")
+# Fields that say where a run keeps things, not what it computes: ``data.cache_dir``, the
+# feature cache's folder (an entry there is used only for the exact inputs it was computed
+# from, so moving it cannot change a result).
+LOCATION_FIELDS = ("data.cache_dir",)
+IGNORED_FIELDS = PRESENTATION_FIELDS + LOCATION_FIELDS
 _ABSENT = object()
 
 
@@ -287,7 +293,7 @@ def _ignored(path: str, ignore) -> bool:
     return any(path == f or path.startswith(f + ".") for f in ignore)
 
 
-def config_differences(old, new, *, ignore=PRESENTATION_FIELDS) -> list[str]:
+def config_differences(old, new, *, ignore=IGNORED_FIELDS) -> list[str]:
     """``"path old -> new"`` for every leaf in which two JSON configs differ, in path order.
 
     ``ignore`` names fields (dotted paths, a section for all its fields) left out; a field
@@ -317,7 +323,7 @@ def describe_differences(diffs: list[str], *, shown: int = 3) -> str:
 
 
 def check_run_files(
-    workdir: str, config_text: str, data: dict, *, ignore=PRESENTATION_FIELDS
+    workdir: str, config_text: str, data: dict, *, ignore=IGNORED_FIELDS
 ) -> None:
     """Records the run's config and data fingerprint, or refuses a workdir of another run.
 
@@ -326,8 +332,9 @@ def check_run_files(
       config_text: the run's config as JSON text.
       data: a JSON-able fingerprint of the data the run reads (``data["content"]`` is
         compared; anything else, such as the file's mtime, is recorded only).
-      ignore: config fields that do not make another run (``PRESENTATION_FIELDS``: progress
-        bars, the plot's ranks); every other field must be equal.
+      ignore: config fields that do not make another run (``IGNORED_FIELDS``: progress
+        bars, the plot's ranks, the feature cache's folder); every other field must be
+        equal.
 
     Raises:
       ValueError: the workdir holds a run with another config (the message names the

@@ -136,6 +136,7 @@ def read(
     cache_dir=None,
     batch_size=256,
     progress=False,
+    skip_small_images=False,
     **options,
 ) -> data.Dataset:
     """`load` followed by `to_dataset`: features, labels, cams and splits of a dataset.
@@ -143,7 +144,8 @@ def read(
     Args:
       name: a key of `LOADERS`.
       root: the dataset's folder or file.
-      descriptor, cache_dir, batch_size, progress: passed to `to_dataset`.
+      descriptor, cache_dir, batch_size, progress, skip_small_images: passed to
+        `to_dataset`.
       **options: the loader's keyword options.
 
     Returns:
@@ -155,6 +157,7 @@ def read(
         cache_dir=cache_dir,
         batch_size=batch_size,
         progress=progress,
+        skip_small_images=skip_small_images,
     )
 
 
@@ -166,8 +169,8 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         folder), `num_splits`, `num_train_ids` and `num_test_ids` (0: the defaults of
         `splits.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
         arguments of `make_synthetic` but the seed), and for datasets read from images
-        `descriptor`, `cache_dir`, `batch_size` and `loader_options` (a map of further
-        loader options, e.g. {"variant": "detected"}).
+        `descriptor`, `cache_dir`, `batch_size`, `skip_small_images` and
+        `loader_options` (a map of further loader options, e.g. {"variant": "detected"}).
       progress: show a progress bar while descriptors are extracted from images.
 
     Returns:
@@ -224,6 +227,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         cache_dir=os.path.expanduser(cfg.get("cache_dir", "")) or None,
         batch_size=cfg.get("batch_size", 256),
         progress=progress,
+        skip_small_images=bool(cfg.get("skip_small_images", False)),
         **options,
     )
 

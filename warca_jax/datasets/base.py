@@ -22,6 +22,7 @@ import re
 from typing import NamedTuple
 
 import numpy as np
+from absl import logging
 
 from warca_jax import data
 from warca_jax import splits as splits_lib
@@ -42,7 +43,13 @@ class ImageSet(NamedTuple):
 
 
 def to_dataset(
-    image_set, *, descriptor="color_lbp", cache_dir=None, batch_size=256, progress=False
+    image_set,
+    *,
+    descriptor="color_lbp",
+    cache_dir=None,
+    batch_size=256,
+    progress=False,
+    skip_small_images=False,
 ) -> data.Dataset:
     """Computes the descriptors of an `ImageSet`'s images and returns a validated `Dataset`.
 
@@ -53,6 +60,9 @@ def to_dataset(
       cache_dir: where `warca_jax.features.extract` caches descriptors (None: no cache).
       batch_size: images decoded and described per batch.
       progress: show a progress bar while extracting.
+      skip_small_images: leave out the images smaller than the descriptor's ``min_size``
+        (logged: how many and which), their labels, cameras and split entries with them;
+        False (the default): `features.extract` refuses them, naming them.
 
     Returns:
       `Dataset(features [N, D] float32, labels, cams, splits, name)`, checked by
@@ -66,6 +76,8 @@ def to_dataset(
         )
     from warca_jax import features as features_lib  # Lazy: loaders work without it.
 
+    if skip_small_images and descriptor in features_lib.DESCRIPTORS:
+        image_set = without_small_images(image_set, features_lib.DESCRIPTORS[descriptor].min_size)
     feats = features_lib.extract(
         list(image_set.paths),
         descriptor=descriptor,
@@ -80,6 +92,39 @@ def to_dataset(
 
 
 validated_dataset = data.validated_dataset
+
+
+def without_small_images(image_set: ImageSet, min_size: tuple[int, int]) -> ImageSet:
+    """The `ImageSet` without its images below ``min_size`` (height, width), read from the
+    files' headers: their labels and cameras go with them, every split keeps its other
+    entries (renumbered), and one log line says how many were skipped and which."""
+    from warca_jax.features import images as images_lib  # Lazy, as in `to_dataset`.
+
+    small = images_lib.too_small(image_set.paths, min_size)
+    if not small:
+        return image_set
+    keep = np.ones(len(image_set.paths), bool)
+    keep[[i for i, _, _ in small]] = False
+    renumber = np.cumsum(keep) - 1
+    shown = ", ".join(f"{p} ({h} x {w})" for _, p, (h, w) in small)
+    logging.warning(
+        "%s: skipped %d of %d images smaller than %d x %d pixels (height x width), "
+        "data.skip_small_images: %s",
+        image_set.name, len(small), len(keep), *min_size, shown,
+    )  # fmt: skip
+    splits = []
+    for s, split in enumerate(image_set.splits):
+        kept = []
+        for key in data.SPLIT_KEYS:
+            idx = np.asarray(getattr(split, key), np.int64)
+            kept.append(renumber[idx[keep[idx]]])
+        splits.append(data.Split(*kept))
+        where = f"{image_set.name} split {s} without its {len(small)} small images"
+        data.validate_split(splits[-1], image_set.labels[keep], n=int(keep.sum()), where=where)
+    paths = tuple(p for p, k in zip(image_set.paths, keep, strict=True) if k)
+    return image_set._replace(
+        paths=paths, labels=image_set.labels[keep], cams=image_set.cams[keep], splits=tuple(splits)
+    )
 
 
 def image_set(paths, labels, cams, splits, name: str, same_camera_matches=False) -> ImageSet:

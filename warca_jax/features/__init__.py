@@ -6,9 +6,11 @@ Submodules (each descriptor lives in the module of the same name, e.g.
 * ``images``: ``load_images(paths, *, height=128, width=48) -> [n, H, W, 3] uint8``.
 * ``color_lbp``: stripe colour and uniform LBP histograms, 2,580-d (WARCA section 4.2).
 * ``lomo``: Local Maximal Occurrence features (Liao et al. 2015), 26,960-d at 128 x 48.
-* ``extract``: batched extraction from files with an on-disk cache; its functions are
-  re-exported here, so ``features.extract`` is the function and the module is
-  ``importlib.import_module("warca_jax.features.extract")``.
+* ``extract``: batched extraction from files, images below a descriptor's ``min_size``
+  refused before any work; its functions are re-exported here, so ``features.extract``
+  is the function and the module is ``importlib.import_module("warca_jax.features.extract")``.
+* ``cache``: the on-disk feature cache, each entry valid only for the exact inputs it was
+  computed from, its array checksummed.
 """
 
 from warca_jax.features.color_lbp import (
@@ -17,7 +19,13 @@ from warca_jax.features.color_lbp import (
     EXTENDED_CHANNELS,
     color_lbp_dim,
 )
-from warca_jax.features.extract import DESCRIPTORS, Descriptor, extract, extract_arrays
+from warca_jax.features.extract import (
+    DESCRIPTORS,
+    Descriptor,
+    check_image_sizes,
+    extract,
+    extract_arrays,
+)
 from warca_jax.features.images import load_images
 from warca_jax.features.lomo import lomo_dim
 
@@ -26,6 +34,7 @@ __all__ = [
     "DEFAULT_CHANNELS",
     "DESCRIPTORS",
     "Descriptor",
+    "check_image_sizes",
     "EXTENDED_CHANNELS",
     "color_lbp_dim",
     "extract",

@@ -247,6 +247,20 @@ def color_lbp_dim(
     return stripes * (len(channels) * bins + sum(lbp_num_bins(p) for p, _ in lbp))
 
 
+def color_lbp_min_size(
+    *, stripes: int = 6, lbp: tuple[tuple[int, float], ...] = DEFAULT_LBP
+) -> tuple[int, int]:
+    """The smallest image (height, width) the descriptor describes: 6 x 5 by default.
+
+    Every stripe needs a row of its own (``stripes`` rows), and the circle of the largest
+    LBP radius r needs 2 ceil(r) + 1 pixels across, in both directions, to reach pixels of
+    the image rather than its replicated border. A smaller image is only stretched to
+    128 x 48: a 1 x 1 image gives one flat descriptor whatever its colour.
+    """
+    across = 2 * max((math.ceil(r) for _, r in lbp), default=0) + 1
+    return max(stripes, across), across
+
+
 def color_lbp(
     images: jax.typing.ArrayLike,
     *,

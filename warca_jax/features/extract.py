@@ -4,49 +4,49 @@
 is bounded by ``batch_size`` images whatever the number of files. Every batch is padded
 to the same size, so each descriptor compiles once per image size.
 
-With ``cache_dir``, the features are stored as ``<cache_dir>/<descriptor>_<key16>.npy``,
-where the key is a sha256 over the descriptor name, its keyword defaults, the image size,
-``CACHE_VERSION`` and, for every file, its absolute path, size and mtime (ns): a file
-that is rewritten or touched gives a new key. Files are written to a temporary name and
-moved into place with ``os.replace``, so a killed run never leaves a partial cache file.
+Before any image is decoded, every file must exist and be at least the descriptor's
+``min_size`` (read from the files' headers): a smaller image has nothing for the
+descriptor's stripes or windows and would only be stretched into a flat descriptor, so it
+is refused, naming the file, its size and the smallest size the descriptor accepts
+(``warca_jax.datasets.to_dataset`` can skip such images instead).
+
+With ``cache_dir``, the features are cached as ``warca_jax.features.cache`` describes: an
+entry is used only for the exact image bytes, descriptor, options and code version it was
+computed from, and its array's checksum is verified on every read; any other entry is
+recomputed with one warning naming the file and the reason.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
 import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
 import numpy as np
-from absl import logging
 from tqdm import tqdm
 
-from warca_jax import workdir
+from warca_jax.features import cache as cache_lib
 from warca_jax.features import images as images_lib
-from warca_jax.features.color_lbp import color_lbp, color_lbp_dim
-from warca_jax.features.lomo import lomo, lomo_dim
-
-# Bump when a descriptor's output changes, so that stale caches are not read.
-CACHE_VERSION = "1"
+from warca_jax.features.color_lbp import color_lbp, color_lbp_dim, color_lbp_min_size
+from warca_jax.features.lomo import lomo, lomo_dim, lomo_min_size
 
 
 class Descriptor(NamedTuple):
-    """A jitted descriptor ``fn: [n, H, W, 3] -> [n, D]`` and ``dim_at(H, W) -> D``."""
+    """A jitted descriptor ``fn: [n, H, W, 3] -> [n, D]``, ``dim_at(H, W) -> D`` and
+    ``min_size``, the smallest image (height, width) it describes."""
 
     fn: Callable[[jax.Array], jax.Array]
     dim_at: Callable[[int, int], int]
+    min_size: tuple[int, int] = (1, 1)
 
     def dim(self, height: int = 128, width: int = 48) -> int:
         return self.dim_at(height, width)
 
 
-DESCRIPTORS = {
-    "color_lbp": Descriptor(color_lbp, lambda h, w: color_lbp_dim()),  # 2,580
-    "lomo": Descriptor(lomo, lambda h, w: lomo_dim(height=h, width=w)),  # 26,960 at 128 x 48
+DESCRIPTORS = {  # dims at 128 x 48; the smallest images: 6 x 5 and 11 x 11
+    "color_lbp": Descriptor(color_lbp, lambda h, w: color_lbp_dim(), color_lbp_min_size()),
+    "lomo": Descriptor(lomo, lambda h, w: lomo_dim(height=h, width=w), lomo_min_size()),
 }
 
 
@@ -56,31 +56,20 @@ def get_descriptor(name: str) -> Descriptor:
     return DESCRIPTORS[name]
 
 
-def _parameters(fn: Callable) -> dict:
-    """The keyword defaults of a descriptor, as strings, for the cache key."""
-    fn = inspect.unwrap(fn)
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return {}
-    return {p.name: repr(p.default) for p in params if p.default is not inspect.Parameter.empty}
-
-
-def cache_key(paths: Sequence[str], *, descriptor: str, height: int, width: int) -> str:
-    """sha256 hex digest identifying the features of these files (see module docstring)."""
-    h = hashlib.sha256()
-    head = {
-        "descriptor": descriptor,
-        "parameters": _parameters(get_descriptor(descriptor).fn),
-        "height": height,
-        "width": width,
-        "version": CACHE_VERSION,
-    }
-    h.update(json.dumps(head, sort_keys=True).encode())
-    for p in paths:
-        st = os.stat(p)
-        h.update(f"\n{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return h.hexdigest()
+def check_image_sizes(paths: Sequence[str], descriptor: str) -> None:
+    """A ValueError naming the images below the descriptor's ``min_size`` (their sizes and
+    the smallest size it accepts); checked from the files' headers, before any work."""
+    min_h, min_w = get_descriptor(descriptor).min_size
+    small = images_lib.too_small(paths, (min_h, min_w))
+    if small:
+        shown = ", ".join(f"{p} ({h} x {w})" for _, p, (h, w) in small[:3])
+        more = f" and {len(small) - 3} more" if len(small) > 3 else ""
+        raise ValueError(
+            f"{len(small)} of {len(paths)} images are too small for descriptor "
+            f"{descriptor!r}, which needs at least {min_h} x {min_w} pixels (height x "
+            f"width): {shown}{more}; remove them, or skip them with "
+            "data.skip_small_images=True"
+        )
 
 
 def _check_finite(feats: np.ndarray, name: str, start: int) -> None:
@@ -158,28 +147,35 @@ def extract(
       width: see height.
       batch_size: images loaded and described at a time, an integer >= 1; bounds the
         memory.
-      cache_dir: directory of the feature cache; None disables it.
+      cache_dir: directory of the feature cache (``warca_jax.features.cache``); None
+        disables it.
       progress: show a tqdm progress bar.
 
     Returns:
       [n, D] float32 features, row i for paths[i].
 
     Raises:
-      ValueError: unknown descriptor or batch size below 1 (before any work), unreadable
-        image or non-finite features.
+      ValueError: unknown descriptor, batch size below 1 or an image smaller than the
+        descriptor's ``min_size`` (all before any work), unreadable image or non-finite
+        features.
       FileNotFoundError: missing files, named, before any work is done.
     """
     desc = get_descriptor(descriptor)
     batch_size = check_batch_size(batch_size)
     paths = images_lib.check_paths(paths)
     n, dim = len(paths), desc.dim(height, width)
-    target = None
+    entry = None
     if cache_dir is not None:
-        key = cache_key(paths, descriptor=descriptor, height=height, width=width)
-        target = os.path.join(os.fspath(cache_dir), f"{descriptor}_{key[:16]}.npy")
-        cached = _read_cache(target, (n, dim))
+        options = cache_lib.parameters(desc.fn)
+        entry = cache_lib.Entry(
+            cache_dir, paths, descriptor=descriptor, options=options, height=height, width=width
+        )
+        cached = entry.read((n, dim))
         if cached is not None:
             return cached
+    check_image_sizes(paths, descriptor)
+    if entry is not None:
+        entry.take_stamps()
 
     out = np.empty((n, dim), np.float32)
     size = max(1, min(batch_size, n))  # n may be 0
@@ -189,45 +185,6 @@ def extract(
             out[start : start + len(batch)] = _run_batch(desc, batch, size)
             _check_finite(out[start : start + len(batch)], descriptor, start)
             bar.update(len(batch))
-
-    if target is not None:
-        try:
-            _write_cache(target, out)
-        except OSError as e:  # a read-only or full cache costs the cache, not the features
-            logging.warning("feature cache %s not written (%s); continuing uncached", target, e)
+    if entry is not None:
+        entry.write(out)
     return out
-
-
-def _read_cache(target: str, shape: tuple[int, int]) -> np.ndarray | None:
-    """The cached features in ``target``, or None (logged) when absent or unusable."""
-    if not os.path.isfile(target):
-        return None
-    try:
-        cached = np.load(target, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        logging.warning("feature cache %s is damaged (%s); recomputing it", target, e)
-        return None
-    if cached.shape != shape or cached.dtype != np.float32:
-        logging.warning(
-            "feature cache %s holds %s %s, expected float32 %s; recomputing it",
-            target,
-            cached.dtype,
-            cached.shape,
-            shape,
-        )
-        return None
-    if not np.isfinite(cached).all():
-        logging.warning(
-            "feature cache %s holds %d non-finite values; recomputing it",
-            target,
-            int((~np.isfinite(cached)).sum()),
-        )
-        return None
-    return cached
-
-
-def _write_cache(target: str, out: np.ndarray) -> None:
-    """Writes ``out`` to ``target`` under a temporary name, then moves it into place."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    with workdir.atomic_path(target) as tmp, open(tmp, "wb") as f:
-        np.save(f, out)

@@ -56,10 +56,43 @@ def load_image(path: str | os.PathLike, *, height: int = 128, width: int = 48) -
     except FileNotFoundError:
         raise
     except (UnidentifiedImageError, OSError, SyntaxError) as err:
-        raise ValueError(
-            f"cannot read {path!r} as an image (expected a file Pillow can decode, "
-            f"e.g. .png, .jpg, .bmp, .pgm): {err}"
-        ) from err
+        raise _unreadable(path, err) from err
+
+
+def _unreadable(path: str, err: Exception) -> ValueError:
+    return ValueError(
+        f"cannot read {path!r} as an image (expected a file Pillow can decode, "
+        f"e.g. .png, .jpg, .bmp, .pgm): {err}"
+    )
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(height, width) of an image file, from its header (the pixels are not decoded).
+
+    Raises:
+      ValueError: the file is not an image Pillow reads, naming it.
+    """
+    path = os.fspath(path)
+    try:
+        with Image.open(path) as img:
+            width, height = img.size
+    except FileNotFoundError:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError) as err:
+        raise _unreadable(path, err) from err
+    return height, width
+
+
+def too_small(
+    paths: Sequence[str | os.PathLike], min_size: tuple[int, int]
+) -> list[tuple[int, str, tuple[int, int]]]:
+    """(index, path, (height, width)) of every image below ``min_size`` in either side."""
+    out = []
+    for i, p in enumerate(paths):
+        size = image_size(p)
+        if size[0] < min_size[0] or size[1] < min_size[1]:
+            out.append((i, os.fspath(p), size))
+    return out
 
 
 def load_images(

@@ -223,6 +223,18 @@ def _pool(x: jax.Array) -> jax.Array:
     return x.reshape(n, h // 2, 2, w // 2, 2).sum(axis=(2, 4))
 
 
+def lomo_min_size(*, radii: tuple[int, ...] = (3, 5)) -> tuple[int, int]:
+    """The smallest image (height, width) the descriptor describes: 11 x 11 by default.
+
+    A window is 2 x 2 cells of the stride (10 x 10 pixels) and the SILTP neighbours of the
+    largest radius r are 2 r + 1 pixels apart; an image smaller than both in either
+    direction has no window, or no SILTP code, that lies on pixels of its own (it is only
+    stretched to 128 x 48).
+    """
+    side = max(2 * _STEP, 2 * max(radii, default=0) + 1)
+    return side, side
+
+
 def _check_size(height: int, width: int, num_scales: int, radii: tuple[int, ...]) -> None:
     h, w = _pool_sizes(height, width, num_scales)[-1]
     if h < 2 * _STEP or w < 2 * _STEP or w < 2 * max(radii) + 1:

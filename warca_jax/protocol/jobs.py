@@ -220,7 +220,8 @@ def claim(folder: str, run_cfg) -> None:
     A config.json that does not parse (a crash while it was written) is written again:
     the job's outcome files record the config they were made with, and are checked
     against it, so nothing is lost. One that parses but differs in a field that is not
-    presentation only (``workdir.PRESENTATION_FIELDS``) is refused, naming the fields.
+    presentation only (``workdir.IGNORED_FIELDS``: progress bars, the plot's ranks, the
+    feature cache's folder) is refused, naming the fields.
     """
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "config.json")
