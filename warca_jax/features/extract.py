@@ -13,6 +13,7 @@ moved into place with ``os.replace``, so a killed run never leaves a partial cac
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import inspect
 import json
@@ -32,6 +33,8 @@ from warca_jax.features.lomo import lomo, lomo_dim
 
 # Bump when a descriptor's output changes, so that stale caches are not read.
 CACHE_VERSION = "1"
+# A cache folder the run may read but not write (shared, or on a read-only mount)
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 class Descriptor(NamedTuple):
@@ -193,7 +196,9 @@ def extract(
     if target is not None:
         try:
             _write_cache(target, out)
-        except OSError as e:  # a read-only or full cache costs the cache, not the features
+        except OSError as e:  # a read-only cache costs the cache, not the features
+            if e.errno not in _READ_ONLY:
+                raise workdir.write_error(target, e) from e  # a full disk: stop, say so
             logging.warning("feature cache %s not written (%s); continuing uncached", target, e)
     return out
 
@@ -228,6 +233,6 @@ def _read_cache(target: str, shape: tuple[int, int]) -> np.ndarray | None:
 
 def _write_cache(target: str, out: np.ndarray) -> None:
     """Writes ``out`` to ``target`` under a temporary name, then moves it into place."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    workdir.makedirs(os.path.dirname(target))
     with workdir.atomic_path(target) as tmp, open(tmp, "wb") as f:
         np.save(f, out)

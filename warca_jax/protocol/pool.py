@@ -16,6 +16,7 @@ import ml_collections
 from absl import logging
 from tqdm.auto import tqdm
 
+from warca_jax import workdir_lock
 from warca_jax.protocol.jobs import claim, outcome, run_job
 
 
@@ -32,11 +33,16 @@ def shard(jobs: list[dict], num_shards: int, shard_index: int) -> list[dict]:
 def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, str]]]:
     """(the jobs without an outcome, the jobs whose failed.json recorded a failure before).
 
-    Claims every job's folder first (``jobs.claim``: a changed config is refused).
+    Claims every job's folder first (``jobs.claim``: a changed config is refused), and
+    refuses, before any job runs, a job folder that another process holds (another run of
+    the protocol on this workdir and shard: ``workdir_lock.WorkdirInUseError``).
     """
     for job in jobs:
         if not job.get("fail"):  # one that fails before training runs no config
             claim(job["folder"], ml_collections.ConfigDict(job["config"]))
+        if os.path.isdir(job["folder"]):
+            with workdir_lock.WorkdirLock(job["folder"]):
+                pass  # free: this run's own workers take it, one job at a time
     todo, failures = [], []
     for job in jobs:
         got = outcome(job)
