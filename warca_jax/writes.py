@@ -21,12 +21,9 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 
-# What each failure means for the user, after the OS's own words.
+# What a failure means for the user where the OS's own words do not say it.
 _HINTS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is reached",
     errno.EFBIG: "the file size limit is reached (ulimit -f)",
-    errno.EROFS: "the file system is read-only",
     errno.ENAMETOOLONG: "a name in the path, or the path, is longer than the file system allows",
 }
 KEPT = "the files finished before it are complete, and a rerun reuses them"
@@ -50,7 +47,7 @@ def write_error(path, error: OSError) -> WriteError:
     reason = error.strerror or str(error) or type(error).__name__
     hint = _HINTS.get(error.errno)
     what = f"{reason} [{name}]" if name else reason
-    if hint and hint.lower() != reason.lower():
+    if hint:
         what += f": {hint}"
     return WriteError(error.errno, f"cannot write {os.fsdecode(path)}: {what}; {KEPT}")
 
@@ -120,7 +117,7 @@ def check_path(path, *, what: str = "workdir") -> None:
     raw = os.fsencode(text)
     base = _existing_ancestor(text)
     name_max, path_max = _limits(base if os.path.isdir(base) else os.path.dirname(base))
-    short = text if len(text) <= 60 else f"{text[:40]}...{text[-15:]} ({len(text)} characters)"
+    short = text if len(text) <= 300 else f"{text[:120]}...{text[-60:]} ({len(text)} characters)"
     for part in raw.split(b"/"):
         if len(part) > name_max:
             name = os.fsdecode(part)
