@@ -34,15 +34,12 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     """(the jobs without an outcome, the jobs whose failed.json recorded a failure before).
 
     Claims every job's folder first (``jobs.claim``: a changed config is refused), and
-    refuses, before any job runs, a job folder that another process holds (another run of
-    the protocol on this workdir and shard: ``workdir_lock.WorkdirInUseError``).
+    refuses, before any job runs, a pending job whose folder another process holds
+    (another run of the protocol on this workdir and shard: ``WorkdirInUseError``).
     """
     for job in jobs:
         if not job.get("fail"):  # one that fails before training runs no config
             claim(job["folder"], ml_collections.ConfigDict(job["config"]))
-        if os.path.isdir(job["folder"]):
-            with workdir_lock.WorkdirLock(job["folder"]):
-                pass  # free: this run's own workers take it, one job at a time
     todo, failures = [], []
     for job in jobs:
         got = outcome(job)
@@ -50,6 +47,10 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
             todo.append(job)
         elif got[0] == "failed":
             failures.append((job, got[1]))
+    for job in todo:
+        if os.path.isdir(job["folder"]):
+            with workdir_lock.WorkdirLock(job["folder"]):
+                pass  # free: this run's own workers take it, one job at a time
     logging.info("%s: %d jobs, %d already done", desc, len(jobs), len(jobs) - len(todo))
     for job, err in failures:
         logging.warning(
