@@ -69,6 +69,27 @@ class WorkdirLock:
             time.sleep(0.01)
         return _describe(text)
 
+    def _refuse(self, fd: int) -> WorkdirInUseError:
+        return WorkdirInUseError(
+            f"{self.folder} is in use by another run: {self._holder(fd)}, lock file "
+            f"{self.path}; wait for it to end, or use another folder"
+        )
+
+    def check_free(self) -> None:
+        """Raises ``WorkdirInUseError`` if another run holds the lock; writes nothing."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return  # no lock file: no holder (one that cannot be read: found when taken)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._refuse(fd) from None
+        except OSError:
+            pass  # a file system without locks
+        finally:
+            os.close(fd)
+
     def _try(self) -> bool:
         """Takes the lock if it is free; False if the file was replaced meanwhile."""
         with writing(self.path):
@@ -76,12 +97,9 @@ class WorkdirLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = self._holder(fd)
+            error = self._refuse(fd)
             os.close(fd)
-            raise WorkdirInUseError(
-                f"{self.folder} is in use by another run: {holder}, lock file {self.path}; "
-                "wait for it to end, or use another folder"
-            ) from None
+            raise error from None
         except OSError as e:  # a file system without locks: run unlocked, said once
             os.close(fd)
             if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):

@@ -47,10 +47,8 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
             todo.append(job)
         elif got[0] == "failed":
             failures.append((job, got[1]))
-    for job in todo:
-        if os.path.isdir(job["folder"]):
-            with workdir_lock.WorkdirLock(job["folder"]):
-                pass  # free: this run's own workers take it, one job at a time
+    for job in todo:  # free: this run's own workers take each lock, one job at a time
+        workdir_lock.WorkdirLock(job["folder"]).check_free()
     logging.info("%s: %d jobs, %d already done", desc, len(jobs), len(jobs) - len(todo))
     for job, err in failures:
         logging.warning(
