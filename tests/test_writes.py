@@ -221,6 +221,13 @@ def test_a_name_too_long_is_one_line_before_any_work(tmp_path, capsys, monkeypat
     assert os.listdir(tmp_path) == []
 
 
+def test_a_name_too_long_is_not_taken_for_a_config_field(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["main", "--config=configs/nn.py", "--config.method.name=nn"])
+    wd = os.path.join(tmp_path, "a" * 300)
+    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
+    assert line.startswith(f"error: workdir {tmp_path}"), line
+
+
 def test_write_error_pickles_and_names_its_file():
     import pickle
 

@@ -35,7 +35,7 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import defaults, writes
+from warca_jax import defaults, workdir_lock, writes
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -176,6 +176,10 @@ WRITE_ERRNOS = frozenset(
 )
 
 
+# Errors about a file or folder, which they name: never led by a config override.
+NAMES_ITS_FILE = (writes.WriteError, workdir_lock.WorkdirInUseError)
+
+
 def for_the_user(error: BaseException) -> BaseException | None:
     """``error`` as the user is to read it, or None when it is a bug (its traceback shows).
 
@@ -207,7 +211,10 @@ def one_line_errors(main):
             shown = for_the_user(e)
             if _show_traceback() or shown is None:
                 raise
-            sys.stderr.write(f"error: {name_override(one_line(shown), sys.argv)}\n")
+            message = one_line(shown)
+            if not isinstance(shown, NAMES_ITS_FILE):  # "the name ... is 300 bytes long"
+                message = name_override(message, sys.argv)
+            sys.stderr.write(f"error: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
 
