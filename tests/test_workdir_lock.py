@@ -142,6 +142,21 @@ def test_the_protocol_locks_each_job_folder_not_the_grid(tmp_path):
 
 # --------------------------------------------------------------- processes, slow
 
+
+@pytest.mark.slow
+def test_a_worker_process_meeting_a_held_job_folder_is_one_line(tmp_path, capsys):
+    from experiments import main as _main  # noqa: F401 - defines the flags cli reads
+    from warca_jax import cli
+    from warca_jax.protocol import pool
+
+    jobs = [{"folder": str(tmp_path)}] * 2  # run_job locks the folder before anything else
+    capsys.readouterr()
+    with WorkdirLock(tmp_path), pytest.raises(SystemExit):
+        cli.one_line_errors(lambda argv: pool._run_all(jobs, 2, lambda *a: None))(["main"])
+    err = capsys.readouterr().err  # raised in a spawned worker, re-raised by the pool
+    assert err == f"error: {tmp_path} is in use by another run: {HOLDER}" + err.split(HOLDER)[1]
+    assert err.count("\n") == 1 and "Traceback" not in err
+
 _HOLD = (
     "import sys, time\n"
     "from warca_jax.workdir_lock import WorkdirLock\n"
