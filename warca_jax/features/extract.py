@@ -9,6 +9,8 @@ where the key is a sha256 over the descriptor name, its keyword defaults, the im
 ``CACHE_VERSION`` and, for every file, its absolute path, size and mtime (ns): a file
 that is rewritten or touched gives a new key. Files are written to a temporary name and
 moved into place with ``os.replace``, so a killed run never leaves a partial cache file.
+A cache folder that may be read but not written (permission denied, read-only) costs the
+cache only, with a warning; a full disk or a size limit is a ``WriteError`` naming the file.
 """
 
 from __future__ import annotations
