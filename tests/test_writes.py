@@ -14,9 +14,7 @@ import errno
 import json
 import logging
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -250,12 +248,22 @@ def test_a_write_errno_raised_by_another_package_is_one_line(capsys):
 # ----------------------------------------------------------------- the real ones, slow
 
 
-def _main(workdir, *flags, preexec=None, wrap=()):
+def _main(workdir, *flags, file_size_limit=0):
+    """``python -m experiments.main`` on nn:small; with ``file_size_limit`` bytes set first
+    (``RLIMIT_FSIZE``, in the child itself: Python ignores SIGXFSZ, so a write past it
+    fails with EFBIG as under ``ulimit -f``)."""
+    argv = ["experiments.main", "--config=configs/nn.py:small", f"--workdir={workdir}",
+            "--verbosity=-1", *flags]  # fmt: skip
+    script = (
+        "import resource, runpy, sys\n"
+        f"if {file_size_limit}:\n"
+        f"    resource.setrlimit(resource.RLIMIT_FSIZE, ({file_size_limit}, {file_size_limit}))\n"
+        f"sys.argv = {argv!r}\n"
+        "runpy.run_module('experiments.main', run_name='__main__', alter_sys=True)\n"
+    )
     return subprocess.run(
-        [*wrap, sys.executable, "-m", "experiments.main", "--config=configs/nn.py:small",
-         f"--workdir={workdir}", "--verbosity=-1", *flags],
+        [sys.executable, "-c", script],
         cwd=ROOT, env=cpu_env(), capture_output=True, text=True, timeout=300,
-        preexec_fn=preexec,
     )  # fmt: skip
 
 
@@ -267,20 +275,15 @@ def _single_error_line(proc) -> str:
     return line
 
 
-def _file_size_limit():
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, EFBIG
-    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # results.json fits, a PNG not
-
-
 @pytest.mark.slow
 def test_the_file_size_limit_is_one_line_and_the_rerun_finishes(tmp_path):
-    line = _single_error_line(_main(tmp_path / "w", preexec=_file_size_limit))
+    line = _single_error_line(_main(tmp_path / "w", file_size_limit=20_000))
     assert f"cannot write {tmp_path / 'w' / 'cmc.png'}: File too large [EFBIG]" in line, line
     assert json.loads((tmp_path / "w" / "results.json").read_text())["num_splits"] > 0
     proc = _main(tmp_path / "w", "--verbosity=0")
     assert proc.returncode == 0 and "split 0 already done" in proc.stderr, proc.stderr[-3000:]
     assert (tmp_path / "w" / "cmc.png").exists()
-    traced = _main(tmp_path / "v", "--traceback", preexec=_file_size_limit)
+    traced = _main(tmp_path / "v", "--traceback", file_size_limit=20_000)
     assert "Traceback" in traced.stderr and "WriteError: cannot write" in traced.stderr
 
 
