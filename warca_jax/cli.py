@@ -16,11 +16,15 @@
   override it is about, when exactly one matches (``name_override``). An error raised
   from inside another package (NumPy, JAX, ...), and any other exception type
   (``TypeError``, ``KeyError``, ...), is a bug rather than bad input and keeps its
-  traceback; ``--traceback`` shows the traceback of every error.
+  traceback; ``--traceback`` shows the traceback of every error. A write that fails (a
+  full disk, a size limit, a read-only folder, a name too long) is one line naming the
+  file, wherever it failed (``for_the_user``); so is an error of the project's own
+  classes that a worker process raised.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -31,7 +35,7 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import defaults
+from warca_jax import defaults, workdir_lock, writes
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -166,19 +170,51 @@ def name_override(message: str, argv: list[str]) -> str:
     return f"{named[0]}: {message}" if len(set(named)) == 1 else message
 
 
+# A write that failed because of where it wrote, never a bug, wherever it was raised.
+WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG}
+)
+
+
+# Errors about a file or folder, which they name: never led by a config override.
+NAMES_ITS_FILE = (writes.WriteError, workdir_lock.WorkdirInUseError)
+
+
+def for_the_user(error: BaseException) -> BaseException | None:
+    """``error`` as the user is to read it, or None when it is a bug (its traceback shows).
+
+    A ``USER_ERRORS`` exception raised by the project's own code; one of the project's
+    own exception classes wherever it was raised (a worker process's, re-raised by the
+    pool: ``WriteError``, ``WorkdirInUseError``, ``DamagedFileError``); an ``OSError``
+    of a write that failed where it wrote (a full disk, a size limit, a read-only
+    folder, a name too long: ``WRITE_ERRNOS``), as a ``WriteError`` naming its file.
+    """
+    if not isinstance(error, USER_ERRORS) or isinstance(error, RecursionError):
+        return None
+    if raised_by_the_project(error) or type(error).__module__.startswith("warca_jax."):
+        return error
+    if isinstance(error, OSError) and error.errno in WRITE_ERRNOS and error.filename:
+        return writes.write_error(error.filename, error)
+    return None
+
+
 def one_line_errors(main):
     """``main`` whose bad-input errors end the process with one line, ``error: <message>``,
-    on stderr and exit status 1 (see the module docstring): a ``USER_ERRORS`` exception
-    raised by the project's own code, unless ``--traceback`` is set. Any other exception
-    propagates with its traceback."""
+    on stderr and exit status 1 (see the module docstring): the errors ``for_the_user``
+    keeps, unless ``--traceback`` is set. Any other exception propagates with its
+    traceback."""
 
     def wrapped(argv):
         try:
             return main(argv)
         except USER_ERRORS as e:
-            if _show_traceback() or isinstance(e, RecursionError) or not raised_by_the_project(e):
+            shown = for_the_user(e)
+            if _show_traceback() or shown is None:
                 raise
-            sys.stderr.write(f"error: {name_override(one_line(e), sys.argv)}\n")
+            message = one_line(shown)
+            if not isinstance(shown, NAMES_ITS_FILE):  # "the name ... is 300 bytes long"
+                message = name_override(message, sys.argv)
+            sys.stderr.write(f"error: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
 

@@ -39,7 +39,7 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, evaluation, methods, run_plots
+from warca_jax import config_checks, datasets, evaluation, methods, run_plots, workdir_lock
 from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
@@ -271,11 +271,10 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
         watch["seconds"] += time.perf_counter() - t
         return scores
 
-    with open(metrics_path, "a") as mf:
+    with workdir_lib.appending(metrics_path) as append:
 
         def log_fn(row):
-            mf.write(json.dumps({"split": s, **row}) + "\n")
-            mf.flush()
+            append(json.dumps({"split": s, **row}) + "\n")
 
         t0 = time.perf_counter()
         train = split.train_idx if val is None else val.train_idx
@@ -341,12 +340,14 @@ def summarise(per_split: list[dict]) -> dict:
     return {"mean": mean, "std": std, "cmc": cmc.tolist()}
 
 
+@workdir_lock.one_run_per_workdir
 def train_and_evaluate(config, workdir: str) -> dict:
     """Runs the configured method on every split of the configured dataset.
 
     Args:
       config: a ConfigDict as returned by configs/warca.py.
-      workdir: output folder (created if needed).
+      workdir: output folder (created if needed), locked while the run lasts (a second
+        run on it is a ``workdir_lock.WorkdirInUseError`` naming this one's pid and host).
 
     Returns:
       The dict written to results.json.

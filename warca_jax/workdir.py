@@ -12,6 +12,9 @@ belongs to this run, so:
   parses and passes the caller's check (finite numbers, the right split) and returns
   None, with a log line naming the file and the reason, when it does not, so that the
   caller redoes that piece instead of trusting it;
+* a write that fails (a full disk, a size limit, a read-only folder, a name too long) is
+  a ``writes.WriteError`` naming the file (``writes.writing``): one line on the command
+  line, and what was finished before it stays whole for the rerun;
 * ``read_json`` is for files that cannot be redone (a config): a damaged one is a
   ``DamagedFileError`` naming the file;
 * ``check_run_files`` records the run's config and a fingerprint of its data, and
@@ -32,6 +35,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from absl import logging
 
+from warca_jax import workdir_lock, writes
+# re-exported: the writers every module uses
+from warca_jax.writes import WriteError, appending, makedirs, write_error, writing  # noqa: F401
+
 CONFIG_FILE = "config.json"
 DATA_FILE = "data.json"
 
@@ -44,7 +51,8 @@ class DamagedFileError(ValueError):
 def atomic_path(path: str) -> Iterator[str]:
     """Yields a temporary path in ``path``'s folder; moves it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is left as it was. The
+    On an exception the temporary file is removed and ``path`` is left as it was; an
+    ``OSError`` (a full disk, a size limit...) is a ``WriteError`` naming ``path``. The
     temporary name keeps ``path``'s extension, so writers that add one (``np.savez``)
     do not.
     """
@@ -52,10 +60,11 @@ def atomic_path(path: str) -> Iterator[str]:
     stem, ext = os.path.splitext(tail)
     tmp = os.path.join(head, f".{stem}.{os.getpid()}.tmp{ext}")
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with writing(path):
+            yield tmp
+            os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.remove(tmp)
 
 
@@ -236,18 +245,22 @@ def file_fingerprint(path: str) -> dict:
 
 
 def check_path(workdir) -> None:
-    """A ValueError unless ``workdir`` is a non-empty path (``os.makedirs("")`` would fail
-    with a bare ``FileNotFoundError: ''``); checked before any work."""
+    """Checked before any work: a ValueError unless ``workdir`` is a non-empty path
+    (``os.makedirs("")`` would fail with a bare ``FileNotFoundError: ''``); a
+    ``WriteError`` for a path the file system cannot hold or a folder that cannot be made
+    (``writes.check_path``: a name or path too long, a read-only parent)."""
     if not isinstance(workdir, str | os.PathLike) or not os.fspath(workdir).strip():
         raise ValueError(
             f"workdir is empty ({workdir!r}): give the folder for the outputs (created if "
             "needed), e.g. --workdir=/tmp/run"
         )
+    writes.check_path(workdir)
 
 
 def prepare(workdir: str) -> None:
     """Creates ``workdir``; an empty path, or one that exists and is not a folder, is a
-    clear error."""
+    clear error. Within a run that holds its workdir (``workdir_lock.one_run_per_workdir``)
+    the lock is taken here, as soon as the folder exists."""
     check_path(workdir)
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         raise NotADirectoryError(
@@ -262,8 +275,11 @@ def prepare(workdir: str) -> None:
         ) from None
     except PermissionError as e:
         raise PermissionError(f"workdir {workdir!r} cannot be created: {e.strerror}") from None
+    except OSError as e:
+        raise writes.write_error(workdir, e) from e
     if not os.access(workdir, os.W_OK):
         raise PermissionError(f"workdir {workdir!r} is not writable")
+    workdir_lock.hold(workdir)
 
 
 # Fields that change how a run looks, not what it computes: a workdir is reused across a

@@ -26,15 +26,16 @@ import numpy as np
 from PIL import Image
 
 from warca_jax import splits as splits_lib
+from warca_jax import workdir
 from warca_jax.datasets import base
 
 MAT_NAME = "cuhk-03.mat"
 
 
 def _write_png(path: str, image: np.ndarray) -> None:
-    tmp = path + ".part"
-    Image.fromarray(image).save(tmp, format="PNG")
-    os.replace(tmp, path)  # Atomic: an interrupted run leaves no half-written image.
+    # Atomic: an interrupted run leaves no half-written image; a failure names the file.
+    with workdir.atomic_path(path) as tmp:
+        Image.fromarray(image).save(tmp, format="PNG")
 
 
 def load_cuhk03_classic(
@@ -111,7 +112,7 @@ def _test_sets(mat, path: str, num_splits: int | None) -> list[np.ndarray]:
 def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, list, list]:
     """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
     written to ``image_dir`` as PNG once (an image already there is kept)."""
-    os.makedirs(image_dir, exist_ok=True)
+    workdir.makedirs(image_dir)
     paths, labels, cams = [], [], []
     for p, pair_ref in enumerate(np.asarray(mat[variant]).ravel(), start=1):
         cells = np.asarray(mat[pair_ref]).T  # HDF5 stores MATLAB arrays transposed.

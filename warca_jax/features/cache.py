@@ -36,6 +36,7 @@ for other inputs. Options are part of the key through the keyword defaults.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import inspect
 import json
@@ -47,6 +48,9 @@ import numpy as np
 from absl import logging
 
 from warca_jax import workdir
+
+# A cache folder the run may read but not write (shared, or on a read-only mount).
+_READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 FORMAT = 2  # of the entry's JSON; entries of another format are for other inputs
 # The code version of each descriptor: bump by hand when its output changes.
@@ -214,8 +218,10 @@ class Entry:
         }
 
     def write(self, features: np.ndarray) -> None:
-        """Writes the features and their record (``take_stamps`` first); an image that
-        changed during extraction, or an OSError, costs the cache (logged), not the run."""
+        """Writes the features and their record (``take_stamps`` first). An image that
+        changed during extraction, or a cache folder that may be read but not written
+        (permission denied, read-only), costs the cache (logged), not the run; a full disk
+        or a size limit is a ``WriteError`` naming the file."""
         if self.before is None or image_stamps(self.paths)[0] != self.before:
             logging.warning(
                 "feature cache %s not written: images changed while they were described",
@@ -231,11 +237,13 @@ class Entry:
             **self.stamps,
         }
         try:
-            os.makedirs(os.path.dirname(self.array_path), exist_ok=True)
+            workdir.makedirs(os.path.dirname(self.array_path))
             with workdir.atomic_path(self.array_path) as tmp, open(tmp, "wb") as f:
                 np.save(f, features)
             workdir.write_json(self.json_path, record)
-        except OSError as e:  # a read-only or full cache costs the cache, not the features
+        except OSError as e:  # a read-only cache costs the cache, not the features
+            if e.errno not in _READ_ONLY:  # a full disk or a size limit: stop, naming it
+                raise workdir.write_error(self.array_path, e) from e
             logging.warning(
                 "feature cache %s not written (%s); continuing uncached", self.array_path, e
             )

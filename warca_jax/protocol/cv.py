@@ -119,6 +119,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    os.makedirs(base, exist_ok=True)
+    workdir_lib.makedirs(base)
     workdir_lib.write_json(os.path.join(base, "selected.json"), out)
     return out

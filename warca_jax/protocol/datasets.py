@@ -98,7 +98,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     reused when it reads back whole (else it is rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    os.makedirs(folder, exist_ok=True)
+    workdir_lib.makedirs(folder)
     path = os.path.join(folder, f"{name}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)

@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, learner_loop, pipeline
+from warca_jax import evaluation, learner_loop, pipeline, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
@@ -194,7 +194,15 @@ def run_job(job: dict) -> dict:
     A failure (``TRAINING_FAILURES``) is written to the job's failed.json (and its
     result file, which cannot be sound, removed); any other exception propagates.
     Runs in the worker processes too (``pool.execute``), imported there by its module name.
+    The job's folder is locked while it runs (``workdir_lock``): a job another process is
+    running is a ``WorkdirInUseError`` naming that process.
     """
+    workdir_lib.makedirs(job["folder"])
+    with workdir_lock.WorkdirLock(job["folder"]):
+        return _run_locked(job)
+
+
+def _run_locked(job: dict) -> dict:
     reason = job.get("fail")  # decided before training (every CV grid point failed)
     if not reason:
         try:
@@ -204,7 +212,6 @@ def run_job(job: dict) -> dict:
         except TRAINING_FAILURES as e:
             reason = f"{type(e).__name__}: {e}"
     if reason:
-        os.makedirs(job["folder"], exist_ok=True)
         _remove(job["result"])
         workdir_lib.write_json(
             job["failed"], {**identity(job), "status": "failed", "error": reason}
@@ -223,7 +230,7 @@ def claim(folder: str, run_cfg) -> None:
     presentation only (``workdir.IGNORED_FIELDS``: progress bars, the plot's ranks, the
     feature cache's folder) is refused, naming the fields.
     """
-    os.makedirs(folder, exist_ok=True)
+    workdir_lib.makedirs(folder)
     path = os.path.join(folder, "config.json")
     text = run_cfg.to_json_best_effort(indent=1, sort_keys=True)
     old = workdir_lib.reuse_json(

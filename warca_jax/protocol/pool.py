@@ -16,6 +16,7 @@ import ml_collections
 from absl import logging
 from tqdm.auto import tqdm
 
+from warca_jax import workdir_lock
 from warca_jax.protocol.jobs import claim, outcome, run_job
 
 
@@ -32,7 +33,9 @@ def shard(jobs: list[dict], num_shards: int, shard_index: int) -> list[dict]:
 def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, str]]]:
     """(the jobs without an outcome, the jobs whose failed.json recorded a failure before).
 
-    Claims every job's folder first (``jobs.claim``: a changed config is refused).
+    Claims every job's folder first (``jobs.claim``: a changed config is refused), and
+    refuses, before any job runs, a pending job whose folder another process holds
+    (another run of the protocol on this workdir and shard: ``WorkdirInUseError``).
     """
     for job in jobs:
         if not job.get("fail"):  # one that fails before training runs no config
@@ -44,6 +47,8 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
             todo.append(job)
         elif got[0] == "failed":
             failures.append((job, got[1]))
+    for job in todo:  # free: this run's own workers take each lock, one job at a time
+        workdir_lock.WorkdirLock(job["folder"]).check_free()
     logging.info("%s: %d jobs, %d already done", desc, len(jobs), len(jobs) - len(todo))
     for job, err in failures:
         logging.warning(

@@ -36,7 +36,7 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax import data as data_lib
-from warca_jax import defaults, evaluation, kernels, losses
+from warca_jax import defaults, evaluation, kernels, losses, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
@@ -171,7 +171,7 @@ class _Runs:
     def __init__(self, dataset, config, workdir: str, total: int):
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
-        os.makedirs(self.folder, exist_ok=True)
+        workdir_lib.makedirs(self.folder)
         self.bar = tqdm(total=total, desc="aon study", disable=not config.progress)
         self.trained = 0
 
@@ -277,6 +277,7 @@ def _eta_sweep(runs, p: str, lam: float, lam_from: str, etas, splits) -> dict:
     }
 
 
+@workdir_lock.one_run_per_workdir
 def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Runs the lambda and eta sweeps of every penalty (``config`` from configs/aon_study.py)
     and writes the study's files into ``workdir``; returns the dict of results.json.
@@ -332,7 +333,6 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
         results, tuple(config.study.get("compare_workdirs", ()))
     )
     workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
-    with open(os.path.join(workdir, "results.md"), "w") as f:
-        f.write(aon_report.markdown(results))
+    workdir_lib.write_text(os.path.join(workdir, "results.md"), aon_report.markdown(results))
     aon_report.write_plots(results, workdir, config.eval.plot_max_rank)
     return results

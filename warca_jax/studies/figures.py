@@ -41,7 +41,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, pipeline, plots
+from warca_jax import datasets, evaluation, methods, pipeline, plots, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
@@ -295,6 +295,7 @@ def _validation_costs(fits: dict, dataset_name: str, workdir: str) -> tuple[dict
     return val, {"validation_cost": str(figure)}
 
 
+@workdir_lock.one_run_per_workdir
 def run(config, workdir: str) -> dict:
     """Fits every method of ``config`` (configs/study_figures.py) and writes the figures and
     tables (module docstring) into ``workdir``, made when needed; returns results.json's dict.
@@ -306,7 +307,8 @@ def run(config, workdir: str) -> dict:
     dataset = datasets.from_config(config.data, progress=bool(config.progress))
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
-    os.makedirs(os.path.join(workdir, "fits"), exist_ok=True)
+    workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)
+    workdir_lib.makedirs(os.path.join(workdir, "fits"))
     pipeline.check_config_file(workdir, config)
 
     fits, metrics = {}, {}

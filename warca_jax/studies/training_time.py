@@ -31,7 +31,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import evaluation, methods, plots
+from warca_jax import evaluation, methods, plots, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.studies import shared
 
@@ -166,6 +166,7 @@ def _method_curves(name: str, dataset, config, workdir: str) -> dict:
     }
 
 
+@workdir_lock.one_run_per_workdir
 def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     """Trains every method on every split, sampling test rank-1, and writes the study's
     files (module docstring) into ``workdir``: what curves.json holds is returned.
