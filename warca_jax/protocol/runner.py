@@ -31,8 +31,12 @@ def run_protocol(
     num_workers: int = 1,
     num_shards: int = 1,
     shard_index: int = 0,
+    explicit=None,
 ) -> dict:
     """Runs a stage of the protocol (see the package docstring); returns the results.
+
+    ``explicit``: the config fields the user set (``Plan``; the command line passes its
+    overrides): cv settings of methods not run are refused there and dropped elsewhere.
 
     Raises:
       ValueError: a bad config or flag, before any work.
@@ -42,7 +46,7 @@ def run_protocol(
         written; or the runs stage found cross-validation results missing.
     """
     _check_flags(stage, num_workers, num_shards, shard_index)
-    plan = Plan(config)
+    plan = Plan(config, explicit=explicit)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a folder path, got {workdir!r}")
     workdir_lib.prepare(workdir)
