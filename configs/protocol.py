@@ -184,7 +184,8 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     checks.check_variant("the protocol", arg, VARIANTS)
     synthetic = arg in ("synthetic", "small")
     c = defaults.base_config(histogram=synthetic)
-    c.progress = True  # the progress bar over the whole grid.
+    # the progress bar over the whole grid: on a terminal (True/False: always/never).
+    c.progress = None
     c.eval.baseline = False  # Euclidean distance is a method of the grid ('nn').
 
     # Every list is a tuple and every map a ConfigDict: plain data, read as such (nothing

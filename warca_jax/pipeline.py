@@ -39,7 +39,7 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, evaluation, methods, run_plots
+from warca_jax import config_checks, datasets, defaults, evaluation, methods, run_plots
 from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
@@ -183,7 +183,8 @@ def check_run_config(config, workdir: str) -> data_lib.Dataset:
     config_checks.check_settings(config, workdir)
     with config_checks.named_fields(config):
         check_validation_config(config)
-        dataset = datasets.from_config(config.data, progress=bool(config.progress))
+        bars = defaults.progress_bars(config.progress)
+        dataset = datasets.from_config(config.data, progress=bars)
     validate = methods.get(config.method.name).validate
     for s, split in enumerate(dataset.splits):
         val = validation_split(dataset, s, config)
@@ -271,25 +272,23 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
         watch["seconds"] += time.perf_counter() - t
         return scores
 
-    with open(metrics_path, "a") as mf:
-
-        def log_fn(row):
+    def log_fn(row):  # opened per row: a learner without a history writes no file
+        with open(metrics_path, "a") as mf:
             mf.write(json.dumps({"split": s, **row}) + "\n")
-            mf.flush()
 
-        t0 = time.perf_counter()
-        train = split.train_idx if val is None else val.train_idx
-        metric, _ = fit_method(
-            dataset.features[train],
-            dataset.labels[train],
-            config.method,
-            cams=dataset.cams[train],
-            seed=seed,
-            log_fn=log_fn,
-            progress=config.progress,
-            callback=None if val is None else callback,
-        )
-        train_seconds = time.perf_counter() - t0 - watch["seconds"]
+    t0 = time.perf_counter()
+    train = split.train_idx if val is None else val.train_idx
+    metric, _ = fit_method(
+        dataset.features[train],
+        dataset.labels[train],
+        config.method,
+        cams=dataset.cams[train],
+        seed=seed,
+        log_fn=log_fn,
+        progress=defaults.progress_bars(config.progress),
+        callback=None if val is None else callback,
+    )
+    train_seconds = time.perf_counter() - t0 - watch["seconds"]
     if val is not None and watch["kept"] is None:
         raise RuntimeError(f"{config.method.name} logged no chunk: nothing was validated")
     if keep_best:

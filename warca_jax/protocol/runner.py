@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from absl import logging
 
+from warca_jax import defaults
 from warca_jax import workdir as workdir_lib
 from warca_jax.protocol.cv import cv_jobs
 from warca_jax.protocol.datasets import prepare_dataset
@@ -52,7 +53,7 @@ def run_protocol(
     workdir_lib.prepare(workdir)
     data = {name: prepare_dataset(config, name, workdir) for name in plan.datasets}
     check_applicable(plan, data)  # every learner checks every split before any training
-    kw = dict(num_workers=num_workers, progress=bool(config.progress))
+    kw = dict(num_workers=num_workers, progress=defaults.progress_bars(config.progress))
     if stage in ("all", "cv"):
         jobs = shard(cv_jobs(plan, workdir, data), num_shards, shard_index)
         cv_failures = execute(jobs, desc="cross-validation", **kw)
