@@ -1,7 +1,11 @@
 """What every command-line entry point shares: bad input is one clear line, not a traceback.
 
-``run(main)`` is ``absl.app.run(main)`` with two differences:
+``run(main)`` is ``absl.app.run(main)`` with three differences:
 
+* a ``--config`` naming no config file, or a variant that its file's ``VARIANTS`` lack,
+  is one line naming the config files there are or the file's variants, with the close
+  match (``defaults.load_config``), instead of ml_collections' traceback; a relative
+  path that exists only from the repository's root names the root to run from;
 * a ``--config.a.b=v`` override naming a field the config does not have makes
   ml_collections raise a bare ``AttributeError: 'b'`` from deep inside flag parsing; here
   it becomes one line that names the override and lists the fields the section does have,
