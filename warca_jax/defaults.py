@@ -202,8 +202,8 @@ def load_config_module(file: str):
     the entry points are).
 
     Raises:
-      FileNotFoundError: no such file, in one line naming the config files that are there
-        (the close match first), or the repository's root when the file is there.
+      FileNotFoundError: no such file, in one line naming the config files there are, with
+        the close match, or the repository's root when the file is there.
       ValueError: the file has no ``get_config``.
     """
     file = os.path.expanduser(str(file))
@@ -226,7 +226,7 @@ def load_config(path: str) -> ml_collections.ConfigDict:
 
     Raises:
       ValueError: a variant that the file's ``VARIANTS`` do not hold, in one line naming
-        them (the close match first).
+        them, with the close match.
     """
     file, _, variant = str(path).partition(":")
     module = load_config_module(file)
