@@ -78,6 +78,16 @@ def test_a_mistyped_config_file_or_variant_is_one_line_at_every_entry_point(modu
 
 
 @pytest.mark.slow
+def test_a_config_file_given_as_the_next_argument_is_checked_too(tmp_path):
+    proc = _command(["-m", "experiments.main", "--config", "configs/nn.py:cosin",
+                     f"--workdir={tmp_path / 'w'}"])  # fmt: skip
+    assert _one_error_line(proc) == (
+        "error: --config=configs/nn.py:cosin: configs/nn.py has no variant 'cosin' (did you "
+        "mean 'cosine'?); its variants are euclidean, manhattan, cosine, chi2, small"
+    )
+
+
+@pytest.mark.slow
 def test_a_command_run_outside_the_repository_root_names_the_root(tmp_path):
     env = cpu_env(PYTHONPATH=str(ROOT))
     script = os.path.join(ROOT, "experiments", "main.py")

@@ -110,13 +110,18 @@ def _check_config_files(argv: list[str]) -> None:
     if "--traceback" in argv:
         return
     for name in _config_flag_names():
-        for arg in argv[1:]:
+        for i, arg in enumerate(argv[1:], 1):
             if arg.startswith(f"--{name}="):
-                try:
-                    defaults.load_config(arg.split("=", 1)[1])
-                except (ValueError, OSError) as e:
-                    sys.stderr.write(f"error: {arg}: {one_line(e)}\n")
-                    sys.exit(1)
+                value = arg.split("=", 1)[1]
+            elif arg == f"--{name}" and i + 1 < len(argv):  # --config PATH
+                value, arg = argv[i + 1], f"--{name}={argv[i + 1]}"
+            else:
+                continue
+            try:
+                defaults.load_config(value)
+            except (ValueError, OSError) as e:
+                sys.stderr.write(f"error: {arg}: {one_line(e)}\n")
+                sys.exit(1)
 
 
 def parse_flags(argv: list[str]) -> list[str]:
