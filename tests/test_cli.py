@@ -12,8 +12,7 @@ import pytest
 from processes import ROOT, cpu_env
 from repo_configs import CONFIGS
 
-from warca_jax import cli, defaults, run_plots
-from warca_jax import workdir as workdir_lib
+from warca_jax import cli, defaults, plots, run_plots
 
 # entry point -> its config file, a mistyped variant, the variant it is close to, and a
 # mistyped file name
@@ -181,15 +180,16 @@ def test_a_training_curve_that_reaches_zero_stays_apart_from_zero(tmp_path, monk
         for i, c in enumerate(closer)
     ]
     figures = []
-    real = workdir_lib.write_figure
+    real = plots.figure
 
-    def keep(path, fig, **kw):
-        figures.append(fig)
-        real(path, fig, **kw)
+    def keep(*args, **kw):
+        figures.append(real(*args, **kw))
+        return figures[-1]
 
-    monkeypatch.setattr(workdir_lib, "write_figure", keep)
+    monkeypatch.setattr(plots, "figure", keep)
     run_plots.plot_training_curves(rows, tmp_path / "curves.png")
-    ax = figures[0].axes[1]
+    ax = figures[0][0].axes[1]
+    ax.figure.canvas.draw()  # the limits and transforms as written
     assert ax.get_ylabel() == "closer_frac"
     to_pixels = ax.transData.transform
     y_small, y_zero = to_pixels([(200, 7e-6), (200, 0.0)])[:, 1]
