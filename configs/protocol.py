@@ -56,6 +56,9 @@ not run, as in the paper's Table 2.
 
 Methods are config labels, ``<configs file>[:<variant>]`` (e.g. ``warca:chi2``,
 ``rpcca``, ``pairwise_sgd:study``); each run uses that config's ``method`` section.
+A subset, e.g. --config.methods="('warca:chi2','lfda:chi2')", leaves out the default
+cv.methods and cv.grids entries of the methods it does not run (a log line each); such an
+entry set on the command line is refused.
 Every field is plain data: lists are tuples, maps (dims, skip, paths, overrides,
 cv.grids) are ConfigDicts. Override on the command line (ml_collections' config flags):
 
@@ -184,7 +187,8 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     checks.check_variant("the protocol", arg, VARIANTS)
     synthetic = arg in ("synthetic", "small")
     c = defaults.base_config(histogram=synthetic)
-    c.progress = True  # the progress bar over the whole grid.
+    # the progress bar over the whole grid: on a terminal (True/False: always/never).
+    c.progress = None
     c.eval.baseline = False  # Euclidean distance is a method of the grid ('nn').
 
     # Every list is a tuple and every map a ConfigDict: plain data, read as such (nothing

@@ -63,8 +63,8 @@ def main(argv):
     if jax.process_index() > 0:
         workdir = os.path.join(workdir, f"process_{jax.process_index()}")
     results = pipeline.train_and_evaluate(_CONFIG.value, workdir)
+    cli.log_summary(results)  # the mean, Euclidean distance's beside it
     summary = {k: round(v, 2) for k, v in results["mean"].items()}
-    logging.info("mean over %d splits: %s", results["num_splits"], json.dumps(summary))
     shown = ("results.json", "cmc.png", "curves.png", "metrics.jsonl", "config.json")
     last = results["num_splits"] - 1
     logging.info(

@@ -11,6 +11,7 @@ import json
 import os
 
 from absl import flags, logging
+from ml_collections.config_flags import config_flags
 
 from warca_jax import cli
 from warca_jax.protocol.runner import STAGES, run_protocol
@@ -33,6 +34,8 @@ def main(argv):
         num_workers=_WORKERS.value,
         num_shards=_SHARDS.value,
         shard_index=_SHARD.value,
+        # the fields set on the command line: their requests are refused, not dropped
+        explicit=tuple(config_flags.get_override_values(flags.FLAGS["config"])),
     )
     entries = [e for res in results.values() for e in res.values()]
     workdir = _WORKDIR.value

@@ -2,12 +2,16 @@
 
 import csv
 import json
+import logging
 import os
+import subprocess
+import sys
 
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from PIL import Image
+from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, plots, protocol
@@ -287,3 +291,73 @@ def test_every_variant_loads_and_plans():
     plan = protocol.Plan(get_config("synthetic"))
     assert plan.grid("frml") == [(1e-2, 3e-3), (1e-2, 1e-1), (1e-2, 1.0)]
     assert len(plan.grid("warca:linear")) == 9
+
+
+def _viper_subset(**changes):
+    c = get_config("viper")
+    c = defaults.overridden(c, data_root="/data", methods=("warca:chi2", "lfda:chi2"))
+    for key, value in changes.items():
+        section, _, field = key.rpartition(".")
+        (c[section] if section else c)[field] = value
+    return c
+
+
+def test_a_method_subset_leaves_out_the_default_cv_settings_of_the_others(caplog):
+    with caplog.at_level(logging.INFO, logger="absl"):
+        plan = protocol.Plan(_viper_subset(), explicit=("methods",))
+    assert plan.cv_methods == ["warca:chi2"] and list(plan.grids) == ["warca:chi2"]
+    assert len(plan.grid("warca:chi2")) == 36  # the paper's grid, untouched
+    dropped = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert dropped == [
+        "config.cv.methods: 'warca:linear' left out, as config.methods does not hold it",
+        "config.cv.methods: 'frml' left out, as config.methods does not hold it",
+        "config.cv.grids: 'frml' left out, as cv.methods does not hold it",
+    ]
+    # a narrowed cv.methods drops the default grid of a method it no longer holds
+    plan = protocol.Plan(
+        _viper_subset(**{"methods": ("warca:chi2", "frml"), "cv.methods": ("warca:chi2",)}),
+        explicit=("methods", "cv.methods"),
+    )
+    assert list(plan.grids) == ["warca:chi2"]
+
+
+@pytest.mark.parametrize(
+    "changes, explicit, match",
+    [
+        (
+            {"cv.methods": ("warca:chi2", "frml")},
+            ("cv.methods",),
+            r"^config\.cv\.methods name \['frml'\], which are not in config\.methods "
+            r"\('warca:chi2', 'lfda:chi2'\); expected",
+        ),
+        ({}, ("cv.grids.frml.etas",), r"^config\.cv\.grids name \['frml'\], which are not in"),
+        ({}, None, r"^config\.cv\.methods name \['warca:linear', 'frml'\]"),
+    ],
+    ids=["cv-methods", "cv-grids-entry", "python-api-default"],
+)
+def test_a_cv_request_for_a_method_not_run_is_refused(changes, explicit, match):
+    with pytest.raises(ValueError, match=match):
+        protocol.Plan(_viper_subset(**changes), explicit=explicit)
+
+
+@pytest.mark.slow
+def test_a_method_subset_runs_in_one_try_on_the_command_line(tmp_path):
+    def protocol_command(workdir, *overrides):
+        return subprocess.run(
+            [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
+             f"--workdir={workdir}", "--config.methods=('nn','kissme')", *overrides],
+            cwd=ROOT, env=cpu_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    proc = protocol_command(tmp_path / "w")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1])["runs_done"] == 4
+    assert "config.cv.methods: 'warca:linear' left out" in proc.stderr
+    assert sorted(os.listdir(tmp_path / "w" / "runs" / "synthetic")) == ["kissme", "nn"]
+    assert not os.path.exists(tmp_path / "w" / "cv")
+    refused = protocol_command(tmp_path / "r", "--config.cv.methods=('warca:linear',)")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    errors = [ln for ln in refused.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, refused.stderr[-3000:]
+    assert errors[0].startswith("error: config.cv.methods name ['warca:linear'], which are not")
+    assert not os.path.exists(tmp_path / "r")

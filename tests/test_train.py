@@ -546,4 +546,5 @@ def test_a_warca_run_draws_its_figures_and_logs_only_columns_that_move(tmp_path)
 def test_a_closed_form_run_draws_cmc_and_no_curves(tmp_path):
     pipeline.train_and_evaluate(config_module("kissme").get_config("small"), str(tmp_path))
     assert png_size(tmp_path / "cmc.png") == CMC_SIZE
-    assert not (tmp_path / "curves.png").exists() and not _lines(tmp_path)  # no history
+    assert not (tmp_path / "curves.png").exists()
+    assert not (tmp_path / "metrics.jsonl").exists()  # no history, no file

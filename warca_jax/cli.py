@@ -1,7 +1,11 @@
 """What every command-line entry point shares: bad input is one clear line, not a traceback.
 
-``run(main)`` is ``absl.app.run(main)`` with two differences:
+``run(main)`` is ``absl.app.run(main)`` with three differences:
 
+* a ``--config`` naming no config file, or a variant that its file's ``VARIANTS`` lack,
+  is one line naming the config files there are or the file's variants, with the close
+  match (``defaults.load_config``), instead of ml_collections' traceback; a relative
+  path that exists only from the repository's root names the root to run from;
 * a ``--config.a.b=v`` override naming a field the config does not have makes
   ml_collections raise a bare ``AttributeError: 'b'`` from deep inside flag parsing; here
   it becomes one line that names the override and lists the fields the section does have,
@@ -102,8 +106,32 @@ def _unknown_field(argv: list[str]) -> str | None:
     return None
 
 
+def _check_config_files(argv: list[str]) -> None:
+    """Exits with one line, ``error: --config=<value>: <why>``, when a ``--config`` value
+    names no config file or a variant the file lacks (``defaults.load_config``: what
+    exists, with the close match), or the file's ``get_config`` refuses it; ml_collections
+    would show its own traceback (``--traceback`` lets it)."""
+    if "--traceback" in argv:
+        return
+    for name in _config_flag_names():
+        for i, arg in enumerate(argv[1:], 1):
+            if arg.startswith(f"--{name}="):
+                value = arg.split("=", 1)[1]
+            elif arg == f"--{name}" and i + 1 < len(argv):  # --config PATH
+                value, arg = argv[i + 1], f"--{name}={argv[i + 1]}"
+            else:
+                continue
+            try:
+                defaults.load_config(value)
+            except (ValueError, OSError) as e:
+                sys.stderr.write(f"error: {arg}: {one_line(e)}\n")
+                sys.exit(1)
+
+
 def parse_flags(argv: list[str]) -> list[str]:
-    """``absl.app.parse_flags_with_usage`` that explains an unknown config field."""
+    """``absl.app.parse_flags_with_usage`` that explains a bad config file or variant
+    (``_check_config_files``) and an unknown config field."""
+    _check_config_files(argv)
     try:
         return app.parse_flags_with_usage(argv)
     except (AttributeError, KeyError) as e:
@@ -247,3 +275,31 @@ def log_results(workdir: str) -> list[str]:
     files = sorted(n for n in os.listdir(workdir) if os.path.isfile(os.path.join(workdir, n)))
     absl_logging.info("results in %s: %s", workdir, ", ".join(files))
     return files
+
+
+# The measures on which a learned metric below Euclidean distance is worth a warning.
+BELOW_BASELINE_MEASURES = ("rank1", "mAP")
+
+
+def log_summary(results: dict) -> None:
+    """Logs the mean over the splits of a run's results (results.json) with Euclidean
+    distance's beside each measure when the run evaluated it (``eval.baseline``), and warns
+    in one line when the method is below it on ``BELOW_BASELINE_MEASURES``."""
+    mean = results["mean"]
+    base = results.get("baseline_euclidean", {}).get("mean", {})
+    compared = [k for k in mean if k in base and not k.endswith("seconds") and k != "num_skipped"]
+    shown = ", ".join(
+        f"{k} {v:.2f}" + (f" ({base[k]:.2f})" if k in compared else "") for k, v in mean.items()
+    )
+    n = results["num_splits"]
+    over = f"{n} split" if n == 1 else f"{n} splits"
+    note = " (Euclidean distance in brackets)" if compared else ""
+    absl_logging.info("mean over %s%s: %s", over, note, shown)
+    below = [k for k in BELOW_BASELINE_MEASURES if k in compared and mean[k] < base[k]]
+    if below:
+        absl_logging.warning(
+            "%s scores below Euclidean distance on the same features: %s (mean over %s)",
+            results.get("method", "the method"),
+            ", ".join(f"{k} {mean[k]:.2f} < {base[k]:.2f}" for k in below),
+            over,
+        )

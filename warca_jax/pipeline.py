@@ -5,12 +5,11 @@ part, embeds the query and gallery parts, evaluates, and writes into workdir:
 
 * ``config.json``: the config of the run;
 * ``metrics.jsonl``: one JSON object per logged training step (with its split, and
-  ``val_rank1`` / ``val_mAP`` with ``data.val_fraction`` > 0);
+  ``val_rank1`` / ``val_mAP`` with ``data.val_fraction`` > 0); none for a closed form;
 * ``model_split{s}.npz``: the learned ``Metric`` of split s (``Metric.load``);
 * ``split_{s}.json``: the results of split s;
 * ``results.json``: per-split results and their mean and std;
-* ``cmc.png``: the mean CMC curve with its spread over the splits and its mAP (and the
-  Euclidean baseline's);
+* ``cmc.png``: the mean CMC curve, its spread over the splits, its mAP (and Euclidean's);
 * ``curves.png``: an iterative learner's training curves (``warca_jax.run_plots``).
 
 A run started again on the same workdir reuses every finished split (its
@@ -39,7 +38,8 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, evaluation, methods, run_plots, workdir_lock
+from warca_jax import config_checks, datasets, defaults, evaluation, methods, run_plots
+from warca_jax import workdir_lock
 from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
@@ -183,7 +183,8 @@ def check_run_config(config, workdir: str) -> data_lib.Dataset:
     config_checks.check_settings(config, workdir)
     with config_checks.named_fields(config):
         check_validation_config(config)
-        dataset = datasets.from_config(config.data, progress=bool(config.progress))
+        bars = defaults.progress_bars(config.progress)
+        dataset = datasets.from_config(config.data, progress=bars)
     validate = methods.get(config.method.name).validate
     for s, split in enumerate(dataset.splits):
         val = validation_split(dataset, s, config)
@@ -271,24 +272,23 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
         watch["seconds"] += time.perf_counter() - t
         return scores
 
-    with workdir_lib.appending(metrics_path) as append:
-
-        def log_fn(row):
+    def log_fn(row):  # opened per row: a learner without a history writes no file
+        with workdir_lib.appending(metrics_path) as append:
             append(json.dumps({"split": s, **row}) + "\n")
 
-        t0 = time.perf_counter()
-        train = split.train_idx if val is None else val.train_idx
-        metric, _ = fit_method(
-            dataset.features[train],
-            dataset.labels[train],
-            config.method,
-            cams=dataset.cams[train],
-            seed=seed,
-            log_fn=log_fn,
-            progress=config.progress,
-            callback=None if val is None else callback,
-        )
-        train_seconds = time.perf_counter() - t0 - watch["seconds"]
+    t0 = time.perf_counter()
+    train = split.train_idx if val is None else val.train_idx
+    metric, _ = fit_method(
+        dataset.features[train],
+        dataset.labels[train],
+        config.method,
+        cams=dataset.cams[train],
+        seed=seed,
+        log_fn=log_fn,
+        progress=defaults.progress_bars(config.progress),
+        callback=None if val is None else callback,
+    )
+    train_seconds = time.perf_counter() - t0 - watch["seconds"]
     if val is not None and watch["kept"] is None:
         raise RuntimeError(f"{config.method.name} logged no chunk: nothing was validated")
     if keep_best:

@@ -83,10 +83,18 @@ def _draw(ax, series: dict, colour: str, name: str) -> list[np.ndarray]:
     return [v for _, v in series.values()]
 
 
-def _log_scale(values: list[np.ndarray]) -> bool:
-    """Log y for positive values that span more than a factor of 10."""
+def _y_scale(values: list[np.ndarray]) -> dict | None:
+    """The y scale of a panel (``Axes.set_yscale``'s arguments) when its positive values
+    span more than a factor of 10: log, or, for values that reach 0 (WARCA's
+    ``closer_frac`` once no negative is nearer), symlog, linear below the decade of the
+    smallest positive value, so that the steps down to 0 stay apart. None: linear."""
     v = np.concatenate(values)
-    return bool(v.min() > 0 and v.max() / v.min() > 10)
+    positive = v[v > 0]
+    if v.min() < 0 or positive.size == 0 or positive.max() / positive.min() <= 10:
+        return None
+    if v.min() > 0:
+        return {"value": "log"}
+    return {"value": "symlog", "linthresh": float(10 ** np.floor(np.log10(positive.min())))}
 
 
 def _panels(rows: list[dict]) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
@@ -108,7 +116,8 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
     One panel per measure the rows hold (``_panels``: the loss, a moving ranking measure,
     the validation rank-1 and mAP), against ``step``; each split a thin line and the mean
     over the splits bold (at the steps they all logged). A measure spanning more than a
-    factor of 30 is drawn on a log axis. ``PANEL`` inches per panel at ``plots.DPI``.
+    factor of 10 is drawn on a log axis, or a symlog one when it reaches 0 (``_y_scale``).
+    ``PANEL`` inches per panel at ``plots.DPI``.
 
     Raises:
       ValueError: no row holds a step and a loss.
@@ -126,8 +135,9 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
                 drawn += _draw(ax, series, colour, name)
         plots.readable(ax, xlabel="step", ylabel=ylabel)
         ax.set_title(panel, fontsize=plots.FONTS["label"])
-        if _log_scale(drawn):
-            ax.set_yscale("log")
+        scale = _y_scale(drawn)
+        if scale:
+            ax.set_yscale(**scale)
         elif ylabel == "%":
             ax.set_ylim(*plots.fitted_range(*drawn))
         else:  # few ticks, written short: 0.0005, not 0.00050

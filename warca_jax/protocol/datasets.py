@@ -16,7 +16,7 @@ from absl import logging
 
 from warca_jax import config_checks
 from warca_jax import data as data_lib
-from warca_jax import datasets
+from warca_jax import datasets, defaults
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.datasets import npz_file
@@ -111,7 +111,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
             if old_key == key:
                 return DataInfo(path, fingerprint, len(ds.splits))
             logging.info("%s was made from another data config; rebuilding it", path)
-    ds = datasets.from_config(cfg, progress=bool(config.progress))
+    ds = datasets.from_config(cfg, progress=defaults.progress_bars(config.progress))
     arrays = {"features": ds.features, "labels": ds.labels, "cams": ds.cams}
     for s, sp in enumerate(ds.splits):
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})

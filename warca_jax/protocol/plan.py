@@ -12,6 +12,7 @@ import copy
 import os
 
 import ml_collections
+from absl import logging
 
 from warca_jax import defaults, methods
 from warca_jax.protocol import fields
@@ -153,12 +154,36 @@ def _check_labels(config, field: str, labels) -> None:
             raise ValueError(f"config.{field}: {e}{fields.expect(field)}") from None
 
 
-def _cv_grids(config, cv_methods: list[str]) -> dict[str, list[tuple[float, float]]]:
+def _set_by_user(field: str, label: str, explicit) -> bool:
+    """Whether the user set ``field`` (or its entry ``label``): every field when
+    ``explicit`` is None, else the override paths it holds (``cv.grids.frml.etas``)."""
+    if explicit is None:
+        return True
+    entry = f"{field}.{label}"
+    return any(p in (field, entry) or p.startswith(entry + ".") for p in explicit)
+
+
+def _only_run(field: str, labels, run: list[str], where: str, explicit) -> list[str]:
+    """The ``labels`` of ``field`` that are in ``run`` (the list named ``where``). A label
+    that is not is dropped with a log line when it is the config's default, and refused
+    when the user set it (``_set_by_user``): a request that cannot be met."""
+    refused = [x for x in labels if x not in run and _set_by_user(field, x, explicit)]
+    if refused:
+        raise ValueError(
+            f"config.{field} name {refused}, which are not in {where} {tuple(run)}"
+            f"{fields.expect(field)}"
+        )
+    for label in labels:
+        if label not in run:
+            logging.info("config.%s: %r left out, as %s does not hold it", field, label, where)
+    return [x for x in labels if x in run]
+
+
+def _cv_grids(config, cv_methods: list[str], explicit) -> dict[str, list[tuple[float, float]]]:
     """label -> its (lambda, eta) grid: cv.grids[label], else cv.lams x cv.etas."""
     grids = fields.cv_grids(config)
-    unknown = sorted(set(grids) - set(cv_methods))
-    if unknown:
-        raise ValueError(f"cv.grids name {unknown}, which are not in cv.methods")
+    kept = _only_run("cv.grids", list(grids), cv_methods, "cv.methods", explicit)
+    grids = {label: grids[label] for label in kept}
     lams = fields.grid_values(config.cv.lams, "lambdas", "config.cv.lams", "cv.lams")
     etas = fields.grid_values(config.cv.etas, "step sizes", "config.cv.etas", "cv.etas")
     out = {}
@@ -202,9 +227,16 @@ class Plan:
 
     ``not_applicable`` maps (dataset, label) to the reason the learner refused that
     dataset's training data (``runs.check_applicable``); empty until that is known.
+
+    ``explicit``: the config fields the user set, as override paths (the command line's
+    ``--config.cv.methods=...`` is ``cv.methods``); None: every field. An entry of
+    ``cv.methods`` for a label that ``methods`` does not hold, or of ``cv.grids`` for one
+    that ``cv.methods`` does not hold, is left out with a log line when it is the
+    config's default (narrowing ``methods`` drops their cross-validation), and refused
+    when the user set it.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, explicit=None):
         self.config = config
         self.datasets = fields.names(config, "datasets")
         self.methods = fields.names(config, "methods")
@@ -222,16 +254,16 @@ class Plan:
             fields.check_dataset_name(name, "config.datasets", "datasets")
         for label in self.methods:
             methods.get(method_config(label).name)
-        unknown = sorted(set(self.cv_methods) - set(self.methods))
-        if unknown:
-            raise ValueError(f"cv.methods {unknown} are not in config.methods {self.methods}")
+        self.cv_methods = _only_run(
+            "cv.methods", self.cv_methods, self.methods, "config.methods", explicit
+        )
         for label in self.cv_methods:
             cfg = method_config(label)
             if "lam" not in cfg or "learning_rate" not in cfg:
                 raise ValueError(
                     f"cv.methods: {label!r} has no lam and learning_rate fields to choose"
                 )
-        self.grids = _cv_grids(config, self.cv_methods)
+        self.grids = _cv_grids(config, self.cv_methods, explicit)
         if self.cv_methods:
             _check_cv_settings(config.cv)
         self.dims = fields.dims(config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from absl import logging
 
+from warca_jax import defaults
 from warca_jax import workdir as workdir_lib
 from warca_jax.protocol.cv import cv_jobs
 from warca_jax.protocol.datasets import prepare_dataset
@@ -31,8 +32,12 @@ def run_protocol(
     num_workers: int = 1,
     num_shards: int = 1,
     shard_index: int = 0,
+    explicit=None,
 ) -> dict:
     """Runs a stage of the protocol (see the package docstring); returns the results.
+
+    ``explicit``: the config fields the user set (``Plan``; the command line passes its
+    overrides): cv settings of methods not run are refused there and dropped elsewhere.
 
     Raises:
       ValueError: a bad config or flag, before any work.
@@ -42,13 +47,13 @@ def run_protocol(
         written; or the runs stage found cross-validation results missing.
     """
     _check_flags(stage, num_workers, num_shards, shard_index)
-    plan = Plan(config)
+    plan = Plan(config, explicit=explicit)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a folder path, got {workdir!r}")
     workdir_lib.prepare(workdir)
     data = {name: prepare_dataset(config, name, workdir) for name in plan.datasets}
     check_applicable(plan, data)  # every learner checks every split before any training
-    kw = dict(num_workers=num_workers, progress=bool(config.progress))
+    kw = dict(num_workers=num_workers, progress=defaults.progress_bars(config.progress))
     if stage in ("all", "cv"):
         jobs = shard(cv_jobs(plan, workdir, data), num_shards, shard_index)
         cv_failures = execute(jobs, desc="cross-validation", **kw)

@@ -172,7 +172,8 @@ class _Runs:
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
         workdir_lib.makedirs(self.folder)
-        self.bar = tqdm(total=total, desc="aon study", disable=not config.progress)
+        bars = defaults.progress_bars(config.progress)
+        self.bar = tqdm(total=total, desc="aon study", disable=not bars)
         self.trained = 0
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:

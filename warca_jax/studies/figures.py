@@ -41,7 +41,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, pipeline, plots, workdir_lock
+from warca_jax import datasets, defaults, evaluation, methods, pipeline, plots, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
@@ -133,7 +133,7 @@ def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dic
         dataset.labels[split.train_idx],
         cfg,
         seed=seed,
-        progress=config.progress,
+        progress=defaults.progress_bars(config.progress),
     )
     train_seconds = time.perf_counter() - t0
     res = evaluation.evaluate_metric(metric, dataset, split, config.eval, seed=seed)
@@ -304,7 +304,7 @@ def run(config, workdir: str) -> dict:
       ValueError: a bad config or data, before any fit.
     """
     cfgs = check_config(config)
-    dataset = datasets.from_config(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=defaults.progress_bars(config.progress))
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
     workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)

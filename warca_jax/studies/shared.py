@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, evaluation, methods, pipeline
+from warca_jax import datasets, defaults, evaluation, methods, pipeline
 from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 
@@ -19,7 +19,7 @@ def open_study(config, workdir: str, learners: Iterable, *, folder: str = "") ->
     in it) is made, and refused when it holds a study with another config
     (``pipeline.check_config_file``; one with the same config is resumed).
     """
-    dataset = datasets.from_config(config.data, progress=bool(config.progress))
+    dataset = datasets.from_config(config.data, progress=defaults.progress_bars(config.progress))
     for cfg in learners:
         validate = methods.get(cfg.name).validate
         for sp in dataset.splits:

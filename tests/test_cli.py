@@ -1,0 +1,206 @@
+"""What the entry points show a user (warca_jax/cli.py): one line for a mistyped config file
+or variant, the root to run from, the baseline beside the result, no stray files or bars."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from processes import ROOT, cpu_env
+from repo_configs import CONFIGS
+
+from warca_jax import cli, defaults, plots, run_plots
+
+# entry point -> its config file, a mistyped variant, the variant it is close to, and a
+# mistyped file name
+ENTRY_POINTS = {
+    "experiments.main": ("warca.py", "chi22", "chi2", "warka.py"),
+    "experiments.protocol": ("protocol.py", "vipr", "viper", "protocl.py"),
+    "experiments.aon_study": ("aon_study.py", "smal", "small", "aon_stdy.py"),
+    "experiments.study_figures": ("study_figures.py", "orll", "orl", "study_figure.py"),
+    "experiments.training_time": ("training_time.py", "synthtic", "synthetic", "trainig_time.py"),
+}
+
+
+def _command(args, *, cwd=ROOT, env=None):
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env or cpu_env(), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+
+
+def _one_error_line(proc) -> str:
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_mistyped_variant_names_the_files_variants_and_the_close_match():
+    with pytest.raises(ValueError) as e:
+        defaults.load_config(os.path.join(CONFIGS, "warca.py:chi22"))
+    assert str(e.value).endswith(
+        "warca.py has no variant 'chi22' (did you mean 'chi2'?); its variants are linear, "
+        "chi2, kernel, small, orl, lomo"
+    )
+
+
+def test_a_mistyped_config_file_names_the_config_files_and_the_close_match():
+    with pytest.raises(FileNotFoundError) as e:
+        defaults.load_config(os.path.join(CONFIGS, "warka.py"))
+    message = str(e.value)
+    assert f"(did you mean '{os.path.join(CONFIGS, 'warca.py')}'?)" in message
+    assert message.endswith(", training_time.py, triplet_sgd.py, warca.py, xqda.py")
+    assert "\n" not in message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
+def test_a_mistyped_config_file_or_variant_is_one_line_at_every_entry_point(module, tmp_path):
+    file, typo, close, mistyped = ENTRY_POINTS[module]
+    workdir = f"--workdir={tmp_path / 'w'}"
+    line = _one_error_line(_command(["-m", module, f"--config=configs/{file}:{typo}", workdir]))
+    variants = ", ".join(defaults.load_config_module(os.path.join(CONFIGS, file)).VARIANTS)
+    assert line == (
+        f"error: --config=configs/{file}:{typo}: configs/{file} has no variant {typo!r} "
+        f"(did you mean {close!r}?); its variants are {variants}"
+    )
+    line = _one_error_line(_command(["-m", module, f"--config=configs/{mistyped}", workdir]))
+    assert line.startswith(
+        f"error: --config=configs/{mistyped}: no config file 'configs/{mistyped}' (did you "
+        f"mean 'configs/{file}'?); the config files in configs/: aon_study.py, frml.py,"
+    )
+    assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.slow
+def test_a_config_file_given_as_the_next_argument_is_checked_too(tmp_path):
+    proc = _command(["-m", "experiments.main", "--config", "configs/nn.py:cosin",
+                     f"--workdir={tmp_path / 'w'}"])  # fmt: skip
+    assert _one_error_line(proc) == (
+        "error: --config=configs/nn.py:cosin: configs/nn.py has no variant 'cosin' (did you "
+        "mean 'cosine'?); its variants are euclidean, manhattan, cosine, chi2, small"
+    )
+
+
+@pytest.mark.slow
+def test_a_command_run_outside_the_repository_root_names_the_root(tmp_path):
+    env = cpu_env(PYTHONPATH=str(ROOT))
+    script = os.path.join(ROOT, "experiments", "main.py")
+    proc = _command([script, "--config=configs/warca.py", f"--workdir={tmp_path / 'w'}"],
+                    cwd=tmp_path, env=env)  # fmt: skip
+    assert _one_error_line(proc) == (
+        f"error: --config=configs/warca.py: no config file 'configs/warca.py' in the current "
+        f"folder {tmp_path}: the commands run from the repository's root, {ROOT} (cd there "
+        "first)"
+    )
+
+
+@pytest.mark.slow
+def test_the_end_of_run_line_shows_euclidean_beside_the_result_and_warns_below_it(tmp_path):
+    # D' = 1: a learned metric far below Euclidean distance on the same features
+    proc = _command(["-m", "experiments.main", "--config=configs/warca.py:small",
+                     f"--workdir={tmp_path}", "--config.method.dim=1",
+                     "--config.method.num_iters=20", "--config.method.log_every=10"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    mean, base = results["mean"], results["baseline_euclidean"]["mean"]
+    assert mean["rank1"] < base["rank1"] and mean["mAP"] < base["mAP"]
+    assert (
+        "mean over 2 splits (Euclidean distance in brackets): "
+        f"rank1 {mean['rank1']:.2f} ({base['rank1']:.2f}), " in proc.stderr
+    )
+    assert f"mAP {mean['mAP']:.2f} ({base['mAP']:.2f}), " in proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "below Euclidean distance" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("W"), proc.stderr[-3000:]
+    assert warnings[0].endswith(
+        f"warca scores below Euclidean distance on the same features: rank1 "
+        f"{mean['rank1']:.2f} < {base['rank1']:.2f}, mAP {mean['mAP']:.2f} < "
+        f"{base['mAP']:.2f} (mean over 2 splits)"
+    )
+
+
+@pytest.mark.slow
+def test_a_closed_form_learner_writes_and_lists_no_metrics_file(tmp_path):
+    proc = _command(["-m", "experiments.main", "--config=configs/kissme.py:small",
+                     f"--workdir={tmp_path}"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (tmp_path / "metrics.jsonl").exists() and not (tmp_path / "curves.png").exists()
+    listed = [ln for ln in proc.stderr.splitlines() if f"results in {tmp_path}:" in ln]
+    assert len(listed) == 1 and "metrics.jsonl" not in listed[0], proc.stderr[-3000:]
+    assert "(Euclidean distance in brackets)" in proc.stderr  # KISSME is above it: no warning
+    assert "below Euclidean distance" not in proc.stderr
+
+
+def _warca_run(workdir, *overrides):
+    return _command(["-m", "experiments.main", "--config=configs/warca.py",
+                     f"--workdir={workdir}", "--config.data.num_splits=1",
+                     "--config.data.synthetic.num_ids=60", "--config.method.num_iters=100",
+                     *overrides])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_progress_bars_stay_off_when_stderr_is_not_a_terminal_unless_forced(tmp_path):
+    quiet = _warca_run(tmp_path / "a")  # stderr is a pipe here, as a log file would be
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert "it/s]" not in quiet.stderr and "\r" not in quiet.stderr, quiet.stderr[-3000:]
+    forced = _warca_run(tmp_path / "b", "--config.progress=True")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert "WARCA: 100%|" in forced.stderr
+    assert json.loads((tmp_path / "a" / "config.json").read_text())["progress"] is None
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    "value, tty, shown",
+    [(None, True, True), (None, False, False), (True, False, True), (False, True, False)],
+)
+def test_progress_bars_follow_the_terminal_unless_the_config_says(value, tty, shown, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", _Stream(tty))
+    assert defaults.progress_bars(value) is shown
+    assert defaults.base_config().progress is None
+
+
+def test_a_training_curve_that_reaches_zero_stays_apart_from_zero(tmp_path, monkeypatch):
+    # WARCA's closer_frac as the chi2 main job logs it: no negative nearer after step 300
+    closer = [8e-3, 7e-6, 0.0, 0.0, 0.0, 0.0]
+    rows = [
+        {"split": s, "step": 100 * (i + 1), "loss": 1.0 / (i + 1), "closer_frac": c * (1 + s)}
+        for s in range(2)
+        for i, c in enumerate(closer)
+    ]
+    figures = []
+    real = plots.figure
+
+    def keep(*args, **kw):
+        figures.append(real(*args, **kw))
+        return figures[-1]
+
+    monkeypatch.setattr(plots, "figure", keep)
+    run_plots.plot_training_curves(rows, tmp_path / "curves.png")
+    ax = figures[0][0].axes[1]
+    ax.figure.canvas.draw()  # the limits and transforms as written
+    assert ax.get_ylabel() == "closer_frac"
+    to_pixels = ax.transData.transform
+    y_small, y_zero = to_pixels([(200, 7e-6), (200, 0.0)])[:, 1]
+    assert y_small - y_zero > 20  # 7e-6 is drawn well above 0, not on it
+    lo, _ = ax.get_ylim()
+    assert to_pixels([(200, 0.0)])[0, 1] - to_pixels([(200, lo)])[0, 1] > 3  # 0 off the frame
+    assert np.isfinite(ax.get_ylim()).all()
+
+
+def test_the_summary_names_no_baseline_when_the_run_has_none(caplog):
+    results = {"method": "warca", "num_splits": 1, "mean": {"rank1": 10.0, "mAP": 5.0}}
+    with caplog.at_level(logging.INFO, logger="absl"):
+        cli.log_summary(results)
+    assert [r.getMessage() for r in caplog.records] == ["mean over 1 split: rank1 10.00, mAP 5.00"]
