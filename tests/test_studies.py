@@ -384,3 +384,15 @@ def test_the_orl_aon_variant_reads_the_repository_faces():
     config = aon_config.get_config("orl")
     assert config.data.descriptor == "lomo" and config.method.kernel == "linear"
     assert (Path(config.data.path) / "s1" / "1.pgm").is_file()
+
+
+def test_panel_e_can_be_redrawn_with_other_studies_on_the_same_workdir(aon_run, tmp_path):
+    """Naming other finished studies changes a figure, not a run: the study resumes on its
+    workdir (no run is trained again) and panel (e) gains their rows."""
+    config, workdir, first = aon_run
+    again = aon_config.get_config("small")
+    again.study.compare_workdirs = (str(workdir),)
+    results = aon_study.run_study(again, str(workdir))
+    assert results["runs_trained"] == 0
+    assert [r["dataset"] for r in results["by_dataset"]] == [first["dataset"]] * 2
+    assert results["lambda_sweep"] == json.loads(json.dumps(first["lambda_sweep"]))

@@ -285,8 +285,8 @@ def prepare(workdir: str) -> None:
 # Fields that change how a run looks, not what it computes: a workdir is reused across a
 # change of these (config.json keeps the first run's values). ``progress``: progress bars;
 # ``eval.plot_max_rank``: the ranks drawn in the CMC plot, redrawn from the results by
-# every run.
-PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank")
+# every run; ``study.compare_workdirs``: the other studies the AON study's panel (e) reads.
+PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank", "study.compare_workdirs")
 # Fields that say where a run keeps things, not what it computes: ``data.cache_dir``, the
 # feature cache's folder (an entry there is used only for the exact inputs it was computed
 # from, so moving it cannot change a result).
