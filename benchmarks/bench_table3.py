@@ -21,6 +21,11 @@ the seconds of extraction and of each method's fits, and a markdown table beside
 published numbers.
 
   python benchmarks/bench_table3.py --viper=PATH/VIPeR [--cuhk01=PATH/CUHK01] [--splits=10]
+
+For a diagnosis, ``--methods`` runs some of the three, and ``--warca_dim`` /
+``--warca_lam`` change WARCA's output dimension and penalty weight (0: the config's), e.g.
+  python benchmarks/bench_table3.py --cuhk01=PATH/CUHK01 --methods=warca --splits=3 \
+      --warca_dim=100 --warca_lam=1e-3
 """
 
 import argparse
@@ -64,25 +69,38 @@ def load(name, root):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--viper", required=True, help="VIPeR folder holding cam_a/ and cam_b/")
+    p.add_argument("--viper", default="", help="VIPeR folder holding cam_a/ and cam_b/")
     p.add_argument("--cuhk01", default="", help="CUHK01 folder holding campus/ ('': skip)")
     p.add_argument("--splits", type=int, default=10)
     p.add_argument("--mlapg_pca", type=int, default=0, help="MLAPG's pca_dim (0: its lomo config's)")
+    p.add_argument("--methods", default="warca,mlapg,xqda", help="comma-separated, of the three")
+    p.add_argument("--warca_dim", type=int, default=0, help="WARCA's D' (0: the paper's)")
+    p.add_argument("--warca_lam", type=float, default=0.0, help="WARCA's lambda (0: its config's)")
     args = p.parse_args()
-    roots = {"viper": args.viper, **({"cuhk01": args.cuhk01} if args.cuhk01 else {})}
+    roots = {k: v for k, v in (("viper", args.viper), ("cuhk01", args.cuhk01)) if v}
+    if not roots:
+        p.error("give --viper, --cuhk01 or both: the folders of the images")
+    chosen = [m for m in args.methods.split(",") if m]
+    known = [m for m, _ in METHODS]
+    if not chosen or set(chosen) - set(known):
+        p.error(f"--methods={args.methods!r}: expected names from {known}")
     for name, root in roots.items():
         if not os.path.isdir(root):
             p.error(f"--{name}={root!r} is not a folder")
     print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
-                          device=str(jax.devices()[0]), splits=args.splits)), flush=True)
+                          device=str(jax.devices()[0]), splits=args.splits,
+                          warca_dim=args.warca_dim or "paper's", warca_lam=args.warca_lam or
+                          "config's")), flush=True)
     eval_cfg = defaults.base_config().eval
     table = {}
     for name, root in roots.items():
         ds, seconds = load(name, root)
         print(json.dumps(dict(data=name, images=len(ds.labels), dim=ds.features.shape[1],
                               read_and_extract_seconds=round(seconds, 1))), flush=True)
-        for method_name, variant in METHODS:
-            method = method_config(method_name, variant, DIMS[name])
+        for method_name, variant in (mv for mv in METHODS if mv[0] in chosen):
+            method = method_config(method_name, variant, args.warca_dim or DIMS[name])
+            if method_name == "warca" and args.warca_lam:
+                method = defaults.overridden(method, lam=args.warca_lam)
             if method_name == "mlapg" and args.mlapg_pca:
                 method = defaults.overridden(method, pca_dim=args.mlapg_pca)
             ranks, t0 = [], time.perf_counter()
