@@ -15,7 +15,9 @@ on each split, with the training cameras as the pipeline passes them:
 
 VIPeR uses the camera roles of Liao et al.'s demo (gallery camera A, probes camera B;
 ``probe='cam_b'``), 10 random 316 / 316 splits; CUHK01 Liao's reading (``protocol=
-'multi_shot'``: both camera-A images probe, both camera-B images gallery), 486 test people.
+'multi_shot'``: both camera-A images probe, both camera-B images gallery), 486 test people;
+``--cuhk01_protocol=gallery_draw`` reads it as the WARCA paper's Table 2 does (the
+loader's default: one random gallery image per person, the other three probes).
 It prints one JSON line per (dataset, method), rank 1 / 5 / 10 / 20 mean over the splits,
 the seconds of extraction and of each method's fits, and a markdown table beside the
 published numbers.
@@ -60,8 +62,8 @@ def method_config(name, variant, dim):
     return defaults.overridden(method, dim=dim) if "dim" in method and name == "warca" else method
 
 
-def load(name, root):
-    options = {"probe": "cam_b"} if name == "viper" else {"protocol": "multi_shot"}
+def load(name, root, cuhk01_protocol="multi_shot"):
+    options = {"probe": "cam_b"} if name == "viper" else {"protocol": cuhk01_protocol}
     t0 = time.perf_counter()
     ds = datasets.read(name, root, descriptor="lomo", **options)
     return ds, time.perf_counter() - t0
@@ -72,6 +74,9 @@ def main():
     p.add_argument("--viper", default="", help="VIPeR folder holding cam_a/ and cam_b/")
     p.add_argument("--cuhk01", default="", help="CUHK01 folder holding campus/ ('': skip)")
     p.add_argument("--splits", type=int, default=10)
+    p.add_argument("--cuhk01_protocol", default="multi_shot",
+                   choices=("multi_shot", "gallery_draw", "single_shot"),
+                   help="CUHK01's probe/gallery rule (the loader's protocol=)")
     p.add_argument("--mlapg_pca", type=int, default=0, help="MLAPG's pca_dim (0: its lomo config's)")
     p.add_argument("--methods", default="warca,mlapg,xqda", help="comma-separated, of the three")
     p.add_argument("--warca_dim", type=int, default=0, help="WARCA's D' (0: the paper's)")
@@ -89,12 +94,13 @@ def main():
             p.error(f"--{name}={root!r} is not a folder")
     print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
                           device=str(jax.devices()[0]), splits=args.splits,
+                          cuhk01_protocol=args.cuhk01_protocol,
                           warca_dim=args.warca_dim or "paper's", warca_lam=args.warca_lam or
                           "config's")), flush=True)
     eval_cfg = defaults.base_config().eval
     table = {}
     for name, root in roots.items():
-        ds, seconds = load(name, root)
+        ds, seconds = load(name, root, args.cuhk01_protocol)
         print(json.dumps(dict(data=name, images=len(ds.labels), dim=ds.features.shape[1],
                               read_and_extract_seconds=round(seconds, 1))), flush=True)
         for method_name, variant in (mv for mv in METHODS if mv[0] in chosen):
