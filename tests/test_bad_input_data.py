@@ -673,6 +673,19 @@ def test_the_feature_cache_folder_does_not_make_another_config(tmp_path):
     assert "cache_dir" not in str(info.value)
 
 
+def test_a_field_added_since_a_run_resumes_it_at_the_earlier_value(tmp_path):
+    """A workdir recorded before data.skip_small_images existed is the run with it False
+    (what those runs did), and another run with it True."""
+    earlier = {"data": {"name": "viper", "batch_size": 8}, "progress": True}
+    now = {"data": {"name": "viper", "batch_size": 8, "skip_small_images": False}}
+    assert workdir.config_differences(earlier, now) == []
+    workdir.check_run_files(str(tmp_path), json.dumps(earlier), {})
+    workdir.check_run_files(str(tmp_path), json.dumps(now), {})  # accepted: the same run
+    skipping = {"data": {"name": "viper", "batch_size": 8, "skip_small_images": True}}
+    with pytest.raises(ValueError, match=r"data\.skip_small_images False -> True"):
+        workdir.check_run_files(str(tmp_path), json.dumps(skipping), {})
+
+
 def test_many_differences_are_named_a_few_at_a_time(tmp_path):
     old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": 1.5, "f": True, "g": None, "progress": 1}
     new = {"a": 2, "b": {"c": [1, 3], "d": "y"}, "e": 2.5, "f": False, "h": 0, "progress": 2}

@@ -292,6 +292,10 @@ PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank", "study.compare_workdirs
 # from, so moving it cannot change a result).
 LOCATION_FIELDS = ("data.cache_dir",)
 IGNORED_FIELDS = PRESENTATION_FIELDS + LOCATION_FIELDS
+# Fields added to the configs after runs were recorded without them, with the value that
+# reproduces those runs: a recorded config that lacks one is read as holding that value,
+# so that such a workdir is resumed rather than refused.
+EARLIER_VALUES = {"data.skip_small_images": False}
 _ABSENT = object()
 
 
@@ -313,7 +317,8 @@ def config_differences(old, new, *, ignore=IGNORED_FIELDS) -> list[str]:
     """``"path old -> new"`` for every leaf in which two JSON configs differ, in path order.
 
     ``ignore`` names fields (dotted paths, a section for all its fields) left out; a field
-    that only one config has shows ``(absent)`` on the other side.
+    that only one config has shows ``(absent)`` on the other side, unless it is one of
+    ``EARLIER_VALUES`` (then the other side holds the value earlier runs had).
     """
     a, b = _flatten(old), _flatten(new)
 
@@ -322,7 +327,8 @@ def config_differences(old, new, *, ignore=IGNORED_FIELDS) -> list[str]:
 
     out = []
     for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
+        earlier = EARLIER_VALUES.get(path, _ABSENT)
+        va, vb = a.get(path, earlier), b.get(path, earlier)
         if va != vb and not _ignored(path, ignore):
             out.append(f"{path} {show(va)} -> {show(vb)}")
     return out
