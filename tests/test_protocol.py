@@ -15,6 +15,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, plots, protocol
+from warca_jax import workdir as workdir_lib
 from warca_jax.protocol.report import is_kernel
 
 get_config = config_module("protocol").get_config
@@ -210,6 +211,43 @@ def test_restart_redoes_nothing_and_an_interrupted_run_is_redone_alone(tiny_run,
     for p, t in stamps.items():
         if p != lost:
             assert os.path.getmtime(os.path.join(copy, p)) == t, p
+
+
+def test_a_presentation_or_cache_change_reuses_every_outcome(tiny_run, tmp_path):
+    """The job folders accept a config that differs only in progress bars, the feature
+    cache's folder or a field at the value earlier runs had; the outcomes follow the same
+    rule, also those recorded under the hash of the whole config (as earlier versions
+    wrote them): nothing is redone."""
+    workdir, _ = tiny_run
+    import shutil
+
+    copy = str(tmp_path / "w")
+    shutil.copytree(workdir, copy)
+    before = _run_results(copy)
+    for root, _, files in os.walk(copy):  # as written before the hash left these out
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".json") and f != "config.json" and "/runs/" in path + "/cv/":
+                rec = json.loads(_read(path))
+                if isinstance(rec, dict) and "config_sha256" in rec:
+                    rec["config_sha256"] = "0" * 64
+                    with open(path, "w") as fh:
+                        json.dump(rec, fh)
+    stamps = {p: os.path.getmtime(os.path.join(copy, p)) for p in before}
+    changed = _tiny(progress=True)
+    changed.unlock()
+    changed.data.cache_dir = str(tmp_path / "cache")
+    changed.lock()
+    protocol.run_protocol(changed, copy)
+    assert _run_results(copy) == before
+    for p, t in stamps.items():
+        assert os.path.getmtime(os.path.join(copy, p)) == t, p
+    cfg = json.loads(_read(copy, "runs", "synthetic", "nn", "split_0", "config.json"))
+    other = dict(cfg, seed=cfg["seed"] + 1)
+    assert workdir_lib.computed_fields(dict(cfg, progress=not cfg.get("progress"))) == (
+        workdir_lib.computed_fields(cfg)
+    )
+    assert workdir_lib.computed_fields(other) != workdir_lib.computed_fields(cfg)
 
 
 def test_a_changed_method_config_is_refused(tiny_run, tmp_path):

@@ -334,6 +334,17 @@ def config_differences(old, new, *, ignore=IGNORED_FIELDS) -> list[str]:
     return out
 
 
+def computed_fields(config: dict) -> dict:
+    """``config`` (a JSON object) without the fields that do not change what a run
+    computes: ``IGNORED_FIELDS``, and ``EARLIER_VALUES`` fields at their earlier value."""
+    flat = _flatten(config)
+    return {
+        path: value
+        for path, value in flat.items()
+        if not _ignored(path, IGNORED_FIELDS) and EARLIER_VALUES.get(path, _ABSENT) != value
+    }
+
+
 def describe_differences(diffs: list[str], *, shown: int = 3) -> str:
     """The first ``shown`` differences, then ``and N more (their fields)``."""
     text = ", ".join(diffs[:shown])

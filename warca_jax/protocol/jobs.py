@@ -63,6 +63,10 @@ def make_job(
     """The job of ``kind`` ("cv" or "run") running config ``cfg`` into ``folder``."""
     config = cfg.to_dict()
     result = "result.json" if kind == "cv" else f"split_{split}.json"
+    # what the job computes: the fields that only change how it looks or where it keeps
+    # things are left out, and so are fields at the value runs had before they existed,
+    # so that an outcome is reused exactly when ``claim`` accepts the folder's config
+    canonical = workdir_lib.computed_fields(config)
     return dict(
         kind=kind,
         dataset=name,
@@ -70,7 +74,7 @@ def make_job(
         split=split,
         folder=folder,
         config=config,
-        config_sha256=_sha256(config),
+        config_sha256=_sha256(canonical),
         data=info.path,
         data_sha256=info.sha256,
         result=os.path.join(folder, result),
@@ -101,11 +105,27 @@ def _wrong_job(job: dict, obj) -> str | None:
         if have == want:
             continue
         if key == "config_sha256":
+            if _recorded_as(job):  # recorded under the full config's hash, with this config
+                continue
             return "it was made with another config (or before outcomes recorded their job)"
         if key == "data_sha256":
             return "it was made from other data"
         return f"it holds the outcome of {key} {have!r}, this file's job is {key} {want!r}"
     return None
+
+
+def _recorded_as(job: dict) -> bool:
+    """Whether the job folder's config.json (which ``claim`` never replaces by another
+    config) holds ``job``'s config up to the fields ``workdir.config_differences`` leaves
+    out: outcomes written before their hash left those fields out are then this job's."""
+    path = os.path.join(job["folder"], "config.json")
+    try:
+        with open(path) as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        return False
+    config = json.loads(json.dumps(job["config"], default=str))  # tuples as JSON lists
+    return isinstance(recorded, dict) and not workdir_lib.config_differences(recorded, config)
 
 
 def _check_cv_result(job: dict, obj) -> str | None:
