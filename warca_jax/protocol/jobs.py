@@ -105,27 +105,11 @@ def _wrong_job(job: dict, obj) -> str | None:
         if have == want:
             continue
         if key == "config_sha256":
-            if _recorded_as(job):  # recorded under the full config's hash, with this config
-                continue
             return "it was made with another config (or before outcomes recorded their job)"
         if key == "data_sha256":
             return "it was made from other data"
         return f"it holds the outcome of {key} {have!r}, this file's job is {key} {want!r}"
     return None
-
-
-def _recorded_as(job: dict) -> bool:
-    """Whether the job folder's config.json (which ``claim`` never replaces by another
-    config) holds ``job``'s config up to the fields ``workdir.config_differences`` leaves
-    out: outcomes written before their hash left those fields out are then this job's."""
-    path = os.path.join(job["folder"], "config.json")
-    try:
-        with open(path) as f:
-            recorded = json.load(f)
-    except (OSError, ValueError):
-        return False
-    config = json.loads(json.dumps(job["config"], default=str))  # tuples as JSON lists
-    return isinstance(recorded, dict) and not workdir_lib.config_differences(recorded, config)
 
 
 def _check_cv_result(job: dict, obj) -> str | None:
