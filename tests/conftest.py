@@ -1,9 +1,14 @@
-"""Fixtures shared by the learners' tests: the default synthetic data and a scorer."""
+"""Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter."""
+
+import importlib
 
 import pytest
 
 from warca_jax import datasets, defaults, evaluation
 from warca_jax.metric import Metric
+
+# the module, not the function warca_jax.features re-exports under the same name
+extract_lib = importlib.import_module("warca_jax.features.extract")
 
 
 class ReidProblem:
@@ -36,3 +41,17 @@ def reid():
 def reid_hist():
     """The histogram variant (non-negative, L1-normalised rows) for chi2 methods."""
     return ReidProblem(histogram=True)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """The colour + LBP descriptor's calls so far (the size of each batch it described)."""
+    calls = []
+    real = extract_lib.DESCRIPTORS["color_lbp"]
+
+    def counting(batch):
+        calls.append(len(batch))
+        return real.fn(batch)
+
+    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
+    return calls

@@ -20,3 +20,14 @@ def config_path(name: str) -> str:
 def config_module(name: str):
     """configs/<name>.py as a module (``get_config``, ``VARIANTS``, its constants)."""
     return defaults.load_config_module(config_path(name))
+
+
+def tiny_protocol():
+    """configs/protocol.py:small reduced to Euclidean distance on 40 identities, no CV."""
+    c = config_module("protocol").get_config("small")
+    c.unlock()
+    c.methods = ("nn",)
+    c.cv.methods = ()
+    c.data.synthetic.num_ids = 40
+    c.lock()
+    return c

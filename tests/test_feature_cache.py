@@ -32,20 +32,6 @@ def _extract(paths, cache=None):
 
 
 @pytest.fixture
-def counted(monkeypatch):
-    """The number of descriptor calls (batches described) so far, in a list."""
-    calls = []
-    real = extract_lib.DESCRIPTORS["color_lbp"]
-
-    def counting(batch):
-        calls.append(len(batch))
-        return real.fn(batch)
-
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
-    return calls
-
-
-@pytest.fixture
 def settled(monkeypatch):
     """Stamps are trusted at once (tests write their images right before reading them)."""
     monkeypatch.setattr(cache_lib, "RACY_NS", 0)

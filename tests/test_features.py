@@ -278,17 +278,10 @@ def test_extract_batches_match_in_memory(tmp_path):
         features.extract(paths, descriptor="sift")
 
 
-def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch):
+def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch, counted):
     (tmp_path / "imgs").mkdir()
     paths = _write_images(tmp_path / "imgs")
-    calls = []
-    real = extract_lib.DESCRIPTORS["color_lbp"]
-
-    def counting(batch):
-        calls.append(len(batch))
-        return real.fn(batch)
-
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
+    calls = counted
     cache = tmp_path / "cache"
     first = features.extract(paths, batch_size=2, cache_dir=cache)
     assert len(calls) == 3

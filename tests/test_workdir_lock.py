@@ -20,7 +20,7 @@ import time
 
 import pytest
 from processes import ROOT, cpu_env, run_python
-from repo_configs import config_module
+from repo_configs import config_module, tiny_protocol
 
 from warca_jax import pipeline
 from warca_jax.protocol import run_protocol
@@ -118,24 +118,14 @@ def test_a_lock_file_replaced_while_taken_is_locked_anew(tmp_path):
     second.release()
 
 
-def _tiny_protocol():
-    c = config_module("protocol").get_config("small")
-    c.unlock()
-    c.methods = ("nn",)
-    c.cv.methods = ()
-    c.data.synthetic.num_ids = 40
-    c.lock()
-    return c
-
-
 def test_the_protocol_locks_each_job_folder_not_the_grid(tmp_path):
     job = tmp_path / "runs" / "synthetic" / "nn" / "split_1"
     job.mkdir(parents=True)
     with WorkdirLock(tmp_path):  # the grid's folder held: the protocol does not lock it
         with WorkdirLock(job), pytest.raises(WorkdirInUseError, match=f"{job} is in use"):
-            run_protocol(_tiny_protocol(), str(tmp_path))
+            run_protocol(tiny_protocol(), str(tmp_path))
         assert not list((tmp_path / "runs").rglob("split_*.json"))  # refused before any job
-        results = run_protocol(_tiny_protocol(), str(tmp_path))
+        results = run_protocol(tiny_protocol(), str(tmp_path))
     assert results["synthetic"]["nn"]["num_done"] == 2
     assert not list(tmp_path.rglob(LOCK_FILE))
 

@@ -22,7 +22,7 @@ import matplotlib.figure
 import numpy as np
 import pytest
 from processes import ROOT, cpu_env
-from repo_configs import config_module
+from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
 from warca_jax import cli, features, pipeline, workdir, writes
@@ -159,25 +159,15 @@ def test_a_full_disk_while_the_feature_cache_is_written_names_it(tmp_path, capsy
     assert os.listdir(cache) == []  # no partial cache file
 
 
-def _tiny_protocol():
-    c = config_module("protocol").get_config("small")
-    c.unlock()
-    c.methods = ("nn",)
-    c.cv.methods = ()
-    c.data.synthetic.num_ids = 40
-    c.lock()
-    return c
-
-
 def test_a_full_disk_while_the_protocol_plots_keeps_its_runs(tmp_path, capsys, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(matplotlib.figure.Figure, "savefig", _full_disk)
-        line = _one_line_exit(capsys, lambda: run_protocol(_tiny_protocol(), str(tmp_path)))
+        line = _one_line_exit(capsys, lambda: run_protocol(tiny_protocol(), str(tmp_path)))
     assert f"cannot write {tmp_path / 'cmc_synthetic.png'}: {FULL}" in line, line
     runs = tmp_path / "runs" / "synthetic" / "nn"
     times = {p: p.stat().st_mtime_ns for p in runs.rglob("split_*.json")}
     assert len(times) == 2 and (tmp_path / "table2.md").exists()
-    results = run_protocol(_tiny_protocol(), str(tmp_path))
+    results = run_protocol(tiny_protocol(), str(tmp_path))
     assert results["synthetic"]["nn"]["num_done"] == 2
     assert {p: p.stat().st_mtime_ns for p in runs.rglob("split_*.json")} == times  # reused
     assert (tmp_path / "cmc_synthetic.png").exists()
