@@ -18,12 +18,12 @@ each with the 2,580-d colour + LBP descriptor and the loader's 10 random splits,
 training cameras passed as the pipeline passes them. It prints one JSON line per
 (dataset, method) and a markdown table of rank-1 / mAP, mean ± std over the splits, with
 whether each ordering holds. ``--lam_chi2`` / ``--lam_linear`` (a fixed lambda instead of
-the held-out choice from ``lam_grid``) and ``--positives`` override WARCA's defaults (to
+the held-out choice from ``lam_grid``), ``--positives`` and ``--init`` override WARCA's defaults (to
 measure what a default change does).
 
   python benchmarks/bench_real_ordering.py --viper=PATH/VIPeR --cuhk01=PATH/CUHK01 \\
       [--datasets=viper,cuhk01,orl] [--splits=10] [--cache_dir=/tmp/warca_cache] \\
-      [--tables=ordering,lam,positives,subsample,select]
+      [--tables=ordering,lam,positives,subsample,select,gallery,people]
 
 Tables (``--tables``; each on the first ``--splits`` splits):
   ordering   the four default configs, the table above.
@@ -37,6 +37,9 @@ Tables (``--tables``; each on the first ``--splits`` splits):
              images of 158 people: 632, VIPeR's size), tested on the same people.
   select     WARCA-chi2 with lambda chosen per fit from 1e-6 ... 1e-3 on 30% of the
              training people held out (``lam_grid``, the one-standard-error rule).
+  people     VIPeR and CUHK01: the four default configs trained on the first 30 (VIPeR:
+             60), 60, 120, 240 or all training people of each split, tested on the same test people
+             (how the ordering depends on the training set's size).
   gallery    CUHK01: the four default configs fitted once per split and scored two ways:
              the loader's single shot (``protocol='single_shot'``), and the reading of
              Xiong et al.'s released code (docs/datasets.md; the loader's default): one
@@ -81,6 +84,8 @@ def method_config(file: str, variant, dim: int, args):
             over["lam"], over["lam_grid"] = lam, ()
         if args.positives:
             over["positives"] = args.positives
+        if args.init:
+            over["init"] = args.init
     return defaults.overridden(method, **over)
 
 
@@ -185,6 +190,24 @@ def sweep_row(ds, n, label, variant, dim, args, *, part=None, tag="", **over):
     return row
 
 
+def people_table(ds, n, args):
+    """The ``people`` table: the four default configs trained on the first P people of each
+    split's training set (P = 30, 60, 120, 240 and all; VIPeR from 60, where its D' = 100
+    fits in the training images), tested on the same test people."""
+    for count in (30, 60, 120, 240, 0) if DIMS.get(n, 40) <= 60 else (60, 120, 240, 0):
+        part = first_people(count) if count else None
+        for label, file, variant in METHODS:
+            method = method_config(file, variant, DIMS.get(n, 40), args)
+            a, sec = score(ds, method, args.splits, part=part)
+            people = count or int(np.mean([len(np.unique(ds.labels[sp.train_idx]))
+                                           for sp in ds.splits[: args.splits]]))
+            print(json.dumps(dict(table="people", data=n, method=label, train_people=people,
+                                  rank1=round(float(a[:, 0].mean()), 2),
+                                  rank1_std=round(float(a[:, 0].std()), 2),
+                                  mAP=round(float(a[:, 1].mean()), 2), seconds=round(sec, 1))),
+                  flush=True)
+
+
 def extra_tables(names, args, tables):
     """The lam, positives, subsample and select tables (module docstring)."""
     for n in names:
@@ -207,6 +230,8 @@ def extra_tables(names, args, tables):
                 for lam in (1e-3, 1e-4, 1e-5):
                     sweep_row(ds, n, "warca:chi2", "chi2", dim, args, part=part,
                               tag=f"subsample:{name}", lam=lam, lam_grid=())
+        if "people" in tables and n != "orl":
+            people_table(ds, n, args)
         if "gallery" in tables and n == "cuhk01":
             gallery_table(load(n, args, "single_shot"), args)
         if "select" in tables:
@@ -224,8 +249,9 @@ def main():
     p.add_argument("--lam_chi2", type=float, default=None, help="WARCA-chi2's lambda (default: its config's)")
     p.add_argument("--lam_linear", type=float, default=None, help="WARCA-L's lambda (default: its config's)")
     p.add_argument("--positives", default="", help="WARCA's positives (default: its config's)")
+    p.add_argument("--init", default="", help="WARCA's initial W, random or pca (default: its config's)")
     p.add_argument("--cuhk01_protocol", default="", help="CUHK01's protocol (default: the loader's)")
-    p.add_argument("--tables", default="ordering", help="ordering,lam,positives,subsample,select")
+    p.add_argument("--tables", default="ordering", help="ordering,lam,positives,subsample,select,gallery,people")
     args = p.parse_args()
     names = [n for n in args.datasets.split(",") if n]
     for n in names:
@@ -236,7 +262,7 @@ def main():
     print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
                           device=str(jax.devices()[0]), splits=args.splits)), flush=True)
     tables = set(args.tables.split(","))
-    known = {"ordering", "lam", "positives", "subsample", "select", "gallery"}
+    known = {"ordering", "lam", "positives", "subsample", "select", "gallery", "people"}
     if tables - known:
         p.error(f"unknown tables {sorted(tables - known)}; expected {sorted(known)}")
     extra_tables(names, args, tables)

@@ -157,6 +157,9 @@ class WARCA(_Named):
         Steps between rows of ``history_``.
     num_devices : int, default=0
         Devices of the training mesh (0: all of jax.devices()).
+    init : str, default='pca'
+        The initial W: the training data's top D' principal axes ('pca'), or random
+        orthonormal rows ('random').
     seed : int, default=0
         Seed of the initialisation and of the minibatch draws.
 
@@ -195,6 +198,7 @@ class WARCA(_Named):
         preconditioned: bool = True,
         log_every: int = 100,
         num_devices: int = 0,
+        init: str = "pca",
         seed: int = 0,
     ):
         self.dim = dim
@@ -221,6 +225,7 @@ class WARCA(_Named):
         self.preconditioned = preconditioned
         self.log_every = log_every
         self.num_devices = num_devices
+        self.init = init
         self.seed = seed
 
 

@@ -40,15 +40,17 @@ def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key
         if not bool(jnp.all(jnp.isfinite(gram))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
         gram, scale = prepare.normalized_gram(gram, normalize=cfg.normalize)
-        params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], gram=gram)
+        params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], gram=gram, init=cfg.init)
         return _Problem(gram, params, scale, gamma, None, None)
     if nystroem:
         phi, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed, gamma=gamma)
         scale = prepare.feature_scale(phi, normalize=cfg.normalize)
-        params = prepare.init_params(key, dim=cfg.dim, d=phi.shape[1])
+        params = prepare.init_params(
+            key, dim=cfg.dim, d=phi.shape[1], x=phi, scale=scale, init=cfg.init
+        )
         return _Problem(phi, params, scale, gamma, landmarks, nys_proj)
     scale = prepare.feature_scale(x, normalize=cfg.normalize)
-    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1])
+    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, scale=scale, init=cfg.init)
     return _Problem(x, params, scale, 1.0, None, None)
 
 

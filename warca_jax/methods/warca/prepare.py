@@ -16,13 +16,103 @@ _MSD_RELATIVE_FLOOR = 2.0**-44
 _KERNEL_MSD_RELATIVE_FLOOR = 2.0**-20
 
 
-def init_params(key: jax.Array, *, dim: int, d: int, gram: jax.Array | None = None) -> jax.Array:
-    """Initial W with orthonormal rows, or A scaled so that tr(A K A^T) = D'."""
-    if gram is None:
-        return linalg.random_orthonormal_rows(key, dim=dim, d=d)
-    a = jax.random.normal(key, (dim, gram.shape[0]), jnp.float32)
-    scale = jnp.sum(a * (gram @ a.T).T) / dim
-    return a / jnp.sqrt(jnp.maximum(scale, 1e-30))
+def init_params(
+    key: jax.Array,
+    *,
+    dim: int,
+    d: int,
+    gram: jax.Array | None = None,
+    x=None,
+    scale: float = 1.0,
+    init: str = "random",
+) -> jax.Array:
+    """The initial W (orthonormal rows) or A (kernel form, W W^T = A K A^T).
+
+    ``init="random"``: random orthonormal rows of W, or a Gaussian A scaled so that
+    tr(A K A^T) = D'. ``init="pca"``: the training data's top D' principal axes, so that
+    W W^T = I and the directions the hinge never moves carry the data's largest variance
+    instead of a random projection of it: the top eigenvectors of the centred ``gram``
+    (A = Lambda^-1/2 U^T), or of the covariance of ``x`` times ``scale`` (primal form; ``x``
+    may be a memory map, read in blocks). Axes beyond the data's rank are random rows.
+    """
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+    if gram is not None:
+        if init == "pca":
+            return _kernel_pca_init(key, gram, dim)
+        a = jax.random.normal(key, (dim, gram.shape[0]), jnp.float32)
+        norm = jnp.sum(a * (gram @ a.T).T) / dim
+        return a / jnp.sqrt(jnp.maximum(norm, 1e-30))
+    if init == "pca":
+        if x is None:
+            raise ValueError("init='pca' in the primal form needs the training features x")
+        return _primal_pca_init(key, x, dim, scale)
+    return linalg.random_orthonormal_rows(key, dim=dim, d=d)
+
+
+INITS = ("pca", "random")
+# eigenvalues below this share of the largest are the data's null space, not its axes
+_PCA_RELATIVE_FLOOR = 1e-6
+
+
+def _kernel_pca_init(key, gram, dim):
+    """A = Lambda^-1/2 U^T on the top D' eigenpairs of the centred kernel matrix, so that
+    W = A Phi(X) has orthonormal rows: the kernel principal axes. Beyond the rank of K
+    (D' larger than it), the rows are random, of unit norm, as ``init='random'``'s."""
+    g = np.asarray(gram, np.float64)
+    w, u = _top_eigenpairs(key, g, dim)
+    k = int(min(dim, np.sum(w > _PCA_RELATIVE_FLOOR * max(w[0], 0.0))))
+    a = u[:, :k] / np.sqrt(w[:k])
+    if k < dim:
+        extra = np.asarray(jax.random.normal(key, (g.shape[0], dim - k)), np.float64)
+        extra /= np.sqrt(np.maximum(np.sum(extra * (g @ extra), 0), 1e-30))
+        a = np.concatenate([a, extra], axis=1)
+    return jnp.asarray(a.T, jnp.float32)
+
+
+def _top_eigenpairs(key, g, k, *, exact_up_to: int = 4096, power_steps: int = 6):
+    """The top ``k`` eigenpairs of the symmetric PSD ``g``, largest first (eigenvalues may
+    be fewer than k, the rest near 0). Exact (``eigh``) up to ``exact_up_to`` rows; beyond,
+    subspace iteration from a random [N, k + 10] block (``power_steps`` products with g),
+    O(N^2 k) instead of eigh's O(N^3): it is only a starting point."""
+    n = g.shape[0]
+    if n <= exact_up_to:
+        w, u = np.linalg.eigh(g)
+        return w[::-1], u[:, ::-1]
+    q = np.asarray(jax.random.normal(key, (n, min(n, k + 10))), np.float64)
+    for _ in range(power_steps):
+        q, _ = np.linalg.qr(g @ q)
+    w, v = np.linalg.eigh(q.T @ g @ q)
+    return w[::-1], (q @ v)[:, ::-1]
+
+
+def _primal_pca_init(key, x, dim, scale, *, block_size: int = 65536):
+    """W's rows the top D' principal axes of x (times ``scale``), in float64: from the
+    D x D covariance, or from the N x N Gram matrix of the centred rows when N < D."""
+    n, d = x.shape
+    mean = np.zeros(d, np.float64)
+    for b0 in range(0, n, block_size):
+        mean += np.asarray(x[b0 : b0 + block_size], np.float64).sum(0)
+    mean /= n
+    if d <= n:
+        cov = np.zeros((d, d), np.float64)
+        for b0 in range(0, n, block_size):
+            xb = (np.asarray(x[b0 : b0 + block_size], np.float64) - mean) * scale
+            cov += xb.T @ xb
+        w, v = np.linalg.eigh(cov)
+        rows = v[:, ::-1][:, :dim].T
+        return jnp.asarray(rows, jnp.float32)
+    xc = (np.asarray(x, np.float64) - mean) * scale
+    w, u = np.linalg.eigh(xc @ xc.T)
+    w, u = w[::-1], u[:, ::-1]
+    k = int(min(dim, np.sum(w > _PCA_RELATIVE_FLOOR * max(w[0], 0.0))))
+    axes = (xc.T @ u[:, :k]) / np.sqrt(w[:k])  # [D, k], orthonormal columns
+    if k < dim:
+        g = np.asarray(jax.random.normal(key, (d, dim - k)), np.float64)
+        g -= axes @ (axes.T @ g)
+        q, _ = np.linalg.qr(g)
+        axes = np.concatenate([axes, q], axis=1)
+    return jnp.asarray(axes.T, jnp.float32)
 
 
 def _moments(x, *, block_size: int = 65536) -> tuple[float, float]:
