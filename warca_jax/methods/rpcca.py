@@ -59,6 +59,11 @@ the paper's Table 2: rPCCA-chi2 22.25 / 53.82, rPCCA-L 15.91 / 42.71):
   -> 89.67 / 80.98; linear 92.67 / 81.89 -> 93.00 / 82.57. Synthetic (splits 0-2):
   histograms with chi2-RBF 70.50 / 71.84 -> 75.17 / 75.26; linear 89.83 / 89.07 ->
   89.00 / 89.07.
+* CUHK01 (1,940 training images, gallery draw, dim 40, splits 0-2): 1,000 steps do not
+  converge there. rPCCA-chi2 36.19 / 47.64 at 1,000 steps, 43.03 / 54.21 at 3,000,
+  47.30 / 58.16 at 10,000 (paper 48.55); rPCCA-L 23.16 -> 26.84 -> 30.84 (paper 34.73);
+  the loss still falls about 4% per 500 steps at 10,000. The fixed ``num_iters`` is the
+  gap to the paper there (benchmarks/RESULTS.md, "rPCCA's gaps on CUHK01").
 """
 
 from __future__ import annotations
