@@ -139,8 +139,6 @@ BELOW = {
     "Mahalanobis on ORL (72.4 against 80.6)",
     ("orl", "scml"): "SCML is below the within-class Mahalanobis on ORL (55.0 against 80.6; "
     "metric-learn 0.7.0's SCML on the same features: 61.8)",
-    ("orl", "rpcca:chi2"): "rPCCA-chi2 is below the within-class Mahalanobis on ORL (79.9 "
-    "against 80.6)",
     ("orl", "nca"): "NCA is below the within-class Mahalanobis on ORL (78.8 against 80.6; "
     "metric-learn 0.7.0's NCA on the same features: 79.2)",
 }
