@@ -43,8 +43,7 @@ else:
     raise RuntimeError(f"no clone of the repository at or around {os.getcwd()}")
 if "warca_jax" in sys.modules and not getattr(sys.modules["warca_jax"], "__file__", None):
     raise RuntimeError("warca_jax was imported from the clone's folder: restart the kernel")
-OUT = os.path.join(tempfile.gettempdir(), "warca_jax_notebooks")  # this notebook's files
-os.makedirs(OUT, exist_ok=True)
+OUT = tempfile.mkdtemp(prefix="warca_jax_notebooks_")  # this run's files, a new folder
 print("working in", os.getcwd())"""
 
 
