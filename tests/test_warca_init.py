@@ -39,7 +39,7 @@ def test_primal_pca_start_is_the_principal_axes(n, d, dim):
     (N - 1 = 4 axes, the rest random and orthogonal to them)."""
     x = np.random.default_rng(2).normal(size=(n, d)) * np.linspace(3, 1, d)
     w = np.asarray(
-        prepare.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, scale=0.5, init="pca")
+        prepare.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, init="pca")
     )
     np.testing.assert_allclose(w @ w.T, np.eye(dim), atol=1e-5)
     _, _, vt = np.linalg.svd(x - x.mean(0), full_matrices=False)
@@ -53,8 +53,8 @@ def test_pca_start_of_a_memory_map_equals_the_in_memory_one(tmp_path):
     np.save(tmp_path / "x.npy", x)
     mm = np.load(tmp_path / "x.npy", mmap_mode="r")
     key = jax.random.PRNGKey(0)
-    a = prepare._primal_pca_init(key, x, 3, 1.0, block_size=64)
-    b = prepare._primal_pca_init(key, mm, 3, 1.0, block_size=64)
+    a = prepare._primal_pca_init(key, x, 3, block_size=64)
+    b = prepare._primal_pca_init(key, mm, 3, block_size=64)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 

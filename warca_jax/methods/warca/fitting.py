@@ -45,12 +45,10 @@ def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key
     if nystroem:
         phi, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed, gamma=gamma)
         scale = prepare.feature_scale(phi, normalize=cfg.normalize)
-        params = prepare.init_params(
-            key, dim=cfg.dim, d=phi.shape[1], x=phi, scale=scale, init=cfg.init
-        )
+        params = prepare.init_params(key, dim=cfg.dim, d=phi.shape[1], x=phi, init=cfg.init)
         return _Problem(phi, params, scale, gamma, landmarks, nys_proj)
     scale = prepare.feature_scale(x, normalize=cfg.normalize)
-    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, scale=scale, init=cfg.init)
+    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, init=cfg.init)
     return _Problem(x, params, scale, 1.0, None, None)
 
 

@@ -23,7 +23,6 @@ def init_params(
     d: int,
     gram: jax.Array | None = None,
     x=None,
-    scale: float = 1.0,
     init: str = "random",
 ) -> jax.Array:
     """The initial W (orthonormal rows) or A (kernel form, W W^T = A K A^T).
@@ -32,8 +31,8 @@ def init_params(
     tr(A K A^T) = D'. ``init="pca"``: the training data's top D' principal axes, so that
     W W^T = I and the directions the hinge never moves carry the data's largest variance
     instead of a random projection of it: the top eigenvectors of the centred ``gram``
-    (A = Lambda^-1/2 U^T), or of the covariance of ``x`` times ``scale`` (primal form; ``x``
-    may be a memory map, read in blocks). Axes beyond the data's rank are random rows.
+    (A = Lambda^-1/2 U^T), or of the covariance of ``x`` (primal form; ``x`` may be a
+    memory map, read in blocks). Axes beyond the data's rank are random rows.
     """
     if init not in INITS:
         raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
@@ -46,7 +45,7 @@ def init_params(
     if init == "pca":
         if x is None:
             raise ValueError("init='pca' in the primal form needs the training features x")
-        return _primal_pca_init(key, x, dim, scale)
+        return _primal_pca_init(key, x, dim)
     return linalg.random_orthonormal_rows(key, dim=dim, d=d)
 
 
@@ -86,33 +85,30 @@ def _top_eigenpairs(key, g, k, *, exact_up_to: int = 4096, power_steps: int = 6)
     return w[::-1], (q @ v)[:, ::-1]
 
 
-def _primal_pca_init(key, x, dim, scale, *, block_size: int = 65536):
-    """W's rows the top D' principal axes of x (times ``scale``), in float64: from the
-    D x D covariance, or from the N x N Gram matrix of the centred rows when N < D."""
+def _primal_pca_init(key, x, dim, *, block_size: int = 65536):
+    """W's rows the top D' principal axes of x, in float64 (axes do not depend on the
+    input's scale): from the D x D covariance accumulated ``block_size`` rows at a time (a
+    memory map is never copied whole), or ``linalg.pca`` when N < D (the N x N Gram
+    matrix route for wide data), completed by random orthonormal rows beyond the rank."""
     n, d = x.shape
+    if d > n:
+        _, comps = linalg.pca(x, variance=1.0, max_dim=dim)
+        axes = np.asarray(comps, np.float64).T  # [D, k], orthonormal columns
+        if axes.shape[1] < dim:
+            g = np.asarray(jax.random.normal(key, (d, dim - axes.shape[1])), np.float64)
+            q, _ = np.linalg.qr(g - axes @ (axes.T @ g))
+            axes = np.concatenate([axes, q], axis=1)
+        return jnp.asarray(axes.T, jnp.float32)
     mean = np.zeros(d, np.float64)
     for b0 in range(0, n, block_size):
         mean += np.asarray(x[b0 : b0 + block_size], np.float64).sum(0)
     mean /= n
-    if d <= n:
-        cov = np.zeros((d, d), np.float64)
-        for b0 in range(0, n, block_size):
-            xb = (np.asarray(x[b0 : b0 + block_size], np.float64) - mean) * scale
-            cov += xb.T @ xb
-        w, v = np.linalg.eigh(cov)
-        rows = v[:, ::-1][:, :dim].T
-        return jnp.asarray(rows, jnp.float32)
-    xc = (np.asarray(x, np.float64) - mean) * scale
-    w, u = np.linalg.eigh(xc @ xc.T)
-    w, u = w[::-1], u[:, ::-1]
-    k = int(min(dim, np.sum(w > _PCA_RELATIVE_FLOOR * max(w[0], 0.0))))
-    axes = (xc.T @ u[:, :k]) / np.sqrt(w[:k])  # [D, k], orthonormal columns
-    if k < dim:
-        g = np.asarray(jax.random.normal(key, (d, dim - k)), np.float64)
-        g -= axes @ (axes.T @ g)
-        q, _ = np.linalg.qr(g)
-        axes = np.concatenate([axes, q], axis=1)
-    return jnp.asarray(axes.T, jnp.float32)
+    cov = np.zeros((d, d), np.float64)
+    for b0 in range(0, n, block_size):
+        xb = np.asarray(x[b0 : b0 + block_size], np.float64) - mean
+        cov += xb.T @ xb
+    _, v = np.linalg.eigh(cov)
+    return jnp.asarray(v[:, ::-1][:, :dim].T, jnp.float32)
 
 
 def _moments(x, *, block_size: int = 65536) -> tuple[float, float]:
