@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One pass on a GPU machine, from the repository root: the scale benchmarks on the GPU and,
-# side by side on the same machine, on its CPU (JAX_PLATFORMS=cpu); then the quick tier.
+# One pass on a GPU machine, from the repository root: the quick tier, then the scale
+# benchmarks on the GPU and, side by side on the same machine, on its CPU (JAX_PLATFORMS=cpu).
 # Each step has its own time limit, so that one slow step cannot take the others' time.
-# Logs go to $OUT (or ./gpu_check_logs) as <step>.log; the last lines of each are printed.
+# Logs go to $OUT (or ./gpu_check_logs): quick_tier.log, and bench.log with every benchmark's
+# output; the last lines of each are printed.
 #
 #   bash benchmarks/gpu_check.sh
 #
@@ -22,27 +23,48 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc
 python3 -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.devices())"
 
-step() {  # step NAME SECONDS COMMAND...
+step() {  # step NAME SECONDS COMMAND...: its output appended to $OUT/bench.log
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  echo "== $name: $*" >>"$OUT/bench.log"
+  timeout "$limit" "$@" >"/tmp/gpu_check_$name.log" 2>&1
   local rc=$?
-  echo "== $name (rc $rc, $((SECONDS - t0)) s)"
-  grep -E '^\{' "$OUT/$name.log" | tail -n 2
-  [ "$rc" = 0 ] || tail -n 4 "$OUT/$name.log"
+  cat "/tmp/gpu_check_$name.log" >>"$OUT/bench.log"
+  echo "== $name (rc $rc, $((SECONDS - t0)) s)" | tee -a "$OUT/bench.log"
+  grep -E '^\{' "/tmp/gpu_check_$name.log" | tail -n 2
+  [ "$rc" = 0 ] || tail -n 4 "/tmp/gpu_check_$name.log"
 }
 
-step scale_gpu 100 python3 benchmarks/bench_warca_scale.py --data_dir /tmp/warca_scale
-step scale_cpu 50 env JAX_PLATFORMS=cpu python3 benchmarks/bench_warca_scale.py \
+# The quick tier first, spread over 14 processes where pytest-xdist is installed (each of
+# the tier's many small programs compiles for the GPU; one process runs it at under half
+# the 2-core CPU's pace). --dist loadfile keeps each test file in one process, in order;
+# xdist cannot send a test id that is not UTF-8, so that one test runs alone after.
+# pytest-benchmark, where installed, warns under xdist, and the suite turns warnings into
+# errors: it is switched off.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+PYTEST=(python3 -m pytest -m "not slow" -q -p no:cacheprovider -p no:benchmark -rfE)
+NON_UTF8=tests/test_bad_input_data.py::test_non_utf8_paths
+t0=$SECONDS
+if python3 -c "import xdist" 2>/dev/null; then
+  timeout 200 "${PYTEST[@]}" --durations=10 -n 14 --dist loadfile --deselect "$NON_UTF8" \
+    >"$OUT/quick_tier.log" 2>&1
+  echo "== quick_tier (rc $?, $((SECONDS - t0)) s, 14 processes)"
+  timeout 60 "${PYTEST[@]}" "$NON_UTF8" >>"$OUT/quick_tier.log" 2>&1
+  echo "== $NON_UTF8 (rc $?)"
+else
+  timeout 400 "${PYTEST[@]}" --durations=10 >"$OUT/quick_tier.log" 2>&1
+  echo "== quick_tier (rc $?, $((SECONDS - t0)) s, one process)"
+fi
+tail -n 30 "$OUT/quick_tier.log"
+
+step scale_gpu 90 python3 benchmarks/bench_warca_scale.py --data_dir /tmp/warca_scale
+step scale_cpu 45 env JAX_PLATFORMS=cpu python3 benchmarks/bench_warca_scale.py \
   --data_dir /tmp/warca_scale
-step nystroem_gpu 50 python3 benchmarks/bench_warca_scale.py --kernel rbf --num_landmarks 512 \
-  --data_dir /tmp/warca_scale
-step eval_gpu 70 python3 benchmarks/bench_eval_scale.py
 step eval10k_gpu 30 python3 benchmarks/bench_eval_scale.py --num_queries 10000
-step eval10k_cpu 35 env JAX_PLATFORMS=cpu python3 benchmarks/bench_eval_scale.py \
+step eval10k_cpu 75 env JAX_PLATFORMS=cpu python3 benchmarks/bench_eval_scale.py \
   --num_queries 10000
-step linear_gpu 35 python3 benchmarks/bench_linear_warca.py
-step kernel_gpu 25 python3 benchmarks/bench_kernel_warca.py --candidate_pool=256
-step quick_tier 190 python3 -m pytest -m "not slow" -q -p no:cacheprovider
-tail -n 25 "$OUT/quick_tier.log"
+step nystroem_gpu 90 python3 benchmarks/bench_warca_scale.py --kernel rbf --num_landmarks 512 \
+  --data_dir /tmp/warca_scale
+step kernel_gpu 60 python3 benchmarks/bench_kernel_warca.py --candidate_pool=256
+step linear_gpu 40 python3 benchmarks/bench_linear_warca.py

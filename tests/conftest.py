@@ -4,11 +4,16 @@ import importlib
 
 import pytest
 
-from warca_jax import datasets, defaults, evaluation
+from warca_jax import cli, datasets, defaults, evaluation
 from warca_jax.metric import Metric
 
 # the module, not the function warca_jax.features re-exports under the same name
 extract_lib = importlib.import_module("warca_jax.features.extract")
+
+# The tests check the maths against float64 references and same seed, same result: on a
+# GPU that needs float32 products without TF32 and deterministic sums, as the entry points
+# have them (cli.reproducible_numerics; before JAX's first computation).
+cli.reproducible_numerics()
 
 
 class ReidProblem:

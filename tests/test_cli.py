@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 from processes import ROOT, cpu_env
@@ -204,3 +205,46 @@ def test_the_summary_names_no_baseline_when_the_run_has_none(caplog):
     with caplog.at_level(logging.INFO, logger="absl"):
         cli.log_summary(results)
     assert [r.getMessage() for r in caplog.records] == ["mean over 1 split: rank1 10.00, mAP 5.00"]
+
+
+def test_reproducible_numerics_sets_gpu_determinism_and_full_float32_unless_chosen(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_DEFAULT_MATMUL_PRECISION", raising=False)
+    cli.reproducible_numerics()
+    assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=true"
+    assert os.environ["JAX_DEFAULT_MATMUL_PRECISION"] == "highest"
+    assert jax.config.jax_default_matmul_precision == "highest"
+    cli.reproducible_numerics()  # a second call adds nothing
+    assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=true"
+    # the user's own choices stay: other XLA flags kept, an explicit setting not overridden
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    cli.reproducible_numerics()
+    assert os.environ["XLA_FLAGS"] == (
+        "--xla_force_host_platform_device_count=2 --xla_gpu_deterministic_ops=true"
+    )
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_deterministic_ops=false")
+    monkeypatch.setenv("JAX_DEFAULT_MATMUL_PRECISION", "tensorfloat32")
+    cli.reproducible_numerics()
+    assert os.environ["XLA_FLAGS"] == "--xla_gpu_deterministic_ops=false"
+    assert jax.config.jax_default_matmul_precision == "highest"  # this process: unchanged
+
+
+@pytest.mark.slow
+def test_an_entry_point_runs_with_reproducible_numerics():
+    # the worker processes and the entry point itself see the settings (through the
+    # environment); a CPU ignores both, so the run is the same as without them.
+    code = (
+        "import os, jax; from warca_jax import cli\n"
+        "def main(argv):\n"
+        "    print(os.environ['XLA_FLAGS'], os.environ['JAX_DEFAULT_MATMUL_PRECISION'],\n"
+        "          jax.config.jax_default_matmul_precision)\n"
+        "cli.run(main)\n"
+    )
+    env = cpu_env()
+    for name in ("XLA_FLAGS", "JAX_DEFAULT_MATMUL_PRECISION"):
+        env.pop(name, None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    ).stdout
+    assert out.split() == ["--xla_gpu_deterministic_ops=true", "highest", "highest"]
