@@ -1,20 +1,24 @@
-"""One field of one learner swept on VIPeR: the measurements behind the baselines' defaults.
+"""One field of one learner swept on VIPeR or CUHK01: the measurements behind the baselines'
+defaults and behind the diagnosis of their gaps to the paper.
 
 The learners' docstrings (LFDA's ridge, FRML's step, SVMML's settings) quote what this
 script prints. For a config label (``lfda``, ``frml``, ``svmml``, ``warca:chi2``, ...) it
-fits the label's default method config, with D' = 100 (the protocol's VIPeR output
-dimension, for the paper's methods) and ``--field`` set to each of ``--values``, on VIPeR
-read from its images (the published cam_a/ cam_b/ layout, the 2,580-d colour + LBP
-descriptor, the loader's 316/316 random splits), and prints one JSON line per (value,
-split) and a markdown table of rank-1 / mAP, mean over ``--splits``:
+fits the label's default method config, with the protocol's output dimension for the
+paper's methods (D' = 100 on VIPeR, 40 on CUHK01) and ``--field`` set to each of
+``--values``, on VIPeR (``--viper``: the published cam_a/ cam_b/ layout, the loader's
+316/316 random splits) or CUHK01 (``--cuhk01``: the published campus/ layout, the loader's
+default protocol, 486 test people) read from its images with the 2,580-d colour + LBP
+descriptor, and prints one JSON line per (value, split) and a markdown table of rank-1 /
+mAP, mean over ``--splits``:
 
-* ``--on=test``: fitted on the split's training people, scored on its test people (probe
-  cam_a, gallery cam_b), as the protocol's runs are;
-* ``--on=validation``: fitted on 70% of the split's training people and scored on the
-  other 30% (the protocol's cross-validation split, ``protocol.datasets.validation_split``,
-  seed 0): a choice made here does not look at the test people.
+* ``--on=test``: fitted on the split's training people, scored on its test people, as the
+  protocol's runs are;
+* ``--on=validation``: fitted on the split's training people but ``--val_fraction`` of
+  them (default: the protocol's ``cv.val_fraction``) and scored on those (the protocol's
+  cross-validation split, ``protocol.datasets.validation_split``, seed 0): a choice made
+  here does not look at the test people.
 
-``--probe=random`` draws each test person's probe camera at random (the rule the WARCA
+On VIPeR, ``--probe=random`` draws each test person's probe camera at random (the rule the WARCA
 paper's section 4.1 states) instead of cam_a, and ``--probe=cam_b`` takes the probes from
 cam_b and the gallery from cam_a; the training people are the same.
 
@@ -30,6 +34,8 @@ second axis of a grid, one value per run).
 
   python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
+  python benchmarks/bench_viper_sweep.py --cuhk01=PATH/CUHK01 --label=mlapg \
+      --field=pca_dim --values=40,100 --splits=0,1,2
 """
 
 import argparse
@@ -46,8 +52,11 @@ from warca_jax.datasets import two_camera
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 
-# the protocol's VIPeR config: its output dimension, per-label settings and CV split
-PROTOCOL = defaults.load_config_module("configs/protocol.py").get_config("viper")
+# the protocol's config of each dataset: its output dimension, per-label settings, CV split
+PROTOCOLS = {
+    name: defaults.load_config_module("configs/protocol.py").get_config(name)
+    for name in ("viper", "cuhk01")
+}
 
 
 def _value(text: str, current):
@@ -59,10 +68,10 @@ def _value(text: str, current):
     return type(current)(float(text)) if isinstance(current, int) else float(text)
 
 
-def method_config(label: str, field: str, text: str, fixed: str = ""):
-    """The method section the protocol's VIPeR run of ``label`` uses (D' = 100 for the paper's
-    methods; ``plan.run_method_config``) with ``field`` = ``text`` and the ``fixed``
-    settings (``"field=value,..."``, e.g. ``"learning_rate=0.1"``)."""
+def method_config(label: str, field: str, text: str, fixed: str = "", dataset: str = "viper"):
+    """The method section the protocol's run of ``label`` on ``dataset`` uses (its output
+    dimension for the paper's methods; ``plan.run_method_config``) with ``field`` = ``text``
+    and the ``fixed`` settings (``"field=value,..."``, e.g. ``"learning_rate=0.1"``)."""
     current = plan.method_config(label)
     pairs = [(field, text)] + [item.partition("=")[::2] for item in fixed.split(",") if item]
     values = {}
@@ -70,16 +79,18 @@ def method_config(label: str, field: str, text: str, fixed: str = ""):
         if name not in current:
             raise ValueError(f"{label} has no field {name!r}; its fields: {sorted(current.keys())}")
         values[name] = _value(value, current[name])
-    return plan.run_method_config(PROTOCOL, label, "viper", PROTOCOL.dims.viper, **values)
+    protocol = PROTOCOLS[dataset]
+    dim = protocol.dims.get(dataset, protocol.default_dim)
+    return plan.run_method_config(protocol, label, dataset, dim, **values)
 
 
-def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0) -> dict:
-    """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation),
-    fitted with seed ``seed + s`` (the protocol runner's)."""
+def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0, val_fraction: float = 0.2) -> dict:
+    """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation: the
+    protocol's split holding ``val_fraction`` of the training people out), fitted with seed
+    ``seed + s`` (the protocol runner's)."""
     split = ds.splits[s]
     if on == "validation":
-        cv = PROTOCOL.cv
-        split = validation_split(ds, s, fraction=cv.val_fraction, seed=PROTOCOL.data.seed)
+        split = validation_split(ds, s, fraction=val_fraction, seed=PROTOCOLS["viper"].data.seed)
     x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
     start = time.perf_counter()
     metric, _ = pipeline.fit_method(x, y, cfg, seed=seed + s)
@@ -90,12 +101,19 @@ def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0) -> dict:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--viper", required=True, help="VIPeR's folder (cam_a/, cam_b/)")
+    p.add_argument("--viper", default="", help="VIPeR's folder (cam_a/, cam_b/)")
+    p.add_argument("--cuhk01", default="", help="CUHK01's folder (campus/), instead of VIPeR")
     p.add_argument("--label", required=True, help="config label, e.g. lfda or warca:chi2")
     p.add_argument("--field", required=True, help="a field of the label's method config")
     p.add_argument("--values", required=True, help="comma-separated values of the field")
     p.add_argument("--splits", default="0,1,2", help="comma-separated split numbers")
     p.add_argument("--on", choices=("test", "validation"), default="test")
+    p.add_argument(
+        "--val_fraction",
+        type=float,
+        default=PROTOCOLS["viper"].cv.val_fraction,
+        help="--on=validation: the share of the training people held out",
+    )
     p.add_argument("--cache_dir", default="", help="descriptor cache folder")
     p.add_argument(
         "--probe",
@@ -107,18 +125,24 @@ def main():
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--split_seeds", default="0", help="comma-separated seeds of the splits")
     a = p.parse_args()
+    if bool(a.viper) == bool(a.cuhk01):
+        p.error("give one of --viper=PATH or --cuhk01=PATH")
+    if not 0.0 < a.val_fraction < 1.0:
+        p.error(f"--val_fraction must be in (0, 1), got {a.val_fraction}")
+    name, path = ("viper", a.viper) if a.viper else ("cuhk01", a.cuhk01)
+    if name == "cuhk01" and a.probe != "cam_a":
+        p.error("--probe applies to VIPeR; CUHK01's splits follow its loader's protocol")
     values = [v for v in a.values.split(",") if v]
-    configs = [method_config(a.label, a.field, v, a.fixed) for v in values]  # before any work
+    configs = [method_config(a.label, a.field, v, a.fixed, name) for v in values]  # before work
     splits = [int(s) for s in a.splits.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
     split_seeds = [int(s) for s in a.split_seeds.split(",")]
-    ds = datasets.read(
-        "viper", a.viper, descriptor="color_lbp", cache_dir=a.cache_dir, probe=a.probe
-    )
+    options = {"probe": a.probe} if name == "viper" else {}
+    ds = datasets.read(name, path, descriptor="color_lbp", cache_dir=a.cache_dir, **options)
     # each split seed's splits, on the features described once (the loader's seed draws only
     # the splits)
     sets = {
-        k: ds._replace(splits=datasets.load("viper", a.viper, probe=a.probe, seed=k).splits)
+        k: ds._replace(splits=datasets.load(name, path, seed=k, **options).splits)
         for k in split_seeds
     }
     eval_cfg = defaults.base_config().eval
@@ -130,7 +154,7 @@ def main():
         for k, seed in itertools.product(split_seeds, seeds):
             got = []
             for s in splits:
-                r = score(sets[k], s, cfg, a.on, eval_cfg, seed=seed)
+                r = score(sets[k], s, cfg, a.on, eval_cfg, seed=seed, val_fraction=a.val_fraction)
                 line = {"label": a.label, a.field: text, "split": s, "seed": seed}
                 print(json.dumps({**line, "split_seed": k, "on": a.on, **r}))
                 got.append((r["rank1"], r["mAP"]))
@@ -144,7 +168,8 @@ def main():
             spread = [f"{m:.2f} ± {d:.2f}" for m, d in zip(mean, std, strict=True)]
             over = f"{len(split_seeds)} split seeds x {len(seeds)} training seeds"
             rows.append((f"{a.field}={text}, mean ± std over {over}", *spread))
-    where = f"{a.on}, splits {a.splits} (split seeds {a.split_seeds}), probe {a.probe}"
+    where = f"{name}, {a.on}, splits {a.splits} (split seeds {a.split_seeds})"
+    where += f", probe {a.probe}" if name == "viper" else ""
     where += f", {a.fixed}" if a.fixed else ""
     print(f"\n| {a.label}, {where} | rank-1 | mAP |\n| --- | --- | --- |")
     for name, r1, m in rows:

@@ -55,8 +55,8 @@ from the settings in configs/lfda.py:
   embedding stays 'weighted'). The Hellinger map is a feature choice, not made here.
   Measured again on 2026-11-25 (benchmarks/bench_viper_sweep.py --label=lfda), reg 0.18
   gave 16.88 rank-1 on VIPeR splits 0-2 (the protocol's 10 splits: 17.18), not the 21.31
-  above. On validation people (--on=validation: 30% of the training people of splits 0-4
-  held out, D' = 100), a larger ridge was better: reg 0.18 / 0.5 / 1 / 2 / 5 gave mAP
+  above. On validation people (--on=validation --val_fraction=0.3: 30% of the training
+  people of splits 0-4 held out, D' = 100), a larger ridge was better: reg 0.18 / 0.5 / 1 / 2 / 5 gave mAP
   42.94 / 45.90 / 47.89 / 49.73 / 49.19. But the same larger constant hurts where S_w is
   full rank: reg 1 lost to the within-class Mahalanobis on the ORL faces reduced to 64 PCA
   dims (tests/test_real_data.py: mAP 78.89 against 80.57), and reg 2 cost the synthetic

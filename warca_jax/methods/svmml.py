@@ -55,7 +55,7 @@ does not solve the problem above: ``solver="released"`` (``svmml:released``,
 ~0, unwhitened PCA, started at the Euclidean A = B = I and stopped after a fixed
 number of nonlinear-CG iterations. Measured (2026-11-25) with benchmarks/bench_viper_sweep.py
 --label=svmml:released --field=num_iters, VIPeR, rank-1 / mAP:
-* on held-out training ids (--on=validation, splits 0-4): 50 iterations 40.42 /
+* on held-out training ids (--on=validation --val_fraction=0.3, splits 0-4): 50 iterations 40.42 /
   57.49, 100: 42.95 / 59.24, 150: 41.05 / 58.00, 300: 38.53 / 55.38, 1000: 36.63 /
   53.49: num_iters 100 is the variant's.
 * on the test ids at 100 (--on=test, splits 0-9): 22.85 +- 1.44 / 37.88 +- 1.66,
