@@ -80,7 +80,8 @@ def method_config(label: str, field: str, text: str, fixed: str = "", dataset: s
             raise ValueError(f"{label} has no field {name!r}; its fields: {sorted(current.keys())}")
         values[name] = _value(value, current[name])
     protocol = PROTOCOLS[dataset]
-    dim = protocol.dims.get(dataset, protocol.default_dim)
+    # the output dimension is the protocol's unless it is the field swept or held fixed
+    dim = values.pop("dim", protocol.dims.get(dataset, protocol.default_dim))
     return plan.run_method_config(protocol, label, dataset, dim, **values)
 
 

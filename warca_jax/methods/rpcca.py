@@ -68,6 +68,13 @@ the paper's Table 2: rPCCA-chi2 22.25 / 53.82, rPCCA-L 15.91 / 42.71):
   cap): VIPeR, 10 splits, rPCCA-chi2 20.13 -> 23.20, rPCCA-L 16.14 -> 20.19 (paper 22.25,
   15.91); CUHK01 rPCCA-chi2 48.01 (3 splits; benchmarks/RESULTS.md, "rPCCA's gaps on
   CUHK01").
+* rPCCA-L on CUHK01 stays 3.5 under the paper (31.26, 10 splits; paper 34.73). The kernel
+  form with a linear kernel (``rpcca:chi2`` with ``kernel='linear'``: Xiong et al.'s
+  kernel code, the preconditioned update, as the paper's rPCCA-chi2) gives 34.20 / 44.92
+  on splits 0-2, where the primal default gives 31.30 / 41.51 on the same splits: the
+  paper's row matches that form. On VIPeR (10 splits) it gives 18.35, the primal 20.19,
+  the paper 15.91; neither form is ahead on both, so the primal stays the default
+  (benchmarks/bench_viper_sweep.py --cuhk01 / --viper).
 """
 
 from __future__ import annotations
