@@ -72,15 +72,8 @@ def main():
     p.add_argument("--splits", default="0,1,2,3,4", help="comma-separated split numbers")
     p.add_argument("--on", choices=("test", "validation"), default="validation")
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
-    p.add_argument(
-        "--val_fraction",
-        type=float,
-        default=sweep.PROTOCOLS["viper"].cv.val_fraction,
-        help="--on=validation: the share of the training people held out",
-    )
+    sweep.add_val_fraction_flag(p)
     a = p.parse_args()
-    if not 0.0 < a.val_fraction < 1.0:
-        p.error(f"--val_fraction must be in (0, 1), got {a.val_fraction}")
     labels = [x for x in a.labels.split(",") if x]
     variants = [x for x in a.variants.split(",") if x]
     unknown = [v for v in variants if v not in VARIANTS]

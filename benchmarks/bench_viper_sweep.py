@@ -53,10 +53,28 @@ from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 
 # the protocol's config of each dataset: its output dimension, per-label settings, CV split
-PROTOCOLS = {
-    name: defaults.load_config_module("configs/protocol.py").get_config(name)
-    for name in ("viper", "cuhk01")
-}
+_PROTOCOL_MODULE = defaults.load_config_module("configs/protocol.py")
+PROTOCOLS = {name: _PROTOCOL_MODULE.get_config(name) for name in ("viper", "cuhk01")}
+# the protocol's share of training people held out for validation (the same on every dataset)
+VAL_FRACTION = PROTOCOLS["viper"].cv.val_fraction
+
+
+def _share(text: str) -> float:
+    """``--val_fraction``'s value: a float in (0, 1), or argparse's error naming the flag."""
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
+    return value
+
+
+def add_val_fraction_flag(p: argparse.ArgumentParser) -> None:
+    """``--val_fraction``: the share held out for ``--on=validation`` (the protocol's)."""
+    p.add_argument(
+        "--val_fraction",
+        type=_share,
+        default=VAL_FRACTION,
+        help="--on=validation: the share of the training people held out",
+    )
 
 
 def _value(text: str, current):
@@ -85,7 +103,9 @@ def method_config(label: str, field: str, text: str, fixed: str = "", dataset: s
     return plan.run_method_config(protocol, label, dataset, dim, **values)
 
 
-def score(ds, s: int, cfg, on: str, eval_cfg, seed: int = 0, val_fraction: float = 0.2) -> dict:
+def score(
+    ds, s: int, cfg, on: str, eval_cfg, seed: int = 0, val_fraction: float = VAL_FRACTION
+) -> dict:
     """rank-1, mAP and training seconds of ``cfg`` on split ``s`` (test or validation: the
     protocol's split holding ``val_fraction`` of the training people out), fitted with seed
     ``seed + s`` (the protocol runner's)."""
@@ -109,12 +129,7 @@ def main():
     p.add_argument("--values", required=True, help="comma-separated values of the field")
     p.add_argument("--splits", default="0,1,2", help="comma-separated split numbers")
     p.add_argument("--on", choices=("test", "validation"), default="test")
-    p.add_argument(
-        "--val_fraction",
-        type=float,
-        default=PROTOCOLS["viper"].cv.val_fraction,
-        help="--on=validation: the share of the training people held out",
-    )
+    add_val_fraction_flag(p)
     p.add_argument("--cache_dir", default="", help="descriptor cache folder")
     p.add_argument(
         "--probe",
@@ -128,8 +143,6 @@ def main():
     a = p.parse_args()
     if bool(a.viper) == bool(a.cuhk01):
         p.error("give one of --viper=PATH or --cuhk01=PATH")
-    if not 0.0 < a.val_fraction < 1.0:
-        p.error(f"--val_fraction must be in (0, 1), got {a.val_fraction}")
     name, path = ("viper", a.viper) if a.viper else ("cuhk01", a.cuhk01)
     if name == "cuhk01" and a.probe != "cam_a":
         p.error("--probe applies to VIPeR; CUHK01's splits follow its loader's protocol")
