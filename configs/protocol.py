@@ -156,6 +156,15 @@ def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
     # set's best (benchmarks/RESULTS.md, "The cross-validation's held-out share"). 0.2 is
     # the share of a 5-fold split, and keeps the validation gallery large enough to rank.
     cv.val_fraction = 0.2
+    # Successive halving of the grids that train together (WARCA's): at each rung the
+    # best 1/halving of the points by mean validation score go on, the others stop there
+    # and are never chosen (rungs at num_iters / halving^k steps; as many as leave at
+    # least 3 points for the full training). 1: every point trained to the end.
+    cv.halving = 3
+    # how such a grid's points train: 'vmap' (one program over the points, for an
+    # accelerator), 'loop' (one after another, each bit for bit its own fit's), 'auto'
+    # (vmap on a GPU or TPU, loop on a CPU, where both do the same arithmetic).
+    cv.grid_mode = "auto"
     cv.num_iters = 0  # training iterations of a grid point (0: the method's own, as in
     #                   the final runs, so that the selected point is the one trained).
     # validation measure maximised (mean over the CV splits); mAP, because rank-1 on the

@@ -65,6 +65,9 @@ class Method(NamedTuple):
     takes_callback: bool = False
     # fit takes ``cams=`` ([N] camera ids of the training samples, or None)
     takes_cams: bool = False
+    # ``grid(features, labels, cfg, lams_etas, *, seed, cams, vectorize)``: the fits of a
+    # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
+    grid: Callable | None = None
 
 
 def with_callback() -> list[str]:

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import scipy.linalg
 
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks
@@ -149,86 +150,233 @@ def make_step(mu: float, factor: float, max_backtracks: int):
     return jax.jit(step)
 
 
+class ReducedState(NamedTuple):
+    """The APG state of ``ReducedAPG``: M_t as its eigen-factors (``vecs`` [d, r], ``vals``
+    [r] > 0, M_t = vecs diag(vals) vecs^T) and dense, M_{t-1}, K_t = X M_t X^T and K_{t-1}
+    ([N, N]: the pair distances' Gram form), alpha_t, the Lipschitz estimate L and F(M_t)."""
+
+    m: np.ndarray
+    m_prev: np.ndarray
+    vecs: np.ndarray
+    vals: np.ndarray
+    k: np.ndarray
+    k_prev: np.ndarray
+    alpha: float
+    lipschitz: float
+    loss: float
+
+
+def _distances_from_gram(k):
+    k = (k + k.T) / 2
+    sq = jnp.diag(k)
+    return sq[:, None] + sq[None, :] - 2.0 * k
+
+
+@jax.jit
+def _gram_loss(k, sign, weight, mu):
+    """F from K = X M X^T: [N, N] elementwise work only."""
+    return jnp.sum(weight * jax.nn.softplus(sign * (_distances_from_gram(k) - mu)))
+
+
+@jax.jit
+def _gram_loss_and_laplacian(k, sign, weight, mu):
+    """F and A = 2 (diag(T 1) - T) from K = X M X^T, so that grad F = X^T A X."""
+    z = sign * (_distances_from_gram(k) - mu)
+    loss = jnp.sum(weight * jax.nn.softplus(z))
+    t = weight * sign * jax.nn.sigmoid(z)
+    t = (t + t.T) / 2
+    return loss, 2.0 * (jnp.diag(jnp.sum(t, axis=1)) - t)
+
+
+def psd_factors(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvectors [d, r], eigenvalues [r]) of the positive part of the symmetric ``m``
+    (its lower triangle read): ``psd_project``'s projection is vecs diag(vals) vecs^T.
+
+    LAPACK's MRRR driver computes only the eigenpairs with eigenvalue in (0, inf), the
+    ones the projection keeps, so a low-rank M costs less than the full decomposition.
+    """
+    vals, vecs = scipy.linalg.eigh(
+        m, driver="evr", subset_by_value=(0.0, np.inf), overwrite_a=True, check_finite=False
+    )
+    return vecs, vals
+
+
+class ReducedAPG:
+    """The APG iteration of ``make_step`` (same steps, line search and result up to float
+    rounding) in a cheaper arrangement for a large M, on the host (numpy / LAPACK).
+
+    * F and grad F depend on M only through K = X M X^T, and K is linear in M: the
+      extrapolated K_V = K_t + beta (K_t - K_{t-1}) costs no product with X.
+    * K of a candidate step comes from its eigen-factors, (X E) diag(lambda) (X E)^T, and
+      only the eigenpairs with lambda > 0 are computed (``psd_factors``).
+    * The [N, N] elementwise terms (softplus, sigmoid) run jitted; the products run in
+      BLAS, whose float32 matrix products are faster on a CPU than XLA's.
+
+    One iteration is then one eigendecomposition per line-search try and five products
+    with X or the factors, where ``make_step`` takes ten.
+    """
+
+    def __init__(self, x, sign, weight, mu: float, factor: float, max_backtracks: int):
+        self.x = np.asarray(x, np.float32)
+        self.sign, self.weight, self.mu = sign, weight, mu
+        self.factor, self.max_backtracks = factor, max_backtracks
+
+    def start(self, init_step: float) -> ReducedState:
+        """The state at M = I (its eigen-factors the identity's)."""
+        d = self.x.shape[1]
+        eye = np.eye(d, dtype=np.float32)
+        k = self.x @ self.x.T
+        loss = float(_gram_loss(k, self.sign, self.weight, self.mu))
+        ones = np.ones(d, np.float32)
+        return ReducedState(eye, eye, eye, ones, k, k, 0.0, 1.0 / init_step, loss)
+
+    def step(self, state: ReducedState) -> tuple[ReducedState, dict]:
+        """One APG iteration: (the next state, {loss, rank, step_size})."""
+        x = self.x
+        alpha = (1.0 + np.sqrt(1.0 + 4.0 * state.alpha**2)) / 2.0
+        beta = np.float32((state.alpha - 1.0) / alpha)
+        v = state.m + beta * (state.m - state.m_prev)
+        k_v = state.k + beta * (state.k - state.k_prev)
+        f_v, lap = _gram_loss_and_laplacian(k_v, self.sign, self.weight, self.mu)
+        f_v = float(f_v)
+        grad = x.T @ (np.asarray(lap) @ x)
+        grad = (grad + grad.T) / 2
+        lip = state.lipschitz
+        for tries in range(self.max_backtracks + 1):
+            if tries:
+                lip *= self.factor
+            vecs, vals = psd_factors(v - grad / np.float32(lip))
+            z = x @ vecs
+            k_new = (z * vals) @ z.T
+            f_new = float(_gram_loss(k_new, self.sign, self.weight, self.mu))
+            m_new = (vecs * vals) @ vecs.T
+            diff = (m_new - v).astype(np.float64)
+            bound = f_v + np.sum(diff * grad) + lip / 2.0 * np.sum(diff * diff)
+            if f_new <= bound:
+                break
+        new = ReducedState(m_new, state.m, vecs, vals, k_new, state.k, alpha, lip, f_new)
+        return new, {"loss": f_new, "rank": len(vals), "step_size": 1.0 / lip}
+
+
+def factor_from_eigen(vecs: np.ndarray, vals: np.ndarray, dim: int | None = None):
+    """W [k, d] float64 with W^T W = vecs diag(vals) vecs^T: rows sqrt(lambda_i) v_i^T,
+    largest first (``linalg.psd_factor``'s order), the top ``dim`` of them if given."""
+    order = np.argsort(vals)[::-1][:dim]
+    return np.sqrt(vals[order].astype(np.float64))[:, None] * vecs[:, order].T.astype(np.float64)
+
+
+def _span_coordinates(x: np.ndarray):
+    """Coordinates [N, k] of the centred rows of the wide ``x`` [N, D] in an orthonormal
+    basis of their span, and ``unfold(w)``: w [r, k] (a map of those coordinates) as the map
+    w V [r, D] of the input, V [k, D] the basis.
+
+    The basis is that of ``linalg.pca(x, variance=1.0)`` on such data (the [N, N] Gram
+    matrix's eigenvectors, the same directions left out), so the coordinates are U S from
+    the Gram matrix alone: V = S^-1 U^T (x - mean) is never formed, only w V at the end,
+    one [r, N] x [N, D] product, where ``linalg.pca`` orthonormalises V by a QR of the
+    [D, k] matrix (the original's QR step), which costs as much as the rest of a fit.
+    """
+    xc = np.asarray(x, np.float64)
+    xc = xc - xc.mean(axis=0)
+    energy, u = np.linalg.eigh(xc @ xc.T)
+    keep = energy > 1e-10 * max(energy.max(), 0.0)  # linalg._gram_directions' rule
+    energy, u = energy[keep][::-1], u[:, keep][:, ::-1]
+    if not len(energy):
+        raise ValueError("MLAPG needs features that are not all identical")
+    k = int(np.searchsorted(np.cumsum(energy) / energy.sum(), 1.0 - 1e-12) + 1)  # linalg.pca's
+    energy, u = energy[:k], u[:, :k]
+    root = np.sqrt(energy)
+    return u * root, lambda w: ((w / root) @ u.T) @ xc
+
+
 def prepared_features(x: np.ndarray, pca_dim: int):
     """PCA to ``pca_dim`` (0: none), centred and scaled to unit mean squared pair distance.
 
+    A ``pca_dim`` of at least N on data wider than N keeps the whole span of the centred
+    rows (``_span_coordinates``).
+
     Returns:
-      (features [N, d] float32 as a jax array, PCA mean [D], PCA components [d, D], scale):
-      the features are (x - mean) C^T, centred, divided by sqrt(scale).
+      (features [N, d] float32 as a numpy array, ``unfold``): the features are
+      (x - mean) C^T, centred, divided by sqrt(scale) (C [d, D]: PCA components), and
+      ``unfold(w)`` for w [r, d] is w C / sqrt(scale) [r, D] float64: the same map of the input.
     """
-    mean, comps = np.zeros(x.shape[1], np.float32), np.eye(x.shape[1], dtype=np.float32)
-    if pca_dim and x.shape[1] > min(pca_dim, x.shape[0]):  # wide data: at most its span
-        mean, comps = linalg.pca(x, variance=1.0, max_dim=pca_dim)
-    xr = (x - mean) @ comps.T
+    n, d = x.shape
+    if pca_dim and d > n and pca_dim >= n:  # the whole span of wide data
+        xr, unfold = _span_coordinates(x)
+    else:
+        mean, comps = np.zeros(d, np.float32), np.eye(d, dtype=np.float32)
+        if pca_dim and d > min(pca_dim, n):  # wide data: at most its span
+            mean, comps = linalg.pca(x, variance=1.0, max_dim=pca_dim)
+        xr = (x - mean) @ comps.T
+        unfold = lambda w: w @ comps.astype(np.float64)  # noqa: E731
     # Rescale to unit mean squared pair distance: d = 2 (mean ||x||^2 - ||mean x||^2).
     xr = xr - xr.mean(axis=0)
-    scale = 2.0 * float(np.mean(np.sum(xr.astype(np.float64) ** 2, axis=1))) * len(x) / (len(x) - 1)
+    scale = 2.0 * float(np.mean(np.sum(xr.astype(np.float64) ** 2, axis=1))) * n / (n - 1)
     if not scale > 0:
         raise ValueError("MLAPG needs features that are not all identical")
-    return jnp.asarray(xr / np.sqrt(scale), jnp.float32), mean, comps, scale
+    feats = np.asarray(xr / np.sqrt(scale), np.float32)
+    return feats, lambda w: unfold(np.asarray(w, np.float64) / np.sqrt(scale))
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
     """Learns an MLAPG metric (arguments and errors: ``warca_jax.methods``).
 
     Deterministic: ``seed`` is unused. A history row (step, loss, rank, seconds)
-    every ``log_every`` iterations and at the last one.
+    every ``log_every`` iterations and at the last one. The iterations are
+    ``ReducedAPG``'s (``make_step``'s, arranged for a large M).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
     """
     del seed
     x, y, feature_scale = validate(features, labels, cfg)
-    feats, mean, comps, scale = prepared_features(x, int(cfg.pca_dim))
+    feats, unfold = prepared_features(x, int(cfg.pca_dim))
     sign, weight = pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
-    d = feats.shape[1]
-    eye = jnp.eye(d, dtype=jnp.float32)
     # At M = I the mean pair distance is 1 by the rescaling, the authors' mu.
-    mu = 1.0
-    step = learner_loop.compiled(
-        make_step, mu, float(cfg.backtrack_factor), int(cfg.max_backtracks)
-    )
-    f0 = mlapg_loss(eye, feats, sign, weight, mu=mu)
-    state = APGState(eye, eye, jnp.zeros((), jnp.float32), jnp.float32(1.0 / cfg.init_step), f0)
+    apg = ReducedAPG(
+        feats, sign, weight, mu=1.0, factor=float(cfg.backtrack_factor),
+        max_backtracks=int(cfg.max_backtracks),
+    )  # fmt: skip
+    state = apg.start(float(cfg.init_step))
+    f0 = state.loss
     loop = learner_loop.Loop.start("MLAPG", features, log_fn, progress, callback)
-    prev = float(f0)
+    prev = f0
     hint = f"lower init_step (now {cfg.init_step:g}) or check the training data"
 
     def advance(done, length):
-        # One jitted iteration per call: a chunk ends early when F converged (the relative
+        # One iteration at a time: a chunk ends early when F converged (the relative
         # change below tol: training is over) or is not finite (``run_in_chunks`` refuses
         # it at the step it happened).
         nonlocal state, prev
         for it in range(1, length + 1):
-            state, metrics = step(state, (feats, sign, weight))
-            loss = float(metrics["loss"])
+            state, metrics = apg.step(state)
+            loss = metrics["loss"]
             converged = abs(loss - prev) <= cfg.tol * abs(prev)
             prev = loss
             if converged or not np.isfinite(loss) or it == length:
                 # (the step size 1 / L is not logged: it is init_step until the line
                 # search backtracks, which it did in no run measured, a constant column)
-                row = {"loss": loss, "rank": int(metrics["rank"])}
+                row = {"loss": loss, "rank": metrics["rank"]}
                 return learner_loop.Chunk(row, it, stop=converged)
 
-    def make_metric(m) -> Metric:
-        w = linalg.psd_factor(np.asarray(m), dim=cfg.dim or None)
+    def make_metric() -> Metric:
+        w = factor_from_eigen(state.vecs, state.vals, dim=cfg.dim or None)
         # Fold the rescaling and PCA back: ||W (z - z')|| with z = (x - mean) C^T / sqrt(scale).
-        proj = (w.astype(np.float64) / np.sqrt(scale)) @ comps.astype(np.float64)
         return Metric(
             kind="linear",
             input_dim=x.shape[1],
-            projection=proj.astype(np.float32),
+            projection=unfold(w).astype(np.float32),
             name="mlapg",
             feature_scale=feature_scale,
         )
 
     return loop.fit(
         advance,
-        lambda: make_metric(state.m),
+        make_metric,
         num_iters=cfg.max_iters,
         chunk=cfg.log_every,
         # a loss far above F(I) is a divergence
-        reference_loss=float(f0),
+        reference_loss=f0,
         hint=hint,
     )
 

@@ -3,6 +3,14 @@
 ``cv/<dataset>/<method>/split_<c>/lam_<lam>_eta_<eta>/result.json`` holds a grid point's
 validation scores on CV split ``c``; ``select`` reads them all (verified) and writes
 ``cv/<dataset>/<method>/selected.json``, the point with the best mean ``cv.measure``.
+
+A method whose learner trains a grid together (``Method.grid``: WARCA) gets one job for
+its whole grid on a dataset, every point on every CV split (``jobs.run_grid``): each
+split's data, start and compiled program are prepared once, and with ``cv.halving`` =
+eta > 1 the points are compared at rungs (successive halving): at each rung the best
+1/eta of them by mean validation score go on, the rest stop there, recorded with
+``halted_at`` and never selected. A point that reaches the end is the model a fit of its
+own gives, so the choice is the full grid's whenever its winner survives the rungs.
 """
 
 from __future__ import annotations
@@ -11,10 +19,12 @@ import os
 
 import numpy as np
 
+from warca_jax import methods
 from warca_jax import workdir as workdir_lib
+from warca_jax.protocol import halving as halving_lib
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import make_job, outcome, safe
-from warca_jax.protocol.plan import Plan, run_config, run_method_config
+from warca_jax.protocol.plan import Plan, method_config, run_config, run_method_config
 
 
 class CrossValidationMissing(RuntimeError):
@@ -52,13 +62,49 @@ def cv_job(plan: Plan, workdir: str, info: DataInfo, name, label, c, lam, eta) -
     )
 
 
+def trains_grids(label: str) -> bool:
+    """Whether ``label``'s learner trains a grid together (``Method.grid``)."""
+    return methods.get(method_config(label).name).grid is not None
+
+
+def grid_job(plan: Plan, workdir: str, info: DataInfo, name: str, label: str) -> dict:
+    """The one job of ``label``'s whole grid on ``name``: every point on every CV split."""
+    cv = plan.config.cv
+    points = [
+        cv_job(plan, workdir, info, name, label, c, lam, eta)
+        for c in range(cv.num_splits)
+        for lam, eta in plan.grid(label)
+    ]
+    halving = int(cv.get("halving", 1))
+    first = points[0]["config"]["method"]
+    num_iters, log_every = int(first["num_iters"]), int(first["log_every"])
+    return dict(
+        kind="cv_grid",
+        dataset=name,
+        label=label,
+        split=-1,
+        folder=os.path.join(workdir, "cv", name, safe(label)),
+        points=points,
+        grid=[list(p) for p in plan.grid(label)],
+        num_splits=cv.num_splits,
+        halving=halving,
+        rungs=halving_lib.rungs(num_iters, log_every, len(plan.grid(label)), halving),
+        grid_mode=str(cv.get("grid_mode", "auto")),
+        measure=cv.measure,
+    )
+
+
 def cv_jobs(plan: Plan, workdir: str, data: dict[str, DataInfo]) -> list[dict]:
-    """Every grid point of every applicable ``cv.methods`` label on every CV split."""
+    """Every grid point of every applicable ``cv.methods`` label on every CV split: one
+    job per point, or one per method and dataset for a learner that trains grids."""
     cv = plan.config.cv
     jobs = []
     for name in plan.datasets:
         for label in plan.cv_methods:
             if label not in plan.active(name):
+                continue
+            if trains_grids(label):
+                jobs.append(grid_job(plan, workdir, data[name], name, label))
                 continue
             for c in range(cv.num_splits):
                 for lam, eta in plan.grid(label):
@@ -79,6 +125,8 @@ def _grid_table(plan: Plan, workdir: str, data, name: str, label: str):
                 missing.append(job["result"])
             elif got[0] == "done":
                 row["scores"].append(float(got[1][cv.measure]))
+                if "halted_at" in got[1]:  # stopped at a rung of successive halving
+                    row["halted_at"] = int(got[1]["halted_at"])
             else:
                 row["scores"].append(None)
                 row["failed"].append(f"split {c}: {got[1]}")
@@ -105,7 +153,8 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         )
     for row in table:
         row["mean"] = None if row["failed"] else float(np.mean(row["scores"]))
-    done = [r for r in table if r["mean"] is not None]
+    # a point halted at a rung has its score there: shown, never selected
+    done = [r for r in table if r["mean"] is not None and "halted_at" not in r]
     if not done:
         raise CrossValidationFailed(
             f"every grid point of {label} on {name} failed in cross-validation (first: "

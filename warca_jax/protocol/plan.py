@@ -18,6 +18,7 @@ from warca_jax import defaults, methods
 from warca_jax.protocol import fields
 
 CV_MEASURES = ("rank1", "rank5", "rank10", "mAP")  # what cv.measure may name
+GRID_MODES = ("auto", "vmap", "loop")  # cv.grid_mode
 
 
 def method_config(label: str) -> ml_collections.ConfigDict:
@@ -218,6 +219,14 @@ def _check_cv_settings(cv) -> None:
         raise ValueError(f"cv.val_fraction must be in (0, 1), got {cv.val_fraction}")
     if cv.num_iters < 0:
         raise ValueError(f"cv.num_iters must be >= 0 (0: the method's), got {cv.num_iters}")
+    halving = cv.get("halving", 1)
+    if isinstance(halving, bool) or not isinstance(halving, int) or halving < 1:
+        raise ValueError(
+            f"cv.halving must be an integer >= 1 (1: every grid point trained to the end, "
+            f"3: keep the best third at each rung), got {halving!r}"
+        )
+    if cv.get("grid_mode", "auto") not in GRID_MODES:
+        raise ValueError(f"cv.grid_mode must be one of {GRID_MODES}, got {cv.grid_mode!r}")
     if cv.measure not in CV_MEASURES:
         raise ValueError(f"cv.measure must be rank1, rank5, rank10 or mAP; got {cv.measure!r}")
 

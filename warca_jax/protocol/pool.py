@@ -17,7 +17,7 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax import workdir_lock
-from warca_jax.protocol.jobs import claim, outcome, run_job
+from warca_jax.protocol.jobs import claim, grid_failures, grid_pending, outcome, run_job
 
 
 def shard(jobs: list[dict], num_shards: int, shard_index: int) -> list[dict]:
@@ -38,10 +38,17 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     (another run of the protocol on this workdir and shard: ``WorkdirInUseError``).
     """
     for job in jobs:
-        if not job.get("fail"):  # one that fails before training runs no config
-            claim(job["folder"], ml_collections.ConfigDict(job["config"]))
+        for one in job.get("points", [job]):  # a grid job: each of its points
+            if not one.get("fail"):  # one that fails before training runs no config
+                claim(one["folder"], ml_collections.ConfigDict(one["config"]))
     todo, failures = [], []
     for job in jobs:
+        if job["kind"] == "cv_grid":
+            if grid_pending(job):
+                todo.append(job)
+            else:
+                failures.extend(grid_failures(job))
+            continue
         got = outcome(job)
         if got is None:
             todo.append(job)
@@ -97,6 +104,17 @@ def execute(
     def done(job, out):
         bar.update(1)
         bar.set_postfix_str(f"{job['dataset']} {job['label']} split {job['split']}")
+        for point, error in out.get("failures", []):  # a grid job's
+            logging.warning(
+                "%s %s split %d (lambda %g, eta %g) failed: %s",
+                point["dataset"],
+                point["label"],
+                point["split"],
+                point["config"]["method"]["lam"],
+                point["config"]["method"]["learning_rate"],
+                error,
+            )
+            failures.append((point, error))
         if out["status"] == "failed":
             logging.warning(
                 "%s %s split %d failed: %s",

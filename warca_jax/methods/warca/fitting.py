@@ -13,6 +13,7 @@ from absl import logging
 
 from warca_jax import kernels, learner_loop, sampling
 from warca_jax import sharding as sharding_lib
+from warca_jax.methods import checks
 from warca_jax.methods.warca import config, lam_select, prepare, step
 from warca_jax.methods.warca.nystroem import nystroem_features
 from warca_jax.metric import Metric
@@ -174,6 +175,81 @@ def fit(
     data = config.validate(features, labels, cfg)
     if len(cfg.lam_grid):
         return _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback)
+    prep = prepare_fit(data, cfg, seed=seed, cams=cams)
+    state = prep.init_state(cfg)
+    hyper = prep.hyper(cfg)
+    chunk, feats, table, key_train = prep.chunk, prep.feats, prep.table, prep.key_train
+
+    def advance(done, length):
+        nonlocal state
+        state, metrics = chunk(state, hyper, feats, table, key_train, length)
+        return metrics
+
+    return learner_loop.fit_in_chunks(
+        advance,
+        lambda: prep.metric(state.params),
+        method="WARCA",
+        features=features,
+        callback=callback,
+        num_iters=cfg.num_iters,
+        chunk=cfg.log_every,
+        log_fn=log_fn,
+        progress=progress,
+        t0=prep.t0,
+        reference_loss=reference_loss(cfg),
+        hint=divergence_hint(cfg),
+    )
+
+
+def reference_loss(cfg) -> float | None:
+    """The loss's size at the start, for the divergence check: on normalised inputs about
+    the margin (the hinge) plus lambda times the penalty at the initial W (at most about
+    D'); unknown otherwise."""
+    return cfg.margin + cfg.lam * cfg.dim if cfg.normalize == "msd" else None
+
+
+def divergence_hint(cfg) -> str:
+    return f"lower learning_rate (now {cfg.learning_rate:g})"
+
+
+class Prepared(NamedTuple):
+    """Everything a fit needs but lambda and eta: the data on the mesh, the pair table, the
+    initial parameters and the compiled chunk. Fits of one config that differ only in
+    lambda and eta (a cross-validation grid) share one (``warca.grid``)."""
+
+    cfg: object  # the config it was prepared from (its lambda and eta are not used)
+    data: checks.TrainingData
+    problem: _Problem
+    feats: jax.Array
+    params: jax.Array
+    table: sampling.PairTable
+    key_train: jax.Array
+    chunk: Callable
+    mesh: object
+    kernel_form: bool
+    t0: float
+
+    def hyper(self, cfg) -> step.Hyperparams:
+        """lambda and eta of ``cfg`` on the mesh, as the compiled chunk takes them."""
+        return jax.device_put(step.hyperparams(cfg), sharding_lib.replicated(self.mesh))
+
+    def init_state(self, cfg):
+        """Step 0 at ``cfg``'s hyperparameters: a copy of the initial parameters (the chunk
+        donates its state), a fresh optimiser state, on the mesh."""
+        params = jnp.array(self.params, copy=True)
+        state = step.init_state(cfg, step.hyperparams(cfg), params)
+        return jax.device_put(state, sharding_lib.replicated(self.mesh))
+
+    def metric(self, params) -> Metric:
+        """The ``Metric`` of parameters learned on this problem."""
+        return _metric(
+            params, self.cfg, self.data.x, self.problem, self.data,
+            kernel_form=self.kernel_form,
+        )  # fmt: skip
+
+
+def prepare_fit(data, cfg, *, seed: int, cams) -> Prepared:
+    """The shared part of ``fit`` on validated ``data`` (``config.validate``)."""
     x = data.x
     mesh = sharding_lib.make_mesh(cfg.num_devices)
     nystroem, kernel_form = _forms(cfg)
@@ -197,35 +273,9 @@ def fit(
     )
     structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in config.TUNABLE))
     chunk = step.compiled_chunk(structural, kernel_form, mesh)
-    hyper = step.hyperparams(cfg)
-    state = step.init_state(cfg, hyper, params)
     # every input of the compiled chunk on the mesh from the start, as its outputs will be,
     # so that the second call does not compile again for new input shardings
-    state, hyper, key_train = jax.device_put(
-        (state, hyper, key_train), sharding_lib.replicated(mesh)
-    )
-
-    def advance(done, length):
-        nonlocal state
-        state, metrics = chunk(state, hyper, feats, table, key_train, length)
-        return metrics
-
-    def make_metric(params) -> Metric:
-        return _metric(params, cfg, x, problem, data, kernel_form=kernel_form)
-
-    return learner_loop.fit_in_chunks(
-        advance,
-        lambda: make_metric(state.params),
-        method="WARCA",
-        features=features,
-        callback=callback,
-        num_iters=cfg.num_iters,
-        chunk=cfg.log_every,
-        log_fn=log_fn,
-        progress=progress,
-        t0=t0,
-        # on normalised inputs the loss starts at about the margin (the hinge) plus lambda
-        # times the penalty at the initial W (at most about D')
-        reference_loss=cfg.margin + cfg.lam * cfg.dim if cfg.normalize == "msd" else None,
-        hint=f"lower learning_rate (now {cfg.learning_rate:g})",
+    key_train = jax.device_put(key_train, sharding_lib.replicated(mesh))
+    return Prepared(
+        cfg, data, problem, feats, params, table, key_train, chunk, mesh, kernel_form, t0
     )

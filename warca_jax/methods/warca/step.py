@@ -294,13 +294,14 @@ def make_train_step(cfg, *, kernel_form: bool, mesh=None) -> Callable:
     return jax.jit(one, donate_argnums=0)
 
 
-def make_train_chunk(cfg, *, kernel_form: bool, mesh=None) -> Callable:
+def make_train_chunk(cfg, *, kernel_form: bool, mesh=None, jit: bool = True) -> Callable:
     """Like ``make_train_step`` but runs ``length`` steps in one call (``lax.scan``).
 
     ``chunk(state, hyper, feats, table, key, length) -> (state, metrics)`` with the
     metrics averaged over the chunk; the same steps, bit for bit in their randomness,
     as calling the single step ``length`` times, with one dispatch from Python and one
-    batched draw of random words instead of ``length``.
+    batched draw of random words instead of ``length``. ``jit=False``: the function
+    itself, for a caller that transforms it first (``warca.grid`` maps it over points).
     """
     step = _step_fn(cfg, kernel_form=kernel_form, mesh=mesh)
 
@@ -316,7 +317,7 @@ def make_train_chunk(cfg, *, kernel_form: bool, mesh=None) -> Callable:
         state, metrics = jax.lax.scan(body, state, bits)
         return state, jax.tree.map(jnp.mean, metrics)
 
-    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
+    return jax.jit(chunk, static_argnums=5, donate_argnums=0) if jit else chunk
 
 
 def build_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):

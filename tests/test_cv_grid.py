@@ -1,0 +1,171 @@
+"""The batched cross-validation grid: WARCA's points trained together (``warca.grid``),
+one protocol job per grid (``protocol.jobs.run_grid``) and successive halving."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+from repo_configs import config_module
+
+from warca_jax import protocol
+from warca_jax.methods.warca import default_config, fitting, grid
+from warca_jax.protocol import cv as cv_lib
+from warca_jax.protocol import halving
+from warca_jax.synthetic import make_synthetic
+
+POINTS = [(1e-4, 1e-2), (1e-2, 1e-1), (1.0, 100.0)]  # the last may diverge
+
+
+def _cfg(variant):
+    cfg = default_config(variant)
+    cfg.unlock()
+    cfg.update(num_iters=300, log_every=100, dim=8, batch_size=64)
+    return cfg
+
+
+def _data(variant):
+    x, y, c = make_synthetic(num_ids=60, seed=0)
+    return (np.abs(x) if variant == "chi2" else x), y, c
+
+
+@pytest.mark.parametrize("variant", ["linear", "chi2"])
+def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
+    x, y, c = _data(variant)
+    cfg = _cfg(variant)
+    g = grid.GridFit(x, y, cfg, POINTS, seed=3, cams=c, vectorize=False)
+    g.advance(100)  # stopped at a rung and resumed: the same chunks as one fit
+    g.advance(300, [0, 1, 2])
+    for p, (lam, eta) in enumerate(POINTS):
+        one = cfg.copy_and_resolve_references()
+        one.lam, one.learning_rate = lam, eta
+        try:
+            metric, _ = fitting.fit(x, y, one, seed=3, cams=c)
+        except fitting.learner_loop.TrainingDivergedError as e:
+            assert g.failed[p] == f"TrainingDivergedError: {e}"  # the fit's own failure
+            continue
+        assert p not in g.failed
+        np.testing.assert_array_equal(g.metric(p).projection, metric.projection)
+        assert g.steps[p] == 300
+
+
+@pytest.mark.parametrize("variant", ["linear", "chi2"])
+def test_vmapped_points_agree_with_the_loop(variant):
+    x, y, c = _data(variant)
+    cfg = _cfg(variant)
+    cfg.log_every = 10
+    points = [(1e-4, 1e-2), (1e-2, 1e-3)]
+    loop = grid.GridFit(x, y, cfg, points, seed=1, cams=c, vectorize=False)
+    vmap = grid.GridFit(x, y, cfg, points, seed=1, cams=c, vectorize=True)
+    # a few small steps: Adam turns a float-rounding difference in a near-zero gradient
+    # entry into a step of size eta, and later a flipped violator draw parts the runs, as
+    # any two float orders of the same sums do
+    loop.advance(10)
+    vmap.advance(10)
+    for p in range(2):
+        a, b = vmap.metric(p).projection, loop.metric(p).projection
+        assert np.linalg.norm(a - b) <= 0.01 * np.linalg.norm(b)
+
+
+def test_a_point_is_advanced_only_to_chunk_boundaries():
+    x, y, c = _data("linear")
+    g = grid.GridFit(x, y, _cfg("linear"), POINTS[:1], seed=0, cams=c, vectorize=False)
+    with pytest.raises(ValueError, match="multiple of log_every"):
+        g.advance(150)
+
+
+def test_rungs_keep_at_least_three_points_for_the_end():
+    assert halving.rungs(2000, 100, 36, 3) == [200, 700, 2000]  # 36 -> 12 -> 4
+    assert halving.rungs(2000, 100, 9, 3) == [700, 2000]  # 9 -> 3
+    assert halving.rungs(2000, 100, 4, 3) == [2000]  # too few to halve
+    assert halving.rungs(2000, 100, 36, 1) == [2000]  # halving off
+    assert halving.rungs(100, 100, 36, 3) == [100]  # one chunk: nowhere to stop
+    means = {0: 50.0, 1: 70.0, 2: 70.0, 3: 10.0, 4: 60.0}
+    assert halving.survivors(means, 3) == [1, 2]  # the best ceil(5 / 3), ties by order
+
+
+def _small(**changes):
+    c = config_module("protocol").get_config("small")
+    c.unlock()
+    c.methods = ("warca:linear",)
+    c.cv.methods = ("warca:linear",)
+    c.cv.lams = (1e-4, 1e-2, 1.0)
+    c.cv.etas = (1e-2, 1e-1, 1.0)
+    c.cv.num_splits = 2
+    c.cv.num_iters = 400
+    c.overrides = {"warca:linear": {"log_every": 50}}
+    c.data.num_splits = 2
+    c.data.synthetic.num_ids = 40
+    for key, value in changes.items():
+        c.cv[key] = value
+    c.lock()
+    return c
+
+
+def _cv_results(workdir):
+    out = {}
+    for path in glob.glob(os.path.join(workdir, "cv", "*", "*", "split_*", "*", "*.json")):
+        if path.endswith("config.json"):
+            continue
+        with open(path) as f:
+            res = json.load(f)
+        key = os.path.relpath(path, workdir)
+        out[key] = {k: res.get(k) for k in ("rank1", "mAP", "halted_at", "error")}
+    return out
+
+
+def _selected(workdir):
+    with open(os.path.join(workdir, "cv", "synthetic", "warca-linear", "selected.json")) as f:
+        s = json.load(f)
+    return s["lam"], s["learning_rate"], s["mean"]
+
+
+@pytest.fixture(scope="module")
+def full_grid(tmp_path_factory):
+    workdir = str(tmp_path_factory.mktemp("full"))
+    protocol.run_protocol(_small(halving=1), workdir, stage="cv")
+    return workdir
+
+
+def test_one_grid_job_gives_every_points_own_job_results(full_grid, tmp_path, monkeypatch):
+    monkeypatch.setattr(cv_lib, "trains_grids", lambda label: False)  # a job per point
+    workdir = str(tmp_path)
+    protocol.run_protocol(_small(halving=1), workdir, stage="cv")
+    assert not glob.glob(os.path.join(workdir, "cv", "*", "*", "timing.json"))
+    assert _cv_results(workdir) == _cv_results(full_grid)
+    assert _selected(workdir) == _selected(full_grid)
+
+
+def test_halving_keeps_the_full_grids_choice_and_its_scores(full_grid, tmp_path):
+    workdir = str(tmp_path)
+    protocol.run_protocol(_small(halving=3), workdir, stage="cv")
+    assert _selected(workdir) == _selected(full_grid)
+    full, halved = _cv_results(full_grid), _cv_results(workdir)
+    assert full.keys() == halved.keys()
+    finished = [k for k, v in halved.items() if v["rank1"] is not None and not v["halted_at"]]
+    stopped = [k for k, v in halved.items() if v["halted_at"]]
+    assert len(finished) == 3 * 2 and len(stopped) > 0  # 9 points -> 3, on 2 splits
+    assert all(halved[k] == full[k] for k in finished)  # trained to the end: the same
+    with open(os.path.join(workdir, "cv", "synthetic", "warca-linear", "timing.json")) as f:
+        timing = json.load(f)
+    assert [r["points"] for r in timing["rungs"]] == [9, 3]
+
+
+def test_a_grid_is_redone_when_a_point_is_missing_or_halving_changes(full_grid, tmp_path):
+    workdir = str(tmp_path)
+    protocol.run_protocol(_small(halving=3), workdir, stage="cv")
+    before = _cv_results(workdir)
+    some = next(k for k, v in before.items() if v["rank1"] is not None)
+    os.remove(os.path.join(workdir, some))
+    protocol.run_protocol(_small(halving=3), workdir, stage="cv")
+    assert _cv_results(workdir) == before  # same seed, same grid: the same files
+    protocol.run_protocol(_small(halving=1), workdir, stage="cv")  # halted points redone
+    assert _cv_results(workdir) == _cv_results(full_grid)
+
+
+def test_bad_halving_and_grid_mode_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="cv.halving"):
+        protocol.run_protocol(_small(halving=0), str(tmp_path))
+    with pytest.raises(ValueError, match="cv.grid_mode"):
+        protocol.run_protocol(_small(grid_mode="fast"), str(tmp_path))

@@ -1,0 +1,199 @@
+"""Fits of one WARCA config at several (lambda, eta) points, sharing all but those two.
+
+A cross-validation grid differs only in lambda and eta, the ``Hyperparams`` argument of
+the compiled chunk: the validated data, the pair table, the kernel matrix or scaled
+features, the principal-axes start and the compiled program are made once
+(``fitting.prepare_fit``) and every point trains from them. ``GridFit.advance(step,
+points)`` trains the given points to ``step``, chunk by chunk as ``fit`` does, so that a
+point advanced to ``num_iters`` is the model ``fit`` gives at its lambda and eta, bit for
+bit in the one-point-at-a-time mode; a point can be stopped at any multiple of
+``log_every`` and resumed (successive halving, ``warca_jax.protocol.cv``).
+
+With ``vectorize`` the points advanced together run as one program, ``jax.vmap`` over
+their states and hyperparameters: one launch fills an accelerator where a single fit
+leaves it idle. On a CPU the arithmetic is the same either way and the loop is kept
+(``vectorize=None`` chooses by the default backend); vectorised points agree with the
+loop up to float rounding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from warca_jax import learner_loop
+from warca_jax.methods.warca import config, fitting, step
+from warca_jax.metric import Metric
+
+
+def _build_vmapped(frozen_cfg: tuple, kernel_form: bool, mesh):
+    """The chunk of ``step.build_chunk`` mapped over stacked states and hyperparameters."""
+    import types
+
+    cfg = types.SimpleNamespace(**dict(frozen_cfg))
+    inner = step.make_train_chunk(cfg, kernel_form=kernel_form, mesh=mesh, jit=False)
+
+    def chunk(states, hypers, feats, table, key, length):
+        return jax.vmap(lambda s, h: inner(s, h, feats, table, key, length))(states, hypers)
+
+    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
+
+
+class GridFit:
+    """The points ``lams_etas`` of config ``cfg`` on one training set (see the module).
+
+    Attributes:
+      failed: point index -> why its training failed (a divergence, or an unusable
+        model at the end); such a point is never advanced again.
+      steps: point index -> the steps it has trained.
+      seconds: point index -> its training seconds so far, with an equal share of the
+        preparation (the kernel matrix, the start, the first compilation).
+    """
+
+    def __init__(
+        self,
+        features,
+        labels,
+        cfg,
+        lams_etas: Sequence[tuple[float, float]],
+        *,
+        seed: int = 0,
+        cams=None,
+        vectorize: bool | None = None,
+    ):
+        if len(cfg.lam_grid):
+            raise ValueError("a grid of fits takes a config without lam_grid (it is the grid)")
+        t0 = time.perf_counter()
+        data = config.validate(features, labels, cfg)
+        self.cfgs = [_at(cfg, lam, eta) for lam, eta in lams_etas]
+        for c in self.cfgs:  # every point's lambda and eta, before any work
+            config.check_config(c, n=data.x.shape[0], d=data.x.shape[1])
+        self.features = features
+        self.prep = fitting.prepare_fit(data, cfg, seed=seed, cams=cams)
+        self.vectorize = jax.default_backend() != "cpu" if vectorize is None else vectorize
+        self.num_iters, self.log_every = int(cfg.num_iters), int(cfg.log_every)
+        n = len(self.cfgs)
+        self.states = [self.prep.init_state(c) for c in self.cfgs]
+        self.hypers = [self.prep.hyper(c) for c in self.cfgs]
+        self.steps = dict.fromkeys(range(n), 0)
+        self.failed: dict[int, str] = {}
+        self._reference = {p: fitting.reference_loss(c) for p, c in enumerate(self.cfgs)}
+        self._first_row = dict.fromkeys(range(n), True)
+        share = (time.perf_counter() - t0) / max(n, 1)
+        self.seconds = dict.fromkeys(range(n), share)
+        self._vmapped = None
+        if self.vectorize:
+            structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in config.TUNABLE))
+            self._vmapped = learner_loop.compiled(
+                _build_vmapped, structural, self.prep.kernel_form, self.prep.mesh
+            )
+
+    def __len__(self) -> int:
+        return len(self.cfgs)
+
+    def live(self, points: Sequence[int] | None = None) -> list[int]:
+        """The points (of ``points``, default all) that have not failed."""
+        return [p for p in (range(len(self)) if points is None else points) if p not in self.failed]
+
+    def advance(self, until: int, points: Sequence[int] | None = None) -> None:
+        """Trains ``points`` (default: every live one) to step ``until``.
+
+        ``until`` is ``num_iters`` or a multiple of ``log_every``, so that every chunk is
+        one ``fit`` runs. A point that diverges is recorded in ``failed``; a point that
+        reaches ``num_iters`` has its model checked (``check_model``) there.
+        """
+        if not 0 < until <= self.num_iters or (
+            until != self.num_iters and until % self.log_every
+        ):
+            raise ValueError(
+                f"advance to a multiple of log_every ({self.log_every}) or num_iters "
+                f"({self.num_iters}), got {until}"
+            )
+        todo = [p for p in self.live(points) if self.steps[p] < until]
+        while todo:
+            done = min(self.steps[p] for p in todo)
+            length = min(self.log_every, until - done)
+            group = [p for p in todo if self.steps[p] == done]
+            t0 = time.perf_counter()
+            rows = self._chunk(group, length)
+            took = (time.perf_counter() - t0) / len(group)
+            for p, metrics in zip(group, rows):
+                self.seconds[p] += took
+                self.steps[p] = done + length
+                self._check(p, metrics)
+            todo = [p for p in self.live(todo) if self.steps[p] < until]
+        for p in self.live(points):
+            if self.steps[p] == self.num_iters:
+                self._check_model(p)
+
+    def _chunk(self, group: list[int], length: int) -> list[dict]:
+        prep = self.prep
+        args = (prep.feats, prep.table, prep.key_train, length)
+        if not self.vectorize or len(group) == 1:
+            rows = []
+            for p in group:
+                self.states[p], metrics = prep.chunk(self.states[p], self.hypers[p], *args)
+                rows.append(jax.device_get(metrics))
+            return rows
+        stack = lambda trees: jax.tree.map(lambda *a: jnp.stack(a), *trees)  # noqa: E731
+        states, metrics = self._vmapped(
+            stack([self.states[p] for p in group]), stack([self.hypers[p] for p in group]), *args
+        )
+        metrics = jax.device_get(metrics)
+        for i, p in enumerate(group):
+            self.states[p] = jax.tree.map(lambda a, i=i: a[i], states)
+        return [{k: v[i] for k, v in metrics.items()} for i in range(len(group))]
+
+    def _check(self, p: int, metrics: dict) -> None:
+        """``run_in_chunks``' divergence check of one point's chunk."""
+        row = {k: float(v) for k, v in metrics.items()}
+        try:
+            learner_loop.check_row(
+                row,
+                method="WARCA",
+                step=self.steps[p],
+                reference_loss=self._reference[p],
+                hint=fitting.divergence_hint(self.cfgs[p]),
+            )
+        except learner_loop.TrainingDivergedError as e:
+            self._fail(p, e)
+            return
+        if self._first_row[p] and "loss" in row:
+            self._first_row[p] = False
+            self._reference[p] = max(abs(row["loss"]), abs(self._reference[p] or 0.0), 1.0)
+
+    def _check_model(self, p: int) -> None:
+        try:
+            learner_loop.check_model(
+                self.prep.metric(self.states[p].params),
+                method="WARCA",
+                features=self.features,
+                hint=fitting.divergence_hint(self.cfgs[p]),
+            )
+        except learner_loop.TrainingDivergedError as e:
+            self._fail(p, e)
+
+    def _fail(self, p: int, e: Exception) -> None:
+        self.failed[p] = f"{type(e).__name__}: {e}"
+        self.states[p] = None  # its memory back
+
+    def metric(self, p: int) -> Metric:
+        """Point ``p``'s ``Metric`` at the step it has reached."""
+        if p in self.failed:
+            raise ValueError(f"grid point {p} failed: {self.failed[p]}")
+        return self.prep.metric(self.states[p].params)
+
+    def drop(self, p: int) -> None:
+        """Stops point ``p`` for good (its memory back); its step count stays."""
+        self.states[p] = None
+
+
+def _at(cfg, lam: float, eta: float):
+    c = cfg.copy_and_resolve_references()
+    c.unlock()
+    c.lam, c.learning_rate = float(lam), float(eta)
+    c.lock()
+    return c
