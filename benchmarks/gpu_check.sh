@@ -68,3 +68,7 @@ step nystroem_gpu 90 python3 benchmarks/bench_warca_scale.py --kernel rbf --num_
   --data_dir /tmp/warca_scale
 step kernel_gpu 60 python3 benchmarks/bench_kernel_warca.py --candidate_pool=256
 step linear_gpu 40 python3 benchmarks/bench_linear_warca.py
+# the protocol's WARCA columns on the synthetic data: stage times, each grid job's fit share
+# (its training against its wall time), the GPU's vmapped grid against the CPU's loop
+step protocol_gpu 240 python3 benchmarks/bench_protocol.py --row=synthetic
+step protocol_cpu 300 env JAX_PLATFORMS=cpu python3 benchmarks/bench_protocol.py --row=synthetic

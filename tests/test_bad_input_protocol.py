@@ -21,6 +21,7 @@ from processes import ROOT, cpu_env
 from test_protocol import _run_results, _tiny
 
 from warca_jax import methods, pipeline, protocol
+from warca_jax.protocol import cv as protocol_cv
 
 MEASURES = ("rank1", "rank5", "mAP", "AUC")
 
@@ -222,7 +223,10 @@ def test_a_method_that_cannot_run_on_a_dataset_is_not_applicable(tmp_path, monke
 
 
 def _failing_fit(fit, *, fail_all_warca=False):
-    """pipeline.fit_method, but WARCA at step size 0.1 (or any) diverges, kNN fails on split 1."""
+    """pipeline.fit_method, but WARCA at step size 0.1 (or any) diverges, kNN fails on split 1.
+
+    Its tests run WARCA's cross-validation a job per point (through this fit), not as one
+    grid job (tests/test_cv_grid.py has the grid's failures)."""
 
     def fit_method(features, labels, method_cfg, *, seed=0, **kw):
         if method_cfg.name == "warca" and (fail_all_warca or method_cfg.learning_rate == 0.1):
@@ -237,6 +241,7 @@ def _failing_fit(fit, *, fail_all_warca=False):
 def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
     monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method))
+    monkeypatch.setattr(protocol_cv, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match=r"1 runs failed .* synthetic nn split 1: ValueError"):
         protocol.run_protocol(_tiny(), workdir)
     # the diverged grid point is never selected, and selected.json says why
@@ -270,6 +275,7 @@ def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path,
     monkeypatch.setattr(
         pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True)
     )
+    monkeypatch.setattr(protocol_cv, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match="every grid point of warca:linear"):
         protocol.run_protocol(_tiny(), workdir)
     results = _load(os.path.join(workdir, "results.json"))

@@ -50,6 +50,7 @@ def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
         assert g.steps[p] == 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["linear", "chi2"])
 def test_vmapped_points_agree_with_the_loop(variant):
     x, y, c = _data(variant)
@@ -152,6 +153,7 @@ def test_halving_keeps_the_full_grids_choice_and_its_scores(full_grid, tmp_path)
     assert [r["points"] for r in timing["rungs"]] == [9, 3]
 
 
+@pytest.mark.slow
 def test_a_grid_is_redone_when_a_point_is_missing_or_halving_changes(full_grid, tmp_path):
     workdir = str(tmp_path)
     protocol.run_protocol(_small(halving=3), workdir, stage="cv")
@@ -169,3 +171,25 @@ def test_bad_halving_and_grid_mode_are_refused(tmp_path):
         protocol.run_protocol(_small(halving=0), str(tmp_path))
     with pytest.raises(ValueError, match="cv.grid_mode"):
         protocol.run_protocol(_small(grid_mode="fast"), str(tmp_path))
+
+
+def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypatch):
+    advance = grid.GridFit.advance
+
+    def diverging(self, until, points=None):  # every point at eta 0.1 diverges at once
+        for p in self.live(points):
+            if self.cfgs[p].learning_rate == 0.1:
+                self._fail(p, fitting.learner_loop.TrainingDivergedError("diverged by step 50"))
+        advance(self, until, points)
+
+    monkeypatch.setattr(grid.GridFit, "advance", diverging)
+    workdir = str(tmp_path)
+    protocol.run_protocol(_small(halving=3), workdir, stage="cv")
+    results = _cv_results(workdir)
+    failed = sorted(k for k, v in results.items() if v["error"])
+    assert len(failed) == 3 * 2 and all("eta_0.1" in k for k in failed)
+    assert all("TrainingDivergedError: diverged by step 50" in results[k]["error"] for k in failed)
+    with open(os.path.join(workdir, "cv", "synthetic", "warca-linear", "selected.json")) as f:
+        sel = json.load(f)
+    assert sel["learning_rate"] != 0.1
+    assert all(r["mean"] is None for r in sel["grid"] if r["learning_rate"] == 0.1)

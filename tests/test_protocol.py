@@ -389,3 +389,61 @@ def test_a_method_subset_runs_in_one_try_on_the_command_line(tmp_path):
     assert len(errors) == 1, refused.stderr[-3000:]
     assert errors[0].startswith("error: config.cv.methods name ['warca:linear'], which are not")
     assert not os.path.exists(tmp_path / "r")
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (Linux's /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                out.append(int(entry))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    import signal
+    import time
+
+    cmd = [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
+           f"--workdir={tmp_path}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
+           "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
+           "--stage=runs"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.DEVNULL)
+    try:
+        deadline, workers = time.monotonic() + 300, []
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.5)
+            workers = [p for p in _children(proc.pid) if "spawn_main" in _cmdline(p)]
+        assert len(workers) == 2, "the workers did not start"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in workers):
+            time.sleep(0.5)
+        assert not any(_alive(p) for p in workers), "workers outlived their parent"
+    finally:
+        proc.kill()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import threading
+import time
 
 import ml_collections
 from absl import logging
@@ -69,6 +71,19 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     return todo, failures
 
 
+def _exit_with_parent(parent: int, period: float = 1.0) -> None:
+    """A worker's initializer: a daemon thread that ends the worker once its parent is gone
+    (killed, e.g. by SIGTERM, without shutting the pool down), so that no worker is left
+    training for nobody."""
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _run_all(todo: list[dict], num_workers: int, done) -> None:
     """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
     if num_workers <= 1:
@@ -78,7 +93,9 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=ctx) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        num_workers, mp_context=ctx, initializer=_exit_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         futures = {pool.submit(run_job, job): job for job in todo}
         try:
             for fut in concurrent.futures.as_completed(futures):
