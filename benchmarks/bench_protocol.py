@@ -187,6 +187,7 @@ def main() -> None:
         raise SystemExit("--row=cuhk01 needs --cuhk01=PATH/CUHK01")
     flags = row_flags(args.row, args) + args.extra
     parent = args.workdir or tempfile.mkdtemp(prefix="bench_protocol_")
+    os.makedirs(parent, exist_ok=True)
     runs = [("baseline", os.path.abspath(args.baseline))] if args.baseline else []
     runs.append(("this checkout", ROOT))
     found = {}

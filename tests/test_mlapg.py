@@ -106,3 +106,48 @@ def test_bad_input_is_refused(mutate, overrides, match):
     x, y = mutate(x, y)
     with pytest.raises(ValueError, match=match):
         mlapg.fit(x, y, _method(**overrides))
+
+
+@pytest.mark.parametrize("init_step", [256.0, 1e5])  # the default, and a step that backtracks
+def test_reduced_iteration_equals_the_plain_step(init_step):
+    x, y = _small_problem(dim=12)
+    feats, _ = mlapg.prepared_features(x, 0)
+    sign, weight = mlapg.pair_weights(jnp.asarray(y))
+    step = mlapg.make_step(1.0, 2.0, 50)
+    eye = jnp.eye(12, dtype=jnp.float32)
+    f0 = mlapg.mlapg_loss(eye, jnp.asarray(feats), sign, weight, mu=1.0)
+    plain = mlapg.APGState(eye, eye, jnp.float32(0.0), jnp.float32(1.0 / init_step), f0)
+    apg = mlapg.ReducedAPG(feats, sign, weight, mu=1.0, factor=2.0, max_backtracks=50)
+    reduced = apg.start(init_step)
+    np.testing.assert_allclose(reduced.loss, float(f0), rtol=1e-6)
+    backtracked = False
+    for _ in range(25):
+        plain, got = step(plain, (jnp.asarray(feats), sign, weight))
+        reduced, metrics = apg.step(reduced)
+        np.testing.assert_allclose(metrics["loss"], float(got["loss"]), rtol=1e-4)
+        assert metrics["rank"] == int(got["rank"])
+        np.testing.assert_allclose(reduced.lipschitz, float(plain.lipschitz), rtol=1e-6)
+        backtracked |= reduced.lipschitz > 1.0 / init_step
+        scale = float(jnp.abs(plain.m).max())
+        np.testing.assert_allclose(reduced.m, plain.m, atol=1e-4 * scale)
+        w = mlapg.factor_from_eigen(reduced.vecs, reduced.vals)
+        np.testing.assert_allclose(w.T @ w, reduced.m, atol=1e-5 * scale)
+    assert backtracked or init_step <= 256
+
+
+@pytest.mark.slow
+def test_whole_span_of_wide_data_equals_its_pca():
+    # pca_dim >= N on data wider than N: the span from the Gram matrix alone, the same
+    # metric as PCA to all N - 1 directions of the centred rows
+    x, y = _small_problem(dim=40)
+    x = x[:30] @ np.random.default_rng(0).standard_normal((40, 50)) / 5.0
+    y = y[:30]
+    cfg = dict(max_iters=40, log_every=10)
+    span, _ = mlapg.fit(x, y, _method(pca_dim=30, **cfg))
+    pca, _ = mlapg.fit(x, y, _method(pca_dim=29, **cfg))
+    assert span.projection.shape == pca.projection.shape
+    dist = lambda p: np.sum(((x[:, None] - x[None]) @ p.T) ** 2, axis=-1)  # noqa: E731
+    test = np.random.default_rng(1).standard_normal((10, 50))
+    np.testing.assert_allclose(dist(span.projection), dist(pca.projection), rtol=2e-3, atol=1e-6)
+    gram = lambda p: test @ p.T @ p @ test.T  # noqa: E731
+    np.testing.assert_allclose(gram(span.projection), gram(pca.projection), rtol=2e-3, atol=1e-5)

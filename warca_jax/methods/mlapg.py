@@ -15,7 +15,10 @@ The gradient over all N^2 pairs is sum_ij t_ij (x_i - x_j)(x_i - x_j)^T
 [D, D] work, no [pairs, D] differences. Each iteration (their APG algorithm) takes a
 Nesterov extrapolation V, a step M = Proj_PSD(V - grad F(V) / L) (eigendecomposition),
 and backtracks L <- gamma L until F(M) <= F(V) + <grad, M - V> + L/2 ||M - V||^2; it
-stops when the relative change of F is below ``tol``.
+stops when the relative change of F is below ``tol``. ``fit`` runs these iterations as
+``ReducedAPG`` (through K = X M X^T and the eigenpairs the projection keeps: one
+eigendecomposition and five products per try instead of ten) and ``make_step`` is their
+plain form, which the tests hold it to.
 
 Features are PCA-reduced to ``pca_dim`` first when D is larger (and to at most the span
 of the training images when D exceeds their number, as the original's QR step; a
@@ -116,9 +119,9 @@ def psd_project(m: jax.Array) -> tuple[jax.Array, jax.Array]:
 def make_step(mu: float, factor: float, max_backtracks: int):
     """Jitted ``step(state, (x, sign, weight)) -> (state, metrics)``: one APG iteration.
 
-    The step skeleton of every learner (``learner_loop.scan_steps``); MLAPG runs it one call
-    at a time (``fit``) since it stops on a tolerance. Built once per setting through
-    ``learner_loop.compiled``.
+    The step skeleton of every learner (``learner_loop.scan_steps``), in its plain form: the
+    reference for ``ReducedAPG``, which ``fit`` runs (the same iteration, cheaper for a
+    large M).
     """
 
     def step(state: APGState, batch):
