@@ -1,5 +1,5 @@
 """The batched cross-validation grid: WARCA's points trained together (``warca.grid``),
-one protocol job per grid (``protocol.jobs.run_grid``) and successive halving."""
+one protocol job per grid (``protocol.grid_job``) and successive halving."""
 
 import glob
 import json

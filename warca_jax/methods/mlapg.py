@@ -26,11 +26,7 @@ of the training images when D exceeds their number, as the original's QR step; a
 the mean squared pair distance is 1 (mu = 1), which makes the initial step 1/L
 independent of the data's units; both are folded back into the returned W.
 
-``pca_dim`` sets much of the result on wide descriptors. On CUHK01 (the 2,580-d colour +
-LBP descriptor, D' = 40, first 3 splits; benchmarks/bench_viper_sweep.py --cuhk01) it gives
-rank-1 19.48 / 25.95 at 40 / 100 dimensions, and 31.58 at the default 256 (the protocol's
-10 splits). The WARCA paper's 22.92 lies between 40 and 100, a choice it does not state:
-this, not the learner, is the 8.7 by which the protocol's MLAPG column exceeds it.
+``pca_dim`` sets much of the result on wide descriptors (docs/methods.md, MLAPG).
 """
 
 from __future__ import annotations
@@ -214,9 +210,6 @@ class ReducedAPG:
       only the eigenpairs with lambda > 0 are computed (``psd_factors``).
     * The [N, N] elementwise terms (softplus, sigmoid) run jitted; the products run in
       BLAS, whose float32 matrix products are faster on a CPU than XLA's.
-
-    One iteration is then one eigendecomposition per line-search try and five products
-    with X or the factors, where ``make_step`` takes ten.
     """
 
     def __init__(self, x, sign, weight, mu: float, factor: float, max_backtracks: int):
@@ -262,8 +255,7 @@ class ReducedAPG:
 
 
 def factor_from_eigen(vecs: np.ndarray, vals: np.ndarray, dim: int | None = None):
-    """W [k, d] float64 with W^T W = vecs diag(vals) vecs^T: rows sqrt(lambda_i) v_i^T,
-    largest first (``linalg.psd_factor``'s order), the top ``dim`` of them if given."""
+    """W [k, d] (float64), W^T W = vecs diag(vals) vecs^T, largest first, the top ``dim``."""
     order = np.argsort(vals)[::-1][:dim]
     return np.sqrt(vals[order].astype(np.float64))[:, None] * vecs[:, order].T.astype(np.float64)
 
@@ -273,11 +265,9 @@ def _span_coordinates(x: np.ndarray):
     basis of their span, and ``unfold(w)``: w [r, k] (a map of those coordinates) as the map
     w V [r, D] of the input, V [k, D] the basis.
 
-    The basis is that of ``linalg.pca(x, variance=1.0)`` on such data (the [N, N] Gram
-    matrix's eigenvectors, the same directions left out), so the coordinates are U S from
-    the Gram matrix alone: V = S^-1 U^T (x - mean) is never formed, only w V at the end,
-    one [r, N] x [N, D] product, where ``linalg.pca`` orthonormalises V by a QR of the
-    [D, k] matrix (the original's QR step), which costs as much as the rest of a fit.
+    The basis is ``linalg.pca(x, variance=1.0)``'s (the Gram matrix's eigenvectors), so the
+    coordinates are U S from the [N, N] Gram matrix alone; V = S^-1 U^T (x - mean) is never
+    formed (``linalg.pca`` orthonormalises it by a QR of [D, k]), only w V at the end.
     """
     xc = np.asarray(x, np.float64)
     xc = xc - xc.mean(axis=0)

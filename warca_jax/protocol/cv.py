@@ -5,7 +5,7 @@ validation scores on CV split ``c``; ``select`` reads them all (verified) and wr
 ``cv/<dataset>/<method>/selected.json``, the point with the best mean ``cv.measure``.
 
 A method whose learner trains a grid together (``Method.grid``: WARCA) gets one job for
-its whole grid on a dataset, every point on every CV split (``jobs.run_grid``): each
+its whole grid on a dataset, every point on every CV split (``grid_job.run_grid_job``): each
 split's data, start and compiled program are prepared once, and with ``cv.halving`` =
 eta > 1 the points are compared at rungs (successive halving): at each rung the best
 1/eta of them by mean validation score go on, the rest stop there, recorded with

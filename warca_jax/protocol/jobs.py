@@ -15,14 +15,12 @@ import json
 import os
 import time
 
-import jax
 import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, learner_loop, methods, pipeline, workdir_lock
+from warca_jax import evaluation, learner_loop, pipeline, workdir_lock
 from warca_jax import workdir as workdir_lib
-from warca_jax.protocol import halving
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded
@@ -198,157 +196,6 @@ def _remove(path: str) -> None:
         os.remove(path)
 
 
-def grid_pending(job: dict) -> bool:
-    """Whether a grid job has a point without an outcome, or one halted under another
-    ``halving`` than the job's (its grid must be trained again)."""
-    for point in job["points"]:
-        got = outcome(point)
-        if got is None:
-            return True
-        if got[0] == "done" and "halted_at" in got[1]:
-            if got[1].get("halving") != job["halving"] or got[1]["halted_at"] not in job["rungs"]:
-                return True
-    return False
-
-
-def grid_failures(job: dict) -> list[tuple[dict, str]]:
-    """The recorded failures of a grid job's points."""
-    out = []
-    for point in job["points"]:
-        got = outcome(point)
-        if got is not None and got[0] == "failed":
-            out.append((point, got[1]))
-    return out
-
-
-def _write_point(point: dict, res: dict | None, reason: str | None, extra: dict) -> None:
-    """A grid point's outcome on one split: its result.json, or its failed.json."""
-    if reason is None:
-        try:
-            workdir_lib.write_json(point["result"], {**identity(point), **res, **extra})
-            _remove(point["failed"])
-            return
-        except ValueError as e:  # a non-finite score: a failure, as a point job's
-            reason = f"{type(e).__name__}: {e}"
-    _remove(point["result"])
-    workdir_lib.write_json(
-        point["failed"], {**identity(point), "status": "failed", "error": reason}
-    )
-
-
-def _score(metric, ds, split, run_cfg) -> dict:
-    res = evaluation.evaluate_metric(metric, ds, split, run_cfg.eval, seed=run_cfg.seed)
-    return {k: float(res[k]) for k in ("rank1", "rank5", "rank10", "mAP")}
-
-
-def run_grid(job: dict) -> dict:
-    """Trains a ``cv_grid`` job: every point on every CV split, rung by rung.
-
-    Every split's data, start and program are prepared once (``Method.grid``); at each
-    rung (``halving.rungs``) the live points are trained to it and scored on their
-    validation splits, and the best ``1 / halving`` by mean ``measure`` go on, the rest
-    are written with ``halted_at``. A point that fails on a split (diverged, or an
-    unusable model) stops there, with its ``failed.json``. Writes ``timing.json`` (the
-    job's wall time, and its preparation, training and evaluation seconds) in the
-    method's folder.
-
-    Returns:
-      {"status": "done", "failures": [(point job, reason), ...]}.
-    """
-    t_job = time.perf_counter()
-    points = {(p["split"], i % len(job["grid"])): p for i, p in enumerate(job["points"])}
-    run_cfg = ml_collections.ConfigDict(points[(0, 0)]["config"])
-    ds = load_stored(points[(0, 0)]["data"], points[(0, 0)]["data_sha256"])
-    grid = [tuple(g) for g in job["grid"]]
-    splits = range(job["num_splits"])
-    mode = {"auto": None, "vmap": True, "loop": False}[job["grid_mode"]]
-    fits, vsplits, failed = {}, {}, {}  # failed: (split, point) -> reason
-    t_prep = time.perf_counter()
-    for c in splits:
-        point0 = points[(c, 0)]
-        vsplits[c] = validation_split(ds, c, fraction=point0["val_fraction"], seed=point0["seed"])
-        tr = vsplits[c].train_idx
-        method = methods.get(run_cfg.method.name)
-        try:
-            fits[c] = method.grid(
-                ds.features[tr],
-                ds.labels[tr],
-                run_cfg.method,
-                grid,
-                seed=run_cfg.seed + c,
-                cams=ds.cams[tr],
-                vectorize=mode,
-            )
-        except TRAINING_FAILURES as e:
-            failed.update({(c, p): f"{type(e).__name__}: {e}" for p in range(len(grid))})
-    t_prep = time.perf_counter() - t_prep
-    t_eval = 0.0
-    untrained = [p for p in range(len(grid)) if any((c, p) in failed for c in splits)]
-    live = [p for p in range(len(grid)) if p not in untrained]
-    per_rung = []
-    for r, step in enumerate(job["rungs"]):
-        last = r == len(job["rungs"]) - 1
-        if not live:
-            break
-        per_rung.append({"step": step, "points": len(live)})
-        results = {}
-        for c in splits:
-            fit = fits[c]
-            fit.advance(step, live)
-            t0 = time.perf_counter()
-            for p in live:
-                if p in fit.failed:
-                    failed[(c, p)] = fit.failed[p]
-                    continue
-                try:
-                    results[(c, p)] = _score(fit.metric(p), ds, vsplits[c], run_cfg)
-                except TRAINING_FAILURES as e:
-                    failed[(c, p)] = f"{type(e).__name__}: {e}"
-            t_eval += time.perf_counter() - t0
-        scored = [p for p in live if all((c, p) in results for c in splits)]
-        measure = job["measure"]
-        means = {p: float(np.mean([results[(c, p)][measure] for c in splits])) for p in scored}
-        going = scored if last else halving.survivors(means, job["halving"])
-        for p in live:
-            if p in going and not last:
-                continue
-            # done (the last rung), or stopped here: halted, or failed on a split
-            halted = {} if p in going else {"halted_at": step, "halving": job["halving"]}
-            for c in splits:
-                lam, eta = grid[p]
-                res = results.get((c, p))
-                if res is not None:
-                    seconds = fits[c].seconds[p]
-                    res = {"lam": lam, "learning_rate": eta, "train_seconds": seconds, **res}
-                reason = failed.get((c, p), None if res else "not scored")
-                _write_point(points[(c, p)], res, reason, halted)
-                fits[c].drop(p)
-        live = going
-    for p in untrained:  # a split's data refused: the point fails on every split
-        reason = next(failed[(c, p)] for c in splits if (c, p) in failed)
-        for c in splits:
-            _write_point(points[(c, p)], None, failed.get((c, p), f"not trained: {reason}"), {})
-    wall = time.perf_counter() - t_job
-    train = sum(f.seconds[p] for f in fits.values() for p in range(len(grid)))
-    workdir_lib.write_json(
-        os.path.join(job["folder"], "timing.json"),
-        {
-            "dataset": job["dataset"],
-            "method": job["label"],
-            "job_seconds": wall,
-            "prepare_seconds": t_prep,
-            "train_seconds": train,
-            "eval_seconds": t_eval,
-            "rungs": per_rung,
-            "halving": job["halving"],
-            "vectorized": bool(next(iter(fits.values())).vectorize) if fits else False,
-            "backend": jax.default_backend(),
-        },
-    )
-    failures = [(points[k], reason) for k, reason in sorted(failed.items())]
-    return {"status": "done", "failures": failures}
-
-
 def run_job(job: dict) -> dict:
     """Runs a job; returns its outcome, {"status": "done"} or {"status": "failed", "error"}.
 
@@ -360,8 +207,6 @@ def run_job(job: dict) -> dict:
     """
     workdir_lib.makedirs(job["folder"])
     with workdir_lock.WorkdirLock(job["folder"]):
-        if job["kind"] == "cv_grid":
-            return run_grid(job)
         return _run_locked(job)
 
 

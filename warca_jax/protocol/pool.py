@@ -1,9 +1,9 @@
 """Running a stage's jobs: the ones without an outcome, here or in worker processes; shards.
 
 Workers are started with ``spawn`` (JAX is not fork-safe): each imports
-``warca_jax.protocol.jobs`` by name and runs ``jobs.run_job`` on the pickled job dict,
-so nothing here depends on how the parent was started (``python -m experiments.protocol``
-or a test calling ``run_protocol``).
+``warca_jax.protocol.grid_job`` by name and runs ``grid_job.run_any`` (``jobs.run_job``,
+or a whole grid's job) on the pickled job dict, so nothing here depends on how the parent
+was started (``python -m experiments.protocol`` or a test calling ``run_protocol``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from warca_jax import workdir_lock
-from warca_jax.protocol.jobs import claim, grid_failures, grid_pending, outcome, run_job
+from warca_jax.protocol import grid_job
+from warca_jax.protocol.jobs import claim, outcome
 
 
 def shard(jobs: list[dict], num_shards: int, shard_index: int) -> list[dict]:
@@ -46,10 +47,10 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     todo, failures = [], []
     for job in jobs:
         if job["kind"] == "cv_grid":
-            if grid_pending(job):
+            if grid_job.pending(job):
                 todo.append(job)
             else:
-                failures.extend(grid_failures(job))
+                failures.extend(grid_job.failures(job))
             continue
         got = outcome(job)
         if got is None:
@@ -88,7 +89,7 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
     if num_workers <= 1:
         for job in todo:
-            done(job, run_job(job))
+            done(job, grid_job.run_any(job))
         return
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
@@ -96,7 +97,7 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     with concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=ctx, initializer=_exit_with_parent, initargs=(os.getpid(),)
     ) as pool:
-        futures = {pool.submit(run_job, job): job for job in todo}
+        futures = {pool.submit(grid_job.run_any, job): job for job in todo}
         try:
             for fut in concurrent.futures.as_completed(futures):
                 done(futures[fut], fut.result())

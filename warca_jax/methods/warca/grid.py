@@ -120,7 +120,7 @@ class GridFit:
             t0 = time.perf_counter()
             rows = self._chunk(group, length)
             took = (time.perf_counter() - t0) / len(group)
-            for p, metrics in zip(group, rows):
+            for p, metrics in zip(group, rows, strict=True):
                 self.seconds[p] += took
                 self.steps[p] = done + length
                 self._check(p, metrics)
