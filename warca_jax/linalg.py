@@ -45,17 +45,24 @@ def pca(x: np.ndarray, *, variance: float = 0.95, max_dim: int | None = None):
     return mean.astype(np.float32), vt[:k].astype(np.float32)
 
 
+def gram_eigenpairs(xc: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvalues [k] descending, eigenvectors [N, k]) of the [N, N] Gram matrix of the
+    centred rows ``xc``, those below ``rtol`` times the largest left out (none for constant
+    rows): the squared singular values and left singular vectors of ``xc``."""
+    w, u = np.linalg.eigh(xc @ xc.T)
+    keep = w > rtol * max(w.max(), 0.0)
+    return w[keep][::-1], u[:, keep][:, ::-1]
+
+
 def _gram_directions(xc: np.ndarray, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
     """(squared singular values [k] descending, right singular vectors [k, D]) of the
     centred rows ``xc`` [N, D] from the eigenvectors of their [N, N] Gram matrix: O(N^2 D)
     once, against an SVD's much larger constant when D >> N. Directions whose squared
     singular value is below ``rtol`` times the largest are left out; a QR step keeps the
     rest orthonormal (and each direction's sign)."""
-    w, u = np.linalg.eigh(xc @ xc.T)
-    keep = w > rtol * max(w.max(), 0.0)
-    if not keep.any():
+    w, u = gram_eigenpairs(xc, rtol)
+    if not len(w):
         raise ValueError("PCA of constant features: all training rows are identical")
-    w, u = w[keep][::-1], u[:, keep][:, ::-1]
     q, r = np.linalg.qr(((u.T @ xc) / np.sqrt(w)[:, None]).T)
     return w, (q * np.sign(np.diag(r))[None, :]).T
 

@@ -271,9 +271,7 @@ def _span_coordinates(x: np.ndarray):
     """
     xc = np.asarray(x, np.float64)
     xc = xc - xc.mean(axis=0)
-    energy, u = np.linalg.eigh(xc @ xc.T)
-    keep = energy > 1e-10 * max(energy.max(), 0.0)  # linalg._gram_directions' rule
-    energy, u = energy[keep][::-1], u[:, keep][:, ::-1]
+    energy, u = linalg.gram_eigenpairs(xc)  # linalg.pca's directions on wide data
     if not len(energy):
         raise ValueError("MLAPG needs features that are not all identical")
     k = int(np.searchsorted(np.cumsum(energy) / energy.sum(), 1.0 - 1e-12) + 1)  # linalg.pca's

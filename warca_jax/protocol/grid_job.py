@@ -21,7 +21,14 @@ from warca_jax import evaluation, methods, workdir_lock
 from warca_jax import workdir as workdir_lib
 from warca_jax.protocol import halving
 from warca_jax.protocol.datasets import load_stored, validation_split
-from warca_jax.protocol.jobs import TRAINING_FAILURES, _remove, identity, outcome, run_job
+from warca_jax.protocol.jobs import (
+    TRAINING_FAILURES,
+    _remove,
+    identity,
+    outcome,
+    record_failure,
+    run_job,
+)
 
 
 def pending(job: dict) -> bool:
@@ -72,10 +79,7 @@ def _write_point(point: dict, res: dict | None, reason: str | None, extra: dict)
             return
         except ValueError as e:  # a non-finite score: a failure, as a point job's
             reason = f"{type(e).__name__}: {e}"
-    _remove(point["result"])
-    workdir_lib.write_json(
-        point["failed"], {**identity(point), "status": "failed", "error": reason}
-    )
+    record_failure(point, reason)
 
 
 class _Grid:

@@ -220,13 +220,16 @@ def _run_locked(job: dict) -> dict:
         except TRAINING_FAILURES as e:
             reason = f"{type(e).__name__}: {e}"
     if reason:
-        _remove(job["result"])
-        workdir_lib.write_json(
-            job["failed"], {**identity(job), "status": "failed", "error": reason}
-        )
+        record_failure(job, reason)
         return {"status": "failed", "error": reason}
     _remove(job["failed"])
     return {"status": "done"}
+
+
+def record_failure(job: dict, reason: str) -> None:
+    """The job's failed.json with ``reason``; its result file, which cannot be sound, removed."""
+    _remove(job["result"])
+    workdir_lib.write_json(job["failed"], {**identity(job), "status": "failed", "error": reason})
 
 
 def claim(folder: str, run_cfg) -> None:

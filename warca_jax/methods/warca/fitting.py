@@ -224,6 +224,7 @@ class Prepared(NamedTuple):
     params: jax.Array
     table: sampling.PairTable
     key_train: jax.Array
+    structural: tuple  # the config less lambda and eta: the compiled chunk's cache key
     chunk: Callable
     mesh: object
     kernel_form: bool
@@ -277,5 +278,6 @@ def prepare_fit(data, cfg, *, seed: int, cams) -> Prepared:
     # so that the second call does not compile again for new input shardings
     key_train = jax.device_put(key_train, sharding_lib.replicated(mesh))
     return Prepared(
-        cfg, data, problem, feats, params, table, key_train, chunk, mesh, kernel_form, t0
-    )
+        cfg, data, problem, feats, params, table, key_train, structural, chunk, mesh,
+        kernel_form, t0,
+    )  # fmt: skip

@@ -29,19 +29,6 @@ from warca_jax.methods.warca import config, fitting, step
 from warca_jax.metric import Metric
 
 
-def _build_vmapped(frozen_cfg: tuple, kernel_form: bool, mesh):
-    """The chunk of ``step.build_chunk`` mapped over stacked states and hyperparameters."""
-    import types
-
-    cfg = types.SimpleNamespace(**dict(frozen_cfg))
-    inner = step.make_train_chunk(cfg, kernel_form=kernel_form, mesh=mesh, jit=False)
-
-    def chunk(states, hypers, feats, table, key, length):
-        return jax.vmap(lambda s, h: inner(s, h, feats, table, key, length))(states, hypers)
-
-    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
-
-
 class GridFit:
     """The points ``lams_etas`` of config ``cfg`` on one training set (see the module).
 
@@ -81,15 +68,12 @@ class GridFit:
         self.steps = dict.fromkeys(range(n), 0)
         self.failed: dict[int, str] = {}
         self._reference = {p: fitting.reference_loss(c) for p, c in enumerate(self.cfgs)}
-        self._first_row = dict.fromkeys(range(n), True)
         share = (time.perf_counter() - t0) / max(n, 1)
         self.seconds = dict.fromkeys(range(n), share)
         self._vmapped = None
         if self.vectorize:
-            structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in config.TUNABLE))
-            self._vmapped = learner_loop.compiled(
-                _build_vmapped, structural, self.prep.kernel_form, self.prep.mesh
-            )
+            prep = self.prep
+            self._vmapped = step.compiled_grid_chunk(prep.structural, prep.kernel_form, prep.mesh)
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -161,8 +145,7 @@ class GridFit:
         except learner_loop.TrainingDivergedError as e:
             self._fail(p, e)
             return
-        if self._first_row[p] and "loss" in row:
-            self._first_row[p] = False
+        if self.steps[p] <= self.log_every and "loss" in row:  # the first row
             self._reference[p] = max(abs(row["loss"]), abs(self._reference[p] or 0.0), 1.0)
 
     def _check_model(self, p: int) -> None:

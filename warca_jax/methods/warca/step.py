@@ -335,3 +335,20 @@ def build_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
 def compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
     """``build_chunk``, built once per setting by ``learner_loop.compiled``."""
     return learner_loop.compiled(build_chunk, frozen_cfg, kernel_form, mesh)
+
+
+def build_grid_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
+    """``build_chunk``'s chunk mapped over stacked states and ``Hyperparams`` (one point of
+    a lambda x eta grid each), sharing the features, the pair table and the key."""
+    cfg = types.SimpleNamespace(**dict(frozen_cfg))
+    inner = make_train_chunk(cfg, kernel_form=kernel_form, mesh=mesh, jit=False)
+
+    def chunk(states, hypers, feats, table, key, length):
+        return jax.vmap(lambda s, h: inner(s, h, feats, table, key, length))(states, hypers)
+
+    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
+
+
+def compiled_grid_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
+    """``build_grid_chunk``, built once per setting by ``learner_loop.compiled``."""
+    return learner_loop.compiled(build_grid_chunk, frozen_cfg, kernel_form, mesh)
