@@ -56,7 +56,7 @@ def failures(job: dict) -> list[tuple[dict, str]]:
 
 def run_any(job: dict) -> dict:
     """``run_grid_job`` for a grid job, ``jobs.run_job`` for any other (the workers' entry)."""
-    return run_grid_job(job) if job["kind"] == "cv_grid" else run_job(job)
+    return run_grid_job(job) if job.get("kind") == "cv_grid" else run_job(job)
 
 
 def run_grid_job(job: dict) -> dict:

@@ -46,7 +46,7 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
                 claim(one["folder"], ml_collections.ConfigDict(one["config"]))
     todo, failures = [], []
     for job in jobs:
-        if job["kind"] == "cv_grid":
+        if job.get("kind") == "cv_grid":
             if grid_job.pending(job):
                 todo.append(job)
             else:
