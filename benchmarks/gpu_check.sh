@@ -6,6 +6,12 @@
 # output; the last lines of each are printed.
 #
 #   bash benchmarks/gpu_check.sh
+#   bash benchmarks/gpu_check.sh protocol VIPER_DIR [BASELINE_CHECKOUT]
+#
+# The second form runs only the protocol's benchmark: VIPeR's Table 2 row (the documented
+# command, 4 workers) for at most 330 s, its stage and method times read from the workdir
+# even when it did not finish, then the reduced row with BASELINE_CHECKOUT and with this
+# one, side by side.
 #
 # Where the machine lacks a package of the project's (ml-collections, say), put its wheels
 # in .whl/ first: they are installed to /tmp/site and put on PYTHONPATH.
@@ -43,6 +49,23 @@ step() {  # step NAME SECONDS COMMAND...: its output appended to $OUT/bench.log
 # pytest-benchmark, where installed, warns under xdist, and the suite turns warnings into
 # errors: it is switched off.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
+if [ "${1:-}" = protocol ]; then
+  viper=$(realpath "$2") base=${3:+$(realpath "$3")}
+  W=/tmp/gpu_protocol
+  step viper_gpu 330 python3 benchmarks/bench_protocol.py --row=viper --viper="$viper" \
+    --num_workers=4 --workdir=$W/viper
+  python3 benchmarks/bench_protocol.py --analyze=$W/viper/current | tee -a "$OUT/bench.log"
+  cp $W/viper/current.log "$OUT/viper_protocol.log" 2>/dev/null && tail -n 15 "$OUT/viper_protocol.log"
+  if [ -n "$base" ]; then
+    step reduced_gpu 180 python3 benchmarks/bench_protocol.py --row=reduced --viper="$viper" \
+      --num_workers=4 --baseline="$base" --workdir=$W/reduced
+    tail -n 40 /tmp/gpu_check_reduced_gpu.log
+    for w in baseline current; do
+      python3 benchmarks/bench_protocol.py --analyze=$W/reduced/$w | tee -a "$OUT/bench.log"
+    done
+  fi
+  exit 0
+fi
 PYTEST=(python3 -m pytest -m "not slow" -q -p no:cacheprovider -p no:benchmark -rfE)
 NON_UTF8=tests/test_bad_input_data.py::test_non_utf8_paths
 t0=$SECONDS
