@@ -164,10 +164,6 @@ def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
     # steps in all, but on a flat validation curve it can choose another near-tied point
     # (VIPeR's WARCA-chi2; docs/protocol.md).
     cv.halving = 1
-    # how such a grid's points train: 'vmap' (one program over the points, for an
-    # accelerator), 'loop' (one after another, each bit for bit its own fit's), 'auto'
-    # (vmap on a GPU or TPU, loop on a CPU, where both do the same arithmetic).
-    cv.grid_mode = "auto"
     cv.num_iters = 0  # training iterations of a grid point (0: the method's own, as in
     #                   the final runs, so that the selected point is the one trained).
     # validation measure maximised (mean over the CV splits); mAP, because rank-1 on the

@@ -34,7 +34,7 @@ def _data(variant):
 def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
     x, y, c = _data(variant)
     cfg = _cfg(variant)
-    g = grid.GridFit(x, y, cfg, POINTS, seed=3, cams=c, vectorize=False)
+    g = grid.GridFit(x, y, cfg, POINTS, seed=3, cams=c)
     g.advance(100)  # stopped at a rung and resumed: the same chunks as one fit
     g.advance(300, [0, 1, 2])
     for p, (lam, eta) in enumerate(POINTS):
@@ -50,28 +50,9 @@ def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
         assert g.steps[p] == 300
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("variant", ["linear", "chi2"])
-def test_vmapped_points_agree_with_the_loop(variant):
-    x, y, c = _data(variant)
-    cfg = _cfg(variant)
-    cfg.log_every = 10
-    points = [(1e-4, 1e-2), (1e-2, 1e-3)]
-    loop = grid.GridFit(x, y, cfg, points, seed=1, cams=c, vectorize=False)
-    vmap = grid.GridFit(x, y, cfg, points, seed=1, cams=c, vectorize=True)
-    # a few small steps: Adam turns a float-rounding difference in a near-zero gradient
-    # entry into a step of size eta, and later a flipped violator draw parts the runs, as
-    # any two float orders of the same sums do
-    loop.advance(10)
-    vmap.advance(10)
-    for p in range(2):
-        a, b = vmap.metric(p).projection, loop.metric(p).projection
-        assert np.linalg.norm(a - b) <= 0.01 * np.linalg.norm(b)
-
-
 def test_a_point_is_advanced_only_to_chunk_boundaries():
     x, y, c = _data("linear")
-    g = grid.GridFit(x, y, _cfg("linear"), POINTS[:1], seed=0, cams=c, vectorize=False)
+    g = grid.GridFit(x, y, _cfg("linear"), POINTS[:1], seed=0, cams=c)
     with pytest.raises(ValueError, match="multiple of log_every"):
         g.advance(150)
 
@@ -166,11 +147,9 @@ def test_a_grid_is_redone_when_a_point_is_missing_or_halving_changes(full_grid, 
     assert _cv_results(workdir) == _cv_results(full_grid)
 
 
-def test_bad_halving_and_grid_mode_are_refused(tmp_path):
+def test_a_bad_halving_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cv.halving"):
         protocol.run_protocol(_small(halving=0), str(tmp_path))
-    with pytest.raises(ValueError, match="cv.grid_mode"):
-        protocol.run_protocol(_small(grid_mode="fast"), str(tmp_path))
 
 
 def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypatch):

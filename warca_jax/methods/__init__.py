@@ -65,7 +65,7 @@ class Method(NamedTuple):
     takes_callback: bool = False
     # fit takes ``cams=`` ([N] camera ids of the training samples, or None)
     takes_cams: bool = False
-    # ``grid(features, labels, cfg, lams_etas, *, seed, cams, vectorize)``: the fits of a
+    # ``grid(features, labels, cfg, lams_etas, *, seed, cams)``: the fits of a
     # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
     grid: Callable | None = None
 

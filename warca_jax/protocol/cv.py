@@ -89,7 +89,6 @@ def grid_job(plan: Plan, workdir: str, info: DataInfo, name: str, label: str) ->
         num_splits=cv.num_splits,
         halving=halving,
         rungs=halving_lib.rungs(num_iters, log_every, len(plan.grid(label)), halving),
-        grid_mode=str(cv.get("grid_mode", "auto")),
         measure=cv.measure,
     )
 

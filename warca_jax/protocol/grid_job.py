@@ -124,7 +124,6 @@ class _Grid:
         """Each split's validation split and its ``Method.grid`` (prepared once)."""
         t0 = time.perf_counter()
         method = methods.get(self.run_cfg.method.name)
-        mode = {"auto": None, "vmap": True, "loop": False}[self.job["grid_mode"]]
         for c in self.splits:
             point = self.points[(c, 0)]
             self.vsplits[c] = validation_split(
@@ -134,7 +133,7 @@ class _Grid:
             try:
                 self.fits[c] = method.grid(
                     self.ds.features[tr], self.ds.labels[tr], self.run_cfg.method, self.grid,
-                    seed=self.run_cfg.seed + c, cams=self.ds.cams[tr], vectorize=mode,
+                    seed=self.run_cfg.seed + c, cams=self.ds.cams[tr],
                 )  # fmt: skip
             except TRAINING_FAILURES as e:
                 why = f"{type(e).__name__}: {e}"
@@ -200,7 +199,6 @@ class _Grid:
                 "eval_seconds": self.seconds["eval"],
                 "rungs": self.rungs,
                 "halving": self.job["halving"],
-                "vectorized": bool(fits and fits[0].vectorize),
                 "backend": jax.default_backend(),
             },
         )

@@ -18,7 +18,6 @@ from warca_jax import defaults, methods
 from warca_jax.protocol import fields
 
 CV_MEASURES = ("rank1", "rank5", "rank10", "mAP")  # what cv.measure may name
-GRID_MODES = ("auto", "vmap", "loop")  # cv.grid_mode
 
 
 def method_config(label: str) -> ml_collections.ConfigDict:
@@ -225,8 +224,6 @@ def _check_cv_settings(cv) -> None:
             f"cv.halving must be an integer >= 1 (1: every grid point trained to the end, "
             f"3: keep the best third at each rung), got {halving!r}"
         )
-    if cv.get("grid_mode", "auto") not in GRID_MODES:
-        raise ValueError(f"cv.grid_mode must be one of {GRID_MODES}, got {cv.grid_mode!r}")
     if cv.measure not in CV_MEASURES:
         raise ValueError(f"cv.measure must be rank1, rank5, rank10 or mAP; got {cv.measure!r}")
 

@@ -9,11 +9,9 @@ point advanced to ``num_iters`` is the model ``fit`` gives at its lambda and eta
 bit in the one-point-at-a-time mode; a point can be stopped at any multiple of
 ``log_every`` and resumed (successive halving, ``warca_jax.protocol.cv``).
 
-With ``vectorize`` the points advanced together run as one program, ``jax.vmap`` over
-their states and hyperparameters: one launch fills an accelerator where a single fit
-leaves it idle. On a CPU the arithmetic is the same either way and the loop is kept
-(``vectorize=None`` chooses by the default backend); vectorised points agree with the
-loop up to float rounding.
+The points train one after another. Running them as one ``jax.vmap``ped program was
+tried and dropped: it was no faster on a CPU or on an H100, and on the GPU its different
+float sums moved the cross-validation's choice (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -22,10 +20,9 @@ import time
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 
 from warca_jax import learner_loop
-from warca_jax.methods.warca import config, fitting, step
+from warca_jax.methods.warca import config, fitting
 from warca_jax.metric import Metric
 
 
@@ -49,7 +46,6 @@ class GridFit:
         *,
         seed: int = 0,
         cams=None,
-        vectorize: bool | None = None,
     ):
         if len(cfg.lam_grid):
             raise ValueError("a grid of fits takes a config without lam_grid (it is the grid)")
@@ -60,7 +56,6 @@ class GridFit:
             config.check_config(c, n=data.x.shape[0], d=data.x.shape[1])
         self.features = features
         self.prep = fitting.prepare_fit(data, cfg, seed=seed, cams=cams)
-        self.vectorize = jax.default_backend() != "cpu" if vectorize is None else vectorize
         self.num_iters, self.log_every = int(cfg.num_iters), int(cfg.log_every)
         n = len(self.cfgs)
         self.states = [self.prep.init_state(c) for c in self.cfgs]
@@ -70,10 +65,6 @@ class GridFit:
         self._reference = {p: fitting.reference_loss(c) for p, c in enumerate(self.cfgs)}
         share = (time.perf_counter() - t0) / max(n, 1)
         self.seconds = dict.fromkeys(range(n), share)
-        self._vmapped = None
-        if self.vectorize:
-            prep = self.prep
-            self._vmapped = step.compiled_grid_chunk(prep.structural, prep.kernel_form, prep.mesh)
 
     def __len__(self) -> int:
         return len(self.cfgs)
@@ -116,20 +107,11 @@ class GridFit:
     def _chunk(self, group: list[int], length: int) -> list[dict]:
         prep = self.prep
         args = (prep.feats, prep.table, prep.key_train, length)
-        if not self.vectorize or len(group) == 1:
-            rows = []
-            for p in group:
-                self.states[p], metrics = prep.chunk(self.states[p], self.hypers[p], *args)
-                rows.append(jax.device_get(metrics))
-            return rows
-        stack = lambda trees: jax.tree.map(lambda *a: jnp.stack(a), *trees)  # noqa: E731
-        states, metrics = self._vmapped(
-            stack([self.states[p] for p in group]), stack([self.hypers[p] for p in group]), *args
-        )
-        metrics = jax.device_get(metrics)
-        for i, p in enumerate(group):
-            self.states[p] = jax.tree.map(lambda a, i=i: a[i], states)
-        return [{k: v[i] for k, v in metrics.items()} for i in range(len(group))]
+        rows = []
+        for p in group:
+            self.states[p], metrics = prep.chunk(self.states[p], self.hypers[p], *args)
+            rows.append(jax.device_get(metrics))
+        return rows
 
     def _check(self, p: int, metrics: dict) -> None:
         """``run_in_chunks``' divergence check of one point's chunk."""

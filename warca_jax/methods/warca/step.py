@@ -294,14 +294,13 @@ def make_train_step(cfg, *, kernel_form: bool, mesh=None) -> Callable:
     return jax.jit(one, donate_argnums=0)
 
 
-def make_train_chunk(cfg, *, kernel_form: bool, mesh=None, jit: bool = True) -> Callable:
+def make_train_chunk(cfg, *, kernel_form: bool, mesh=None) -> Callable:
     """Like ``make_train_step`` but runs ``length`` steps in one call (``lax.scan``).
 
     ``chunk(state, hyper, feats, table, key, length) -> (state, metrics)`` with the
     metrics averaged over the chunk; the same steps, bit for bit in their randomness,
     as calling the single step ``length`` times, with one dispatch from Python and one
-    batched draw of random words instead of ``length``. ``jit=False``: the function
-    itself, for a caller that transforms it first (``warca.grid`` maps it over points).
+    batched draw of random words instead of ``length``.
     """
     step = _step_fn(cfg, kernel_form=kernel_form, mesh=mesh)
 
@@ -317,7 +316,7 @@ def make_train_chunk(cfg, *, kernel_form: bool, mesh=None, jit: bool = True) -> 
         state, metrics = jax.lax.scan(body, state, bits)
         return state, jax.tree.map(jnp.mean, metrics)
 
-    return jax.jit(chunk, static_argnums=5, donate_argnums=0) if jit else chunk
+    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
 
 
 def build_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
@@ -335,20 +334,3 @@ def build_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
 def compiled_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
     """``build_chunk``, built once per setting by ``learner_loop.compiled``."""
     return learner_loop.compiled(build_chunk, frozen_cfg, kernel_form, mesh)
-
-
-def build_grid_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
-    """``build_chunk``'s chunk mapped over stacked states and ``Hyperparams`` (one point of
-    a lambda x eta grid each), sharing the features, the pair table and the key."""
-    cfg = types.SimpleNamespace(**dict(frozen_cfg))
-    inner = make_train_chunk(cfg, kernel_form=kernel_form, mesh=mesh, jit=False)
-
-    def chunk(states, hypers, feats, table, key, length):
-        return jax.vmap(lambda s, h: inner(s, h, feats, table, key, length))(states, hypers)
-
-    return jax.jit(chunk, static_argnums=5, donate_argnums=0)
-
-
-def compiled_grid_chunk(frozen_cfg: tuple, kernel_form: bool, mesh):
-    """``build_grid_chunk``, built once per setting by ``learner_loop.compiled``."""
-    return learner_loop.compiled(build_grid_chunk, frozen_cfg, kernel_form, mesh)
