@@ -634,3 +634,42 @@ def test_the_checks_catch_stale_references():
     assert check_lone_flag("--config.method.no_such_field=1") is not None
     assert check_links("README.md", "[x](docs/gone.md)") != []
     assert check_links("README.md", "[x](docs/methods.md#no-such-heading)") != []
+
+
+def _readme_row(config: str) -> list[str]:
+    """The cells of the README's main-job table row naming ``config``."""
+    for line in _page("README.md")[1].splitlines():
+        if line.startswith("|") and f"(`{config}`)" in line:
+            return [c.strip() for c in line.strip("|").split("|")]
+    raise AssertionError(f"README.md's main-job table has no row for {config}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["linear", "chi2"])
+def test_the_readme_main_job_table_is_what_a_run_gives(variant, tmp_path):
+    from repo_configs import config_module
+
+    from warca_jax import pipeline
+
+    config = config_module("warca").get_config(variant)
+    res = pipeline.train_and_evaluate(config, str(tmp_path))
+    mean, std = res["mean"], res["std"]
+    cells = _readme_row("configs/warca.py" + ("" if variant == "linear" else ":chi2"))
+    assert cells[1:] == [
+        f"{mean['rank1']:.2f} ± {std['rank1']:.2f}",
+        f"{mean['mAP']:.2f} ± {std['mAP']:.2f}",
+    ]
+    if variant == "linear":  # the Euclidean row is the linear run's baseline
+        base = res["baseline_euclidean"]["mean"]
+        assert _readme_row_named("Euclidean distance")[1:] == [
+            f"{base['rank1']:.2f}",
+            f"{base['mAP']:.2f}",
+        ]
+
+
+def _readme_row_named(name: str) -> list[str]:
+    for line in _page("README.md")[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == name:
+            return cells
+    raise AssertionError(f"README.md has no table row {name!r}")
