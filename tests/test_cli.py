@@ -4,8 +4,10 @@ or variant, the root to run from, the baseline beside the result, no stray files
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -248,3 +250,32 @@ def test_an_entry_point_runs_with_reproducible_numerics():
         check=True,
     ).stdout
     assert out.split() == ["--xla_gpu_deterministic_ops=true", "highest", "highest"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_main_job_is_one_line_and_the_same_command_resumes(tmp_path, signum):
+    # 10 splits of a few seconds each: the signal comes after the first, well before the last
+    cmd = [sys.executable, "-m", "experiments.main", "--config=configs/warca.py",
+           f"--workdir={tmp_path}"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (tmp_path / "split_0.json").exists():
+            time.sleep(0.2)
+        assert (tmp_path / "split_0.json").exists(), "the first split did not finish"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
+    assert last.startswith(f"interrupted by {name}; {tmp_path} keeps what finished (")
+    assert "split" in last and last.endswith("run the same command to resume")
+    assert not (tmp_path / ".lock").exists()
+    again = subprocess.run(cmd, cwd=ROOT, env=cpu_env(), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "taking over the lock" not in again.stderr
+    assert "already done; reusing split_0.json" in again.stderr

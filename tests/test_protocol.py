@@ -424,7 +424,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
-def test_workers_end_when_their_parent_is_killed(tmp_path):
+@pytest.mark.parametrize("how", ["SIGTERM to the parent", "Ctrl-C to the process group"])
+def test_a_stopped_protocol_ends_its_workers_in_one_line(tmp_path, how):
+    import glob
     import signal
     import time
 
@@ -432,18 +434,31 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
            f"--workdir={tmp_path}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
            "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
            "--stage=runs"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         deadline, workers = time.monotonic() + 300, []
         while time.monotonic() < deadline and len(workers) < 2:
             time.sleep(0.5)
             workers = [p for p in _children(proc.pid) if "spawn_main" in _cmdline(p)]
         assert len(workers) == 2, "the workers did not start"
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        while time.monotonic() < deadline and len(glob.glob(f"{tmp_path}/runs/*/*/*/.lock")) < 2:
+            time.sleep(0.5)  # each worker holds its job's folder
+        if how.startswith("SIGTERM"):
+            proc.send_signal(signal.SIGTERM)
+        else:  # what a terminal does: every process of the foreground group gets it
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(_alive(p) for p in workers):
             time.sleep(0.5)
         assert not any(_alive(p) for p in workers), "workers outlived their parent"
     finally:
         proc.kill()
+    assert proc.returncode == (143 if how.startswith("SIGTERM") else 130), err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("interrupted by ") and "run the same command to resume" in last
+    assert str(tmp_path) in last
+    assert not glob.glob(f"{tmp_path}/**/.lock", recursive=True), "a lock was left behind"

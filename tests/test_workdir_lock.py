@@ -258,3 +258,17 @@ def test_protocol_shards_at_once_and_workers_share_the_grid(tmp_path):
     got = _split_results(tmp_path / "s")
     assert len(got) == 4 and got == _split_results(tmp_path / "one")
     assert not list(tmp_path.rglob(LOCK_FILE))
+
+
+def test_taking_a_lock_already_held_warns_of_nothing(tmp_path, caplog):
+    # the main job takes its workdir's lock, then workdir.prepare asks for it again: that
+    # is not a lock "left by" a run that ended, and a foreign config's refusal must not
+    # come after such a warning naming this very process
+    lock = WorkdirLock(str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        lock.acquire()
+        lock.acquire()
+    assert lock.held
+    assert not [r for r in caplog.records if "taking over" in r.getMessage()]
+    lock.release()
+    assert not os.path.exists(lock.path)

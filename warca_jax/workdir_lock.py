@@ -123,6 +123,8 @@ class WorkdirLock:
           WorkdirInUseError: another run holds it (the message names its pid and host).
           WriteError: the lock file cannot be written.
         """
+        if self.held:
+            return  # ours already (``hold`` after ``one_run_per_workdir``): nothing stale
         while not self.held:
             if self._try() and self._fd is None:
                 return  # unlockable file system
@@ -138,11 +140,13 @@ class WorkdirLock:
         with writing(self.path):
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, json.dumps(me).encode(), 0)
+        HELD.add(self)
 
     def release(self) -> None:
         """Removes the lock file and releases the lock (a no-op when not held)."""
         if self._fd is None:
             return
+        HELD.discard(self)
         with contextlib.suppress(OSError):
             os.remove(self.path)  # before the unlock: no one locks a file that is going
         os.close(self._fd)
@@ -154,6 +158,17 @@ class WorkdirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# The locks this process holds: a protocol worker stopped by its parent releases them
+# before it exits (``release_all``), so that the run that resumes finds no stale lock.
+HELD: set[WorkdirLock] = set()
+
+
+def release_all() -> None:
+    """Releases every lock this process holds."""
+    for lock in list(HELD):
+        lock.release()
 
 
 # The locks of the runs in progress in this process whose folder did not exist when they

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 import threading
 import time
 
@@ -72,10 +73,22 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     return todo, failures
 
 
+def _release_and_exit(signum, frame) -> None:
+    """A worker's SIGTERM (its parent stopping the run): its job's folder locks released,
+    then the exit; the job's finished files are whole (every write is a rename)."""
+    del frame
+    workdir_lock.release_all()
+    os._exit(128 + signum)
+
+
 def _exit_with_parent(parent: int, period: float = 1.0) -> None:
     """A worker's initializer: a daemon thread that ends the worker once its parent is gone
-    (killed, e.g. by SIGTERM, without shutting the pool down), so that no worker is left
-    training for nobody."""
+    (killed without shutting the pool down), so that no worker is left training for
+    nobody. The worker ignores SIGINT: Ctrl-C reaches every process of the terminal's
+    group, and it is the parent that stops the run (ending its workers, ``_run_all``),
+    with one line instead of a traceback from each worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _release_and_exit)
 
     def watch():
         while os.getppid() == parent:
@@ -94,17 +107,24 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    with concurrent.futures.ProcessPoolExecutor(
+    pool = concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=ctx, initializer=_exit_with_parent, initargs=(os.getpid(),)
-    ) as pool:
-        futures = {pool.submit(grid_job.run_any, job): job for job in todo}
-        try:
-            for fut in concurrent.futures.as_completed(futures):
-                done(futures[fut], fut.result())
-        except BaseException:
-            for fut in futures:
-                fut.cancel()  # a bug: stop at once, leaving the finished outcomes
-            raise
+    )
+    futures = {pool.submit(grid_job.run_any, job): job for job in todo}
+    try:
+        for fut in concurrent.futures.as_completed(futures):
+            done(futures[fut], fut.result())
+    except BaseException:
+        # a bug, Ctrl-C or SIGTERM: stop at once, leaving the finished outcomes; the jobs
+        # in flight end with their workers (their folders' locks are taken over, as a
+        # dead process's, by the run that resumes)
+        for fut in futures:
+            fut.cancel()
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)  # quick: no worker is left
+        raise
+    pool.shutdown()
 
 
 def execute(
