@@ -247,8 +247,11 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 1
-    assert "unknown config field 'distanse' in config.method; its fields are" in out.stderr
-    assert "'distance'" in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: --config.method.distanse=cosine: unknown config field 'distanse' in "
+        "config.method (did you mean 'distance'?); its fields are distance, name"
+    ]
+    assert "distance, " in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize(
@@ -257,6 +260,7 @@ def test_unknown_config_field_on_the_command_line(tmp_path):
         ("--config.method.lam.x=1", "config.method.lam is a value (1e-05), not a section"),
         ("--config.optim.lr=1", "unknown config field 'optim' in config; its fields are"),
         ("--config.data.synthetic.num_id=3", "unknown config field 'num_id' in config.data"),
+        ("--config.method.lamda=1", "'lamda' in config.method (did you mean 'lam'?); its"),
     ],
 )
 def test_unknown_config_field_is_explained(override, fragment, capsys):

@@ -8,7 +8,7 @@
   path that exists only from the repository's root names the root to run from;
 * a ``--config.a.b=v`` override naming a field the config does not have makes
   ml_collections raise a bare ``AttributeError: 'b'`` from deep inside flag parsing; here
-  it becomes one line that names the override and lists the fields the section does have,
+  it becomes one line that names the override, the close match and the fields the section has,
   and exit status 1, as absl does for any other bad flag (``--workdir=``, empty, is one
   of those);
 * a ``ValueError``, ``OSError`` or ``RuntimeError`` that the project's own code raises
@@ -107,9 +107,10 @@ def _unknown_field(argv: list[str]) -> str | None:
                         f"{arg}: {section} is a value ({node!r}), not a section: it has no "
                         f"field {part!r}"
                     )
+                close = defaults._close_match(part, node.keys())
                 return (
-                    f"{arg}: unknown config field {part!r} in {section}; its fields are "
-                    f"{sorted(node.keys())}"
+                    f"{arg}: unknown config field {part!r} in {section}{close}; its fields "
+                    f"are {', '.join(sorted(node.keys()))}"
                 )
     return None
 
@@ -144,8 +145,7 @@ def parse_flags(argv: list[str]) -> list[str]:
         return app.parse_flags_with_usage(argv)
     except (AttributeError, KeyError) as e:
         reason = _unknown_field(argv) or f"a --config override failed: {e}"
-        sys.stderr.write(f"FATAL Flags parsing error: {reason}\n")
-        sys.stderr.write("Pass --helpshort or --helpfull to see help on flags.\n")
+        sys.stderr.write(f"error: {reason}\n")
         sys.exit(1)
 
 
