@@ -84,7 +84,7 @@ import os
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax import datasets, defaults
 from warca_jax.methods import checks
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
@@ -102,7 +102,7 @@ PAPER_DATASETS = (
     "3dpes",
     "ilids",
 )
-DIMS = {"market1501": 200, "viper": 100}  # every other dataset: 40
+DIMS = dict(datasets.PAPER_DIMS)  # every other dataset: datasets.DEFAULT_PAPER_DIM
 # Not run on Market-1501 in the paper's Table 2 (kernel methods; slow linear optimisers).
 MARKET_SKIPS = ("warca:chi2", "rpcca:chi2", "lfda:chi2", "rpcca", "svmml", "mlapg", "frml")
 
@@ -218,7 +218,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     # {"warca:linear": {"num_iters": 500}}. Cross-validated lam and eta override these.
     c.overrides = ml_collections.ConfigDict()
     c.dims = ml_collections.ConfigDict(DIMS)  # dataset name -> output dimension.
-    c.default_dim = 40  # output dimension on the datasets not in dims.
+    c.default_dim = datasets.DEFAULT_PAPER_DIM  # output dimension on the datasets not in dims.
     # labels given the dataset's output dimension (the paper's methods); the others keep
     # their config's own (the study's optimisers learn a full D x D map).
     c.dim_methods = PAPER_METHODS

@@ -12,6 +12,7 @@ import os
 
 import jax
 from absl import flags, logging
+from ml_collections.config_flags import config_flags
 
 from warca_jax import cli, pipeline
 
@@ -62,7 +63,10 @@ def main(argv):
     workdir = _WORKDIR.value
     if jax.process_index() > 0:
         workdir = os.path.join(workdir, f"process_{jax.process_index()}")
-    results = pipeline.train_and_evaluate(_CONFIG.value, workdir)
+    # D' follows the data (the paper's D' on its datasets, at most the features') unless
+    # the command line sets it
+    auto_dim = "method.dim" not in config_flags.get_override_values(flags.FLAGS["config"])
+    results = pipeline.train_and_evaluate(_CONFIG.value, workdir, auto_dim=auto_dim)
     cli.log_summary(results)  # the mean, Euclidean distance's beside it
     summary = {k: round(v, 2) for k, v in results["mean"].items()}
     shown = ("results.json", "cmc.png", "curves.png", "metrics.jsonl", "config.json")

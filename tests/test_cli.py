@@ -279,3 +279,53 @@ def test_a_stopped_main_job_is_one_line_and_the_same_command_resumes(tmp_path, s
     assert again.returncode == 0, again.stderr[-2000:]
     assert "taking over the lock" not in again.stderr
     assert "already done; reusing split_0.json" in again.stderr
+
+
+def _npz_32(path):
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(30), 4)
+    feats = rng.normal(size=(120, 32)).astype(np.float32) + (labels % 5)[:, None]
+    np.savez(path, features=feats, labels=labels, cams=np.tile([0, 0, 1, 1], 30))
+
+
+@pytest.mark.slow
+def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_path):
+    data = tmp_path / "f32.npz"
+    _npz_32(data)
+    base = [sys.executable, "-m", "experiments.main", "--config=configs/warca.py",
+            "--config.data.name=npz", f"--config.data.path={data}",
+            "--config.data.num_splits=1", "--config.method.num_iters=20"]  # fmt: skip
+    run = subprocess.run([*base, f"--workdir={tmp_path}/auto"], cwd=ROOT, env=cpu_env(),
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "method.dim = 32, the features' dimension (the config's, 40, exceeds it)" in run.stderr
+    saved = json.loads((tmp_path / "auto" / "config.json").read_text())
+    assert saved["method"]["dim"] == 32
+    again = subprocess.run([*base, f"--workdir={tmp_path}/auto"], cwd=ROOT, env=cpu_env(),
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]  # the same run: resumed, not refused
+    given = subprocess.run([*base, f"--workdir={tmp_path}/given", "--config.method.dim=40"],
+                           cwd=ROOT, env=cpu_env(), capture_output=True, text=True)  # fmt: skip
+    assert given.returncode == 1
+    assert given.stderr.strip().splitlines()[-1] == (
+        "error: config.method.dim: output dim must be in [1, 32] (input dimensions), got 40"
+    )
+
+
+def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
+    from warca_jax import data as data_lib
+    from warca_jax import pipeline
+
+    config = defaults.load_config(f"{CONFIGS}/warca.py:chi2")
+    config.data.name = "viper"
+    feats = np.ones((160, 300), np.float32)
+    split = data_lib.Split(train_idx=np.arange(80), query_idx=np.arange(80, 120),
+                           gallery_idx=np.arange(120, 160))  # fmt: skip
+    ds = data_lib.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
+                          cams=np.arange(160) % 2, splits=(split,))  # fmt: skip
+    pipeline.fit_dim_to_data(config, ds)
+    assert config.method.dim == 80  # the paper's 100 is more than a kernel form's N
+    config.method.kernel = "none"
+    config.method.dim = 40
+    pipeline.fit_dim_to_data(config, ds)
+    assert config.method.dim == 100  # the primal form maps the 300 features: the paper's

@@ -167,13 +167,44 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
-def check_run_config(config, workdir: str) -> data_lib.Dataset:
+def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:
+    """The main job's D' when the user set none (``auto_dim``): on a dataset whose paper
+    D' is known (``datasets.PAPER_DIMS``) that D', and never more than the features'
+    dimension; logged, and written to config.json with the rest. Only a method whose config
+    has a D' (``method.dim`` > 0; 0 means the full dimension) is changed."""
+    dim = config.method.get("dim")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+        return
+    name = str(config.data.name)
+    want = datasets.PAPER_DIMS.get(name, dim)
+    why = f"the paper's D' on {name}" if name in datasets.PAPER_DIMS else "the config's"
+    # a primal W maps the D features; a kernel form's A maps the N training points
+    cap, what = int(dataset.features.shape[1]), "the features' dimension"
+    if str(config.method.get("kernel", "none")) not in ("none", ""):
+        cap = min(len(sp.train_idx) for sp in dataset.splits)
+        what = "the number of training images"
+    if want > cap:
+        want, why = cap, f"{what} ({why}, {want}, exceeds it)"
+    if want != dim:
+        config.method.dim = want
+        logging.info(
+            "method.dim = %d, %s (--config.method.dim sets it: a value the data cannot take "
+            "is refused)",
+            want,
+            why,
+        )
+
+
+def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_lib.Dataset:
     """Every check of a run before any work (nothing is trained or written); the dataset.
 
     The workdir path, the ``method`` section against the method it names and
     ``data.batch_size`` (``config_checks.check_settings``), ``data.val_fraction`` and
     ``eval.keep_best``, the data itself, and the method's ``validate`` on every split's
     training part.
+
+    With ``auto_dim`` (the main job, when the command line sets no ``method.dim``), D'
+    follows the data first (``fit_dim_to_data``).
 
     Raises:
       ValueError: the first problem, its message led by the config field it is about
@@ -185,6 +216,8 @@ def check_run_config(config, workdir: str) -> data_lib.Dataset:
         check_validation_config(config)
         bars = defaults.progress_bars(config.progress)
         dataset = datasets.from_config(config.data, progress=bars)
+    if auto_dim:
+        fit_dim_to_data(config, dataset)
     validate = methods.get(config.method.name).validate
     for s, split in enumerate(dataset.splits):
         val = validation_split(dataset, s, config)
@@ -341,18 +374,20 @@ def summarise(per_split: list[dict]) -> dict:
 
 
 @workdir_lock.one_run_per_workdir
-def train_and_evaluate(config, workdir: str) -> dict:
+def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
     """Runs the configured method on every split of the configured dataset.
 
     Args:
       config: a ConfigDict as returned by configs/warca.py.
       workdir: output folder (created if needed), locked while the run lasts (a second
         run on it is a ``workdir_lock.WorkdirInUseError`` naming this one's pid and host).
+      auto_dim: D' follows the data where the caller set none (``fit_dim_to_data``);
+        False: ``config.method.dim`` as given.
 
     Returns:
       The dict written to results.json.
     """
-    dataset = check_run_config(config, workdir)
+    dataset = check_run_config(config, workdir, auto_dim=auto_dim)
     workdir_lib.prepare(workdir)
     check_config_file(workdir, config, dataset)
     per_split = []

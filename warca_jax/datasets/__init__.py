@@ -52,8 +52,10 @@ from warca_jax.datasets.two_camera import load_prid450s, load_viper
 from warca_jax.synthetic import make_synthetic
 
 __all__ = [
+    "DEFAULT_PAPER_DIM",
     "LOADERS",
     "NAMES",
+    "PAPER_DIMS",
     "ImageSet",
     "from_config",
     "get_loader",
@@ -61,6 +63,12 @@ __all__ = [
     "read",
     "to_dataset",
 ]
+
+# The output dimension D' the WARCA paper gives its methods on a dataset (Sec. 5:
+# 200 on Market-1501, 100 on VIPeR, 40 on the others): the protocol's ``dims`` and the main
+# job's D' on these datasets when the user sets none (``pipeline.check_run_config``).
+PAPER_DIMS = {"market1501": 200, "viper": 100}
+DEFAULT_PAPER_DIM = 40
 
 LOADERS = {
     "market1501": load_market1501,
