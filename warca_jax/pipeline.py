@@ -38,8 +38,15 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, defaults, evaluation, methods, run_plots
-from warca_jax import workdir_lock
+from warca_jax import (
+    config_checks,
+    datasets,
+    defaults,
+    evaluation,
+    methods,
+    run_plots,
+    workdir_lock,
+)
 from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
