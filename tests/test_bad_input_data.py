@@ -703,3 +703,20 @@ def test_many_differences_are_named_a_few_at_a_time(tmp_path):
         "g None -> (absent)",
         "h (absent) -> 0",
     ]
+
+
+@pytest.mark.slow
+def test_an_npz_with_other_key_names_is_one_line_on_the_command_line(tmp_path):
+    path = tmp_path / "mine.npz"
+    np.savez(path, feats=np.ones((10, 3), np.float32), ids=np.arange(10))
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.main", "--config=configs/warca.py",
+         f"--workdir={tmp_path}/w", "--config.data.name=npz", f"--config.data.path={path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        f"error: {path}: missing key 'features'; keys present: ['feats', 'ids']; required: "
+        "['features', 'labels']; optional: 'cams' (one camera per image without it); "
+        "optional (all three or none): ['train_idx', 'query_idx', 'gallery_idx']"
+    ]

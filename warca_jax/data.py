@@ -23,6 +23,15 @@ REQUIRED_KEYS = ("features", "labels", "cams")
 SPLIT_KEYS = ("train_idx", "query_idx", "gallery_idx")
 
 
+class MissingKeyError(KeyError, ValueError):
+    """A data file without a key (variable) it must hold: a ``KeyError``, as a mapping's
+    missing key is, and bad input (a ``ValueError``), so that the command line shows its
+    message as one line; printed without the quotes ``KeyError`` puts around it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class Split(NamedTuple):
     """One train/test split: int64 indices into a `Dataset`."""
 

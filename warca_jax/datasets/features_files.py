@@ -89,7 +89,7 @@ def load_mat_features(
     )
     for key in data.REQUIRED_KEYS:
         if key not in arrays:
-            raise KeyError(f"{path}: missing variable {key!r}; {expected}")
+            raise data.MissingKeyError(f"{path}: missing variable {key!r}; {expected}")
     labels = np.asarray(arrays["labels"]).ravel()
     cams = np.asarray(arrays["cams"]).ravel()
     n = len(labels)
@@ -105,7 +105,7 @@ def load_mat_features(
         )
     elif len(have) < len(data.SPLIT_KEYS):
         missing = [k for k in data.SPLIT_KEYS if k not in arrays]
-        raise KeyError(
+        raise data.MissingKeyError(
             f"{path}: fixed splits need all three variables; missing {missing}; {expected}"
         )
     else:

@@ -21,6 +21,7 @@ from warca_jax.data import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
     Dataset,
+    MissingKeyError,
     Split,
     validate_arrays,
     validated_dataset,
@@ -121,7 +122,7 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
     )
     for key in required:
         if key not in arrays:
-            raise KeyError(f"{path}: missing key {key!r}; {expected}")
+            raise MissingKeyError(f"{path}: missing key {key!r}; {expected}")
     if "cams" not in arrays:
         arrays["cams"] = np.arange(len(np.asarray(arrays["labels"]).reshape(-1)))
     arrays["features"], arrays["labels"], arrays["cams"] = validate_arrays(
@@ -140,7 +141,7 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
         )
     elif len(have) < len(SPLIT_KEYS):
         missing = [k for k in SPLIT_KEYS if k not in arrays]
-        raise KeyError(f"{path}: fixed splits need all three keys; missing {missing}; {expected}")
+        raise MissingKeyError(f"{path}: fixed splits need all three keys; missing {missing}; {expected}")
     else:
         parts = [arrays[k] for k in SPLIT_KEYS]
         ndims = {p.ndim for p in parts}
