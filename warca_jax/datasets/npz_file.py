@@ -141,7 +141,9 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
         )
     elif len(have) < len(SPLIT_KEYS):
         missing = [k for k in SPLIT_KEYS if k not in arrays]
-        raise MissingKeyError(f"{path}: fixed splits need all three keys; missing {missing}; {expected}")
+        raise MissingKeyError(
+            f"{path}: fixed splits need all three keys; missing {missing}; {expected}"
+        )
     else:
         parts = [arrays[k] for k in SPLIT_KEYS]
         ndims = {p.ndim for p in parts}
