@@ -313,8 +313,8 @@ def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_pa
 
 
 def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
+    from warca_jax import config_checks
     from warca_jax import data as data_lib
-    from warca_jax import pipeline
 
     config = defaults.load_config(f"{CONFIGS}/warca.py:chi2")
     config.data.name = "viper"
@@ -323,9 +323,9 @@ def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
                            gallery_idx=np.arange(120, 160))  # fmt: skip
     ds = data_lib.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
                           cams=np.arange(160) % 2, splits=(split,))  # fmt: skip
-    pipeline.fit_dim_to_data(config, ds)
+    config_checks.fit_dim_to_data(config, ds)
     assert config.method.dim == 80  # the paper's 100 is more than a kernel form's N
     config.method.kernel = "none"
     config.method.dim = 40
-    pipeline.fit_dim_to_data(config, ds)
+    config_checks.fit_dim_to_data(config, ds)
     assert config.method.dim == 100  # the primal form maps the 300 features: the paper's

@@ -27,14 +27,13 @@
 
 Ctrl-C (SIGINT) and SIGTERM end a run with one line too, naming the workdir and what it
 holds finished, and that the same command resumes, with exit status 130 and 143, the
-shells' numbers for those signals (``stop_on_signals``); no traceback, the worker
+shells' numbers for those signals (``stops``); no traceback, the worker
 processes of the protocol ended with it.
 """
 
 from __future__ import annotations
 
 import errno
-import glob
 import logging
 import os
 import re
@@ -47,7 +46,7 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import defaults, workdir_lock, writes
+from warca_jax import defaults, stops, workdir_lock, writes
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -234,72 +233,6 @@ def for_the_user(error: BaseException) -> BaseException | None:
     return None
 
 
-class Interrupted(BaseException):
-    """A stop signal (SIGINT or SIGTERM) received by an entry point, raised in its main
-    thread as Python raises ``KeyboardInterrupt`` for SIGINT; a ``BaseException``, so that
-    no ``except Exception`` of the library takes it for a failure of the work."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
-_received: list[int] = []
-
-
-def _on_signal(signum, frame):
-    del frame
-    _received.append(signum)
-    for sig in EXIT_STATUS:  # a second Ctrl-C must not interrupt the clean-up
-        signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
-
-
-def stop_on_signals() -> None:
-    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread (once; later ones are
-    ignored while the run unwinds, releasing its locks)."""
-    _received.clear()
-    for sig in EXIT_STATUS:
-        signal.signal(sig, _on_signal)
-
-
-def finished_work(workdir: str) -> str:
-    """What ``workdir`` holds finished, in words: a main job's splits, a protocol's jobs,
-    or a study's results file."""
-    if not workdir or not os.path.isdir(workdir):
-        return "nothing finished yet"
-    top = glob.escape(workdir)
-    splits = glob.glob(os.path.join(top, "split_*.json"))
-    jobs = glob.glob(os.path.join(top, "cv", "*", "*", "split_*", "*", "result.json"))
-    runs = glob.glob(os.path.join(top, "runs", "*", "*", "split_*", "split_*.json"))
-    if jobs or runs:
-        return f"{len(jobs)} cross-validation fits and {len(runs)} runs finished"
-    if splits:
-        return f"{len(splits)} split{'s' if len(splits) != 1 else ''} finished"
-    return "nothing finished yet"
-
-
-def _workdir_flag() -> str:
-    try:
-        return str(flags.FLAGS["workdir"].value or "") if "workdir" in flags.FLAGS else ""
-    except flags.UnparsedFlagAccessError:
-        return ""
-
-
-def _stop(signum: int) -> None:
-    """The one line of an interrupted run, then the exit with the signal's status (at once:
-    the locks are released and the files written while the exception unwound; what JAX
-    and the pool's threads would do at interpreter exit is skipped)."""
-    workdir = _workdir_flag()
-    name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
-    where = f"{workdir} keeps what finished ({finished_work(workdir)}): " if workdir else ""
-    sys.stdout.flush()
-    sys.stderr.write(f"interrupted by {name}; {where}run the same command to resume\n")
-    sys.stderr.flush()
-    os._exit(EXIT_STATUS[signum])
-
-
 def one_line_errors(main):
     """``main`` whose bad-input errors end the process with one line, ``error: <message>``,
     on stderr and exit status 1 (see the module docstring): the errors ``for_the_user``
@@ -309,10 +242,10 @@ def one_line_errors(main):
     def wrapped(argv):
         try:
             out = main(argv)
-        except Interrupted as e:
-            _stop(e.signum)
+        except stops.Interrupted as e:
+            stops.stop(e.signum)
         except KeyboardInterrupt:
-            _stop(signal.SIGINT)
+            stops.stop(signal.SIGINT)
         except USER_ERRORS as e:
             shown = for_the_user(e)
             if _show_traceback() or shown is None:
@@ -323,8 +256,8 @@ def one_line_errors(main):
             sys.stderr.write(f"error: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
-        if _received:  # a signal that something caught on the way: still a stop
-            _stop(_received[0])
+        if stops.RECEIVED:  # a signal that something caught on the way: still a stop
+            stops.stop(stops.RECEIVED[0])
         return out
 
     return wrapped
@@ -366,7 +299,7 @@ def run(main) -> None:
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     reproducible_numerics()
-    stop_on_signals()
+    stops.stop_on_signals()
 
     def no_arguments(argv):
         if len(argv) > 1:  # every entry point takes flags only

@@ -20,14 +20,16 @@ The command line prints such an error as that one line (``warca_jax.cli``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 
 import numpy as np
+from absl import logging as absl_logging
 from ml_collections import config_dict
 
 from warca_jax import data as data_lib
-from warca_jax import methods
+from warca_jax import datasets, methods
 from warca_jax import workdir as workdir_lib
 from warca_jax.features.extract import check_batch_size
 
@@ -176,3 +178,61 @@ def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = N
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     data = {} if dataset is None else data_fingerprint(dataset, config.data)
     workdir_lib.check_run_files(workdir, text, data)
+
+
+def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:
+    """The main job's D' when the user set none (``auto_dim``): on a dataset whose paper
+    D' is known (``datasets.PAPER_DIMS``) that D', and never more than the features'
+    dimension; logged, and written to config.json with the rest. Only a method whose config
+    has a D' (``method.dim`` > 0; 0 means the full dimension) is changed."""
+    dim = config.method.get("dim")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+        return
+    name = str(config.data.name)
+    want = datasets.PAPER_DIMS.get(name, dim)
+    why = f"the paper's D' on {name}" if name in datasets.PAPER_DIMS else "the config's"
+    # a primal W maps the D features; a kernel form's A maps the N training points
+    cap, what = int(dataset.features.shape[1]), "the features' dimension"
+    if str(config.method.get("kernel", "none")) not in ("none", ""):
+        cap = min(len(sp.train_idx) for sp in dataset.splits)
+        what = "the number of training images"
+    if want > cap:
+        want, why = cap, f"{what} ({why}, {want}, exceeds it)"
+    if want != dim:
+        config.method.dim = want
+        absl_logging.info(
+            "method.dim = %d, %s (--config.method.dim sets it: a value the data cannot take "
+            "is refused)",
+            want,
+            why,
+        )
+
+
+def check_validation_config(config) -> float:
+    """Checks ``data.val_fraction`` and ``eval.keep_best``; returns the fraction.
+
+    Raises:
+      ValueError: a fraction outside [0, 1), ``keep_best`` without a fraction, or a
+        fraction for a method that cannot be evaluated during training.
+    """
+    fraction = float(config.data.get("val_fraction", 0.0))  # absent in older configs
+    keep_best = bool(config.eval.get("keep_best", False))
+    if not (math.isfinite(fraction) and 0.0 <= fraction < 1.0):
+        raise ValueError(
+            f"data.val_fraction must be in [0, 1): the share of each split's training "
+            f"identities held out for validation (0: none); got {fraction}"
+        )
+    if keep_best and not fraction:
+        raise ValueError(
+            "eval.keep_best=True selects the model on held-out identities: set "
+            "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
+        )
+    name = config.method.name
+    if fraction and not methods.get(name).takes_callback:
+        raise ValueError(
+            f"data.val_fraction={fraction}: validation during training needs an iterative "
+            f"learner, one of {methods.with_callback()}; method {name!r} has no training "
+            "steps to watch (a closed form, or a validation schedule of its own): set "
+            "data.val_fraction=0"
+        )
+    return fraction

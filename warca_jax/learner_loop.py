@@ -41,8 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from absl import logging
-from tqdm.auto import tqdm
 
+from warca_jax import progress as progress_lib
 from warca_jax.metric import Metric
 from warca_jax.model_checks import (  # noqa: F401 (re-exported: learner_loop.check_model)
     MAX_LOSS_GROWTH,
@@ -217,7 +217,9 @@ def run_in_chunks(
     """
     t0 = time.perf_counter() if t0 is None else t0
     history = []
-    bar = tqdm(total=num_iters, desc=method, disable=not progress, leave=False)
+    bar = progress_lib.bar(
+        num_iters, f"{method} training", show=progress, unit="steps", leave=False
+    )
     done = 0
     while done < num_iters:
         length = min(chunk, num_iters - done)
@@ -241,6 +243,8 @@ def run_in_chunks(
         history.append(row)
         if log_fn is not None:
             log_fn(row)
+        if "loss" in row:
+            bar.set_postfix_str(f"loss {row['loss']:.4g}")
         bar.update(out.steps)
         if out.stop:
             break

@@ -100,36 +100,6 @@ def fit_method(
     )
 
 
-def check_validation_config(config) -> float:
-    """Checks ``data.val_fraction`` and ``eval.keep_best``; returns the fraction.
-
-    Raises:
-      ValueError: a fraction outside [0, 1), ``keep_best`` without a fraction, or a
-        fraction for a method that cannot be evaluated during training.
-    """
-    fraction = float(config.data.get("val_fraction", 0.0))  # absent in older configs
-    keep_best = bool(config.eval.get("keep_best", False))
-    if not (math.isfinite(fraction) and 0.0 <= fraction < 1.0):
-        raise ValueError(
-            f"data.val_fraction must be in [0, 1): the share of each split's training "
-            f"identities held out for validation (0: none); got {fraction}"
-        )
-    if keep_best and not fraction:
-        raise ValueError(
-            "eval.keep_best=True selects the model on held-out identities: set "
-            "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
-        )
-    name = config.method.name
-    if fraction and not methods.get(name).takes_callback:
-        raise ValueError(
-            f"data.val_fraction={fraction}: validation during training needs an iterative "
-            f"learner, one of {methods.with_callback()}; method {name!r} has no training "
-            "steps to watch (a closed form, or a validation schedule of its own): set "
-            "data.val_fraction=0"
-        )
-    return fraction
-
-
 def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Split | None:
     """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
 
@@ -137,7 +107,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
     ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
     identities are drawn from ``[config.seed, s]``: same seed, same split.
     """
-    fraction = check_validation_config(config)
+    fraction = config_checks.check_validation_config(config)
     if not fraction:
         return None
     try:
@@ -174,34 +144,6 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
-def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:
-    """The main job's D' when the user set none (``auto_dim``): on a dataset whose paper
-    D' is known (``datasets.PAPER_DIMS``) that D', and never more than the features'
-    dimension; logged, and written to config.json with the rest. Only a method whose config
-    has a D' (``method.dim`` > 0; 0 means the full dimension) is changed."""
-    dim = config.method.get("dim")
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
-        return
-    name = str(config.data.name)
-    want = datasets.PAPER_DIMS.get(name, dim)
-    why = f"the paper's D' on {name}" if name in datasets.PAPER_DIMS else "the config's"
-    # a primal W maps the D features; a kernel form's A maps the N training points
-    cap, what = int(dataset.features.shape[1]), "the features' dimension"
-    if str(config.method.get("kernel", "none")) not in ("none", ""):
-        cap = min(len(sp.train_idx) for sp in dataset.splits)
-        what = "the number of training images"
-    if want > cap:
-        want, why = cap, f"{what} ({why}, {want}, exceeds it)"
-    if want != dim:
-        config.method.dim = want
-        logging.info(
-            "method.dim = %d, %s (--config.method.dim sets it: a value the data cannot take "
-            "is refused)",
-            want,
-            why,
-        )
-
-
 def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_lib.Dataset:
     """Every check of a run before any work (nothing is trained or written); the dataset.
 
@@ -211,7 +153,7 @@ def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_li
     training part.
 
     With ``auto_dim`` (the main job, when the command line sets no ``method.dim``), D'
-    follows the data first (``fit_dim_to_data``).
+    follows the data first (``config_checks.fit_dim_to_data``).
 
     Raises:
       ValueError: the first problem, its message led by the config field it is about
@@ -220,11 +162,11 @@ def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_li
     """
     config_checks.check_settings(config, workdir)
     with config_checks.named_fields(config):
-        check_validation_config(config)
+        config_checks.check_validation_config(config)
         bars = defaults.progress_bars(config.progress)
         dataset = datasets.from_config(config.data, progress=bars)
     if auto_dim:
-        fit_dim_to_data(config, dataset)
+        config_checks.fit_dim_to_data(config, dataset)
     validate = methods.get(config.method.name).validate
     for s, split in enumerate(dataset.splits):
         val = validation_split(dataset, s, config)
@@ -388,7 +330,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
       config: a ConfigDict as returned by configs/warca.py.
       workdir: output folder (created if needed), locked while the run lasts (a second
         run on it is a ``workdir_lock.WorkdirInUseError`` naming this one's pid and host).
-      auto_dim: D' follows the data where the caller set none (``fit_dim_to_data``);
+      auto_dim: D' follows the data where the caller set none (``config_checks.fit_dim_to_data``);
         False: ``config.method.dim`` as given.
 
     Returns:

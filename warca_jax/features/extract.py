@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
-from tqdm import tqdm
 
+from warca_jax import progress as progress_lib
 from warca_jax.features import cache as cache_lib
 from warca_jax.features import images as images_lib
 from warca_jax.features.color_lbp import color_lbp, color_lbp_dim, color_lbp_min_size
@@ -149,7 +149,7 @@ def extract(
         memory.
       cache_dir: directory of the feature cache (``warca_jax.features.cache``); None
         disables it.
-      progress: show a tqdm progress bar.
+      progress: show a tqdm progress bar (else a heartbeat line in the log, ``progress``).
 
     Returns:
       [n, D] float32 features, row i for paths[i].
@@ -179,7 +179,7 @@ def extract(
 
     out = np.empty((n, dim), np.float32)
     size = max(1, min(batch_size, n))  # n may be 0
-    with tqdm(total=n, unit="img", desc=descriptor, disable=not progress) as bar:
+    with progress_lib.bar(n, f"{descriptor} features", show=progress, unit="images") as bar:
         for start in range(0, n, size):
             batch = images_lib.load_images(paths[start : start + size], height=height, width=width)
             out[start : start + len(batch)] = _run_batch(desc, batch, size)

@@ -17,8 +17,8 @@ import time
 
 import ml_collections
 from absl import logging
-from tqdm.auto import tqdm
 
+from warca_jax import progress as progress_lib
 from warca_jax import workdir_lock
 from warca_jax.protocol import grid_job
 from warca_jax.protocol.jobs import claim, outcome
@@ -137,7 +137,9 @@ def execute(
       failed.json recorded a failure before (they are not run again).
     """
     todo, failures = _pending(jobs, desc)
-    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc=desc, disable=not progress)
+    bar = progress_lib.bar(
+        len(jobs), desc, show=progress, unit="jobs", initial=len(jobs) - len(todo)
+    )
 
     def done(job, out):
         bar.update(1)

@@ -33,10 +33,10 @@ import time
 import ml_collections
 import numpy as np
 from absl import logging
-from tqdm.auto import tqdm
 
 from warca_jax import data as data_lib
 from warca_jax import defaults, evaluation, kernels, losses, workdir_lock
+from warca_jax import progress as progress_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
@@ -173,7 +173,7 @@ class _Runs:
         self.folder = os.path.join(workdir, "runs")
         workdir_lib.makedirs(self.folder)
         bars = defaults.progress_bars(config.progress)
-        self.bar = tqdm(total=total, desc="aon study", disable=not bars)
+        self.bar = progress_lib.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:
