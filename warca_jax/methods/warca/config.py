@@ -41,19 +41,15 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     m.kernel_approx = "none"
     m.num_landmarks = 2000  # Nystroem landmarks (kernel_approx='nystroem').
     m.dim = 40  # output dimension D' (paper: 200 Market-1501, 100 VIPeR, 40 others).
-    # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10): 1e-5 in both
-    # forms. It must leave W free to stretch far enough to reach the margin of 1, and how far
-    # depends on the data: with the 2,580-d colour + LBP descriptor WARCA-chi2 gave, over 10
-    # splits, 45.06 rank-1 on CUHK01 at 1e-5 (29.17 at 1e-3 on 4 splits, where 73% of the
-    # negatives stayed inside the margin at the end of training), 35.82 on VIPeR (37.03 at
-    # 1e-3) and 92.5 on ORL (flat from 1e-5 to 1e-3); the optimum falls as the training set
-    # grows (CUHK01 on half its images is flat from 1e-5 to 1e-3). benchmarks/RESULTS.md,
-    # "WARCA beyond VIPeR", has the tables (benchmarks/bench_real_ordering.py).
+    # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10), the
+    # same in both forms. It must leave W free to stretch far enough to reach the margin of
+    # 1, and how far depends on the data (docs/methods.md, "What WARCA needs beyond the
+    # paper"); the protocol cross-validates it.
     m.lam = 1e-5
     # lam_grid non-empty: lambda is chosen per fit from it on ``val_fraction`` of the training
-    # identities held out, by the one-standard-error rule (``lam_select``); it costs one fit
-    # per grid point, and its choice is biased toward the stronger penalty that the smaller
-    # training part prefers (RESULTS.md). Empty: ``lam`` as it is.
+    # identities held out, by the one-standard-error rule (``lam_select``), at one fit per
+    # grid point. The smaller training part prefers a stronger penalty than the whole set
+    # wants, so it is an option. Empty: ``lam`` as it is.
     m.lam_grid = ()
     m.val_fraction = 0.3
     m.penalty = "aon"  # 'aon' ||W W^T - I||^2 (eq. 10), 'frobenius' ||W||^2 or 'none'.

@@ -1,10 +1,8 @@
 """WARCA's penalty weight, chosen on identities held out of its training set.
 
-Why (benchmarks/RESULTS.md, "WARCA beyond VIPeR"): the lambda that lets W reach the margin
-depends on the data. With the 2,580-d colour + LBP descriptor WARCA-chi2's best lambda is
-1e-3 on VIPeR (632 training images, one per camera) and 1e-5 or below on CUHK01 (1,940
-training images, two per camera), so a fit can measure it on its own training identities,
-as the paper's protocol does across splits with its cross-validation:
+Why: the lambda that lets W reach the margin depends on the data (docs/methods.md,
+"What WARCA needs beyond the paper"), so a fit can measure it on its own training
+identities, as the paper's protocol does across splits with its cross-validation:
 
 * ``held_out.split`` holds ``val_fraction`` of the training identities out (seeded);
 * one fit per lambda of ``lam_grid`` on the rest, each scored by the average precision of
@@ -15,12 +13,9 @@ as the paper's protocol does across splits with its cross-validation:
   stronger penalty unless the data show it costs) is then used on all the training
   identities.
 
-Measured (``benchmarks/bench_real_ordering.py``'s select table, 4 splits, grid 1e-6 to
-1e-3): on VIPeR it chose 1e-5, 1e-4 and 1e-3 on different splits and gave 35.21 rank-1
-(35.76 at 1e-3 fixed, 34.73 at 1e-5); on CUHK01 it chose 1e-4 on every split, which the 70%
-training part prefers, while the whole training set is best at 1e-5 (44.60 against 41.56
-at 1e-4 on the same splits): the optimum falls as the training set grows, so the choice is
-biased toward the stronger penalty. Hence it is an option (``lam_grid``), not the default.
+On a smaller training part a stronger penalty wins, so the choice is biased toward the
+stronger penalty (``benchmarks/bench_real_ordering.py``'s select table, in
+benchmarks/RESULTS.md); hence it is an option (``lam_grid``), not the default.
 
 A fit given fewer than 4 identities with two or more images, or an empty ``lam_grid``,
 uses ``cfg.lam`` as it is. The protocol's cross-validation sets lambda itself and empties
