@@ -34,8 +34,8 @@ MAT_NAME = "cuhk-03.mat"
 
 def _write_png(path: str, image: np.ndarray) -> None:
     # Atomic: an interrupted run leaves no half-written image; a failure names the file.
-    with workdir.atomic_path(path) as tmp:
-        Image.fromarray(image).save(tmp, format="PNG")
+    with workdir.atomic_file(path, "wb") as f:
+        Image.fromarray(image).save(f, format="PNG")
 
 
 def load_cuhk03_classic(

@@ -1,0 +1,271 @@
+"""Nothing is read or written outside the folders given, with real links, FIFOs and devices.
+
+* Writes never follow a symbolic link: a link planted at the lock (``W/.lock``) is refused
+  before any work in one line naming it, its target untouched; a link at a file written
+  whole (a results file, ``metrics.jsonl``, a feature-cache entry) is replaced by the file,
+  never written through; appending never follows one.
+* Reads are of regular files only: an image that is a link to ``/dev/zero``, a FIFO, a
+  dangling or a looping link, and a feature file that is a FIFO or a device, are refused
+  in one line naming the file, never opened (a FIFO would block the run).
+* A MATLAB v7.3 (HDF5) file whose data would come from another file (external storage,
+  an external link, a virtual dataset) is refused naming the file and the dataset.
+
+Every test that could block on a FIFO runs its call in a thread with a time limit
+(``_within``), so a regression fails the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from processes import ROOT, cpu_env
+from repo_configs import config_module
+
+from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
+from warca_jax import cli, features, pipeline, workdir, writes
+from warca_jax.workdir_lock import LOCK_FILE, WorkdirLock
+
+PRECIOUS = "the user's own file: never to be written by a run\n"
+
+
+def _within(fn, seconds: float = 30.0, fifo=None):
+    """``fn()``'s exception (None if it returned), failing the test if it has not ended
+    after ``seconds`` (blocked on a FIFO: then ``fifo`` is opened to release it)."""
+    out = {}
+
+    def target():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if fifo is not None:
+            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                try:
+                    os.close(os.open(fifo, flags))
+                except OSError:
+                    pass
+        pytest.fail(f"still running after {seconds} s: blocked on a FIFO?")
+    return out.get("error")
+
+
+def _one_line_exit(capsys, run) -> str:
+    """Runs ``run()`` as an entry point does; asserts exit 1 with one line; returns it."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.one_line_errors(lambda argv: run())(["main"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert err.endswith(line + "\n")
+    return line
+
+
+def _config(method="nn"):
+    c = config_module(method).get_config("small")
+    c.unlock()
+    c.data.num_splits = 1
+    if method == "warca":
+        c.method.num_iters, c.method.log_every = 20, 10
+    return c
+
+
+def _no_data(*args, **kwargs):
+    raise AssertionError("data loaded although the workdir was refused")
+
+
+@pytest.fixture
+def precious(tmp_path):
+    """A file of the user's outside every folder a run is given."""
+    path = tmp_path / "outside" / "precious.txt"
+    path.parent.mkdir()
+    path.write_text(PRECIOUS)
+    return path
+
+
+# ------------------------------------------------------------------- writes: the lock
+
+
+@pytest.mark.parametrize("dangling", [False, True], ids=["to-a-file", "dangling"])
+def test_a_link_at_the_lock_is_one_line_before_any_work(
+    tmp_path, precious, capsys, monkeypatch, dangling
+):
+    monkeypatch.setattr(pipeline.datasets, "from_config", _no_data)
+    target = tmp_path / "outside" / "new.txt" if dangling else precious
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / LOCK_FILE).symlink_to(target)
+    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
+    assert line == (
+        f"error: cannot write {wd / LOCK_FILE}: it is a symbolic link (to {target}); "
+        "expected a regular file or no file there (a run never writes through a link or "
+        "into a special file): remove it or use another folder"
+    )
+    assert precious.read_text() == PRECIOUS and not (tmp_path / "outside" / "new.txt").exists()
+    assert (wd / LOCK_FILE).is_symlink() and os.listdir(wd) == [LOCK_FILE]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_fifo_or_folder_at_the_lock_is_refused_without_blocking(tmp_path, kind):
+    lock = tmp_path / LOCK_FILE
+    os.mkfifo(lock) if kind == "fifo" else lock.mkdir()
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"
+    for call in (WorkdirLock(tmp_path).acquire, WorkdirLock(tmp_path).check_free):
+        error = _within(call, fifo=lock)
+        assert isinstance(error, writes.InTheWayError), error
+        assert str(error).startswith(f"cannot write {lock}: it is {what}; expected a regular")
+
+
+@pytest.mark.slow
+def test_the_entry_point_refuses_a_link_at_the_lock_in_one_line(tmp_path, precious):
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / LOCK_FILE).symlink_to(precious)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.main", "--config=configs/warca.py:small",
+         f"--workdir={wd}", "--verbosity=-1"],
+        cwd=ROOT, env=cpu_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: cannot write {wd / LOCK_FILE}: it is a symbolic link (to ")
+    assert precious.read_text() == PRECIOUS and os.listdir(wd) == [LOCK_FILE]
+
+
+# ------------------------------------------------------ writes: files written whole
+
+
+def _plant_links(wd, names, precious, gone):
+    """Links at ``names`` in ``wd``: the first to the user's file, the others dangling (to
+    ``gone``, which following them would create)."""
+    wd.mkdir()
+    for i, name in enumerate(names):
+        (wd / name).symlink_to(precious if i == 0 else gone)
+
+
+def _replaced(wd, names, caplog) -> None:
+    for name in names:
+        assert not (wd / name).is_symlink() and (wd / name).is_file(), name
+        assert f"{wd / name} was a symbolic link" in caplog.text, name
+    assert not [n for n in os.listdir(wd) if ".tmp" in n]
+
+
+def test_links_at_the_results_are_replaced_never_written_through(tmp_path, precious, caplog):
+    wd, gone = tmp_path / "w", tmp_path / "outside" / "gone.json"
+    names = ("results.json", "split_0.json", "cmc.png")
+    _plant_links(wd, names, precious, gone)
+    with caplog.at_level(logging.WARNING):
+        res = pipeline.train_and_evaluate(_config(), str(wd))
+    assert precious.read_text() == PRECIOUS and not gone.exists()
+    _replaced(wd, names, caplog)
+    assert json.loads((wd / "results.json").read_text())["mean"] == res["mean"]
+
+
+@pytest.mark.slow
+def test_a_link_at_metrics_jsonl_is_replaced_never_appended_to(tmp_path, precious, caplog):
+    wd, gone = tmp_path / "w", tmp_path / "outside" / "gone.jsonl"
+    _plant_links(wd, ("metrics.jsonl", "model_split0.npz"), precious, gone)
+    with caplog.at_level(logging.WARNING):
+        pipeline.train_and_evaluate(_config("warca"), str(wd))
+    assert precious.read_text() == PRECIOUS and not gone.exists()
+    _replaced(wd, ("metrics.jsonl", "model_split0.npz"), caplog)
+    rows = [json.loads(r) for r in (wd / "metrics.jsonl").read_text().splitlines()]
+    assert rows and {r["split"] for r in rows} == {0}
+
+
+def test_a_link_at_a_temporary_name_is_never_opened(tmp_path, precious, monkeypatch):
+    names = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(writes.secrets, "token_hex", lambda n: next(names))
+    taken = tmp_path / f".r.{os.getpid()}.aaaaaaaa.tmp.json"
+    taken.symlink_to(precious)  # the first name tried: O_EXCL refuses it, the next is used
+    workdir.write_json(str(tmp_path / "r.json"), {"a": 1})
+    assert precious.read_text() == PRECIOUS and taken.is_symlink()
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
+    assert sorted(os.listdir(tmp_path)) == sorted([taken.name, "outside", "r.json"])
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_appending_never_follows_a_link_nor_opens_a_fifo(tmp_path, precious, kind):
+    path = tmp_path / "metrics.jsonl"
+    gone = tmp_path / "outside" / "gone.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(precious if kind == "link" else gone)
+
+    def append():
+        with writes.appending(str(path)) as write:
+            write('{"step": 1}\n')
+
+    error = _within(append, fifo=path)
+    assert isinstance(error, writes.InTheWayError), error
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a symbolic link (to "
+    assert str(error).startswith(f"cannot write {path}: it is {what}"), error
+    assert precious.read_text() == PRECIOUS and not gone.exists()
+
+
+def _images(folder, n=3):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        paths.append(str(folder / f"img{i}.png"))
+        Image.fromarray(rng.integers(0, 255, (32, 16, 3), dtype=np.uint8)).save(paths[-1])
+    return paths
+
+
+def test_links_at_a_feature_cache_entry_are_replaced_never_written_through(
+    tmp_path, precious, caplog
+):
+    paths = _images(tmp_path)
+    cache = tmp_path / "cache"
+
+    def extract():
+        return features.extract(paths, height=32, width=16, batch_size=4, cache_dir=cache)
+
+    first = extract()
+    entry = sorted(os.listdir(cache))
+    gone = tmp_path / "outside" / "gone.npy"
+    for name in entry:  # the array a link to the user's file, the record a dangling link
+        os.remove(cache / name)
+        (cache / name).symlink_to(precious if name.endswith(".json") else gone)
+    with caplog.at_level(logging.WARNING):
+        again = extract()
+    np.testing.assert_array_equal(again, first)
+    assert precious.read_text() == PRECIOUS and not gone.exists()
+    assert sorted(os.listdir(cache)) == entry
+    assert not any((cache / n).is_symlink() for n in entry)
+    np.testing.assert_array_equal(extract(), first)  # the rewritten entry is read back
+
+
+def test_a_fifo_at_a_feature_cache_entry_is_recomputed_not_opened(tmp_path, caplog):
+    paths = _images(tmp_path)
+    cache = tmp_path / "cache"
+
+    def extract():
+        return features.extract(paths, height=32, width=16, batch_size=4, cache_dir=cache)
+
+    first = extract()
+    (array,) = [cache / n for n in os.listdir(cache) if n.endswith(".npy")]
+    os.remove(array)
+    os.mkfifo(array)
+    out = {}
+    with caplog.at_level(logging.WARNING):
+        error = _within(lambda: out.update(again=extract()), fifo=array)
+    assert error is None, error
+    np.testing.assert_array_equal(out["again"], first)
+    assert "is a FIFO (named pipe), not a regular file" in caplog.text
+    assert array.is_file()  # replaced by the recomputed array
