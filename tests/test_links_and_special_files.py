@@ -23,13 +23,14 @@ import subprocess
 import sys
 import threading
 
+import fixture_trees
 import numpy as np
 import pytest
 from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, features, pipeline, workdir, writes
+from warca_jax import cli, datasets, features, pipeline, reads, workdir, writes
 from warca_jax.workdir_lock import LOCK_FILE, WorkdirLock
 
 PRECIOUS = "the user's own file: never to be written by a run\n"
@@ -269,3 +270,78 @@ def test_a_fifo_at_a_feature_cache_entry_is_recomputed_not_opened(tmp_path, capl
     np.testing.assert_array_equal(out["again"], first)
     assert "is a FIFO (named pipe), not a regular file" in caplog.text
     assert array.is_file()  # replaced by the recomputed array
+
+
+# ----------------------------------------------------------- reads: regular files only
+
+
+def _viper(tmp_path):
+    root = fixture_trees.viper(tmp_path / "viper")
+    return root, root / "cam_a" / "005_0.bmp", root / "cam_b" / "006_0.bmp"
+
+
+@pytest.mark.parametrize(
+    "make, which, error, problem",
+    [
+        (lambda a, b: a.symlink_to("/dev/zero"), 0, reads.NotARegularFileError,
+         "(a symbolic link to /dev/zero) is a character device, not a regular file"),
+        (lambda a, b: os.mkfifo(b), 1, reads.NotARegularFileError,
+         "is a FIFO (named pipe), not a regular file"),
+        (lambda a, b: a.symlink_to(a), 0, reads.NotARegularFileError,
+         "is a symbolic link that loops"),
+        (lambda a, b: b.symlink_to(b.parent / "nothing.bmp"), 1, FileNotFoundError,
+         "is a dangling symbolic link (to "),
+    ],
+    ids=["link-to-dev-zero", "fifo", "looping-link", "dangling-link"],
+)  # fmt: skip
+def test_an_image_that_is_not_a_regular_file_is_refused_naming_it(
+    tmp_path, make, which, error, problem
+):
+    root, cam_a, cam_b = _viper(tmp_path)
+    make(cam_a, cam_b)
+    bad = (cam_a, cam_b)[which]
+    raised = _within(lambda: datasets.load("viper", root, num_test_ids=4), fifo=bad)
+    assert isinstance(raised, error), raised
+    message = str(raised)
+    assert message.startswith(f"VIPeR: image {bad}") and problem in message, message
+    assert message.endswith("expected a regular image file") and "\n" not in message
+
+
+def test_a_fifo_given_as_an_image_is_refused_before_any_is_decoded(tmp_path):
+    paths = _images(tmp_path)
+    os.mkfifo(tmp_path / "pipe.png")
+    paths.insert(1, str(tmp_path / "pipe.png"))
+    error = _within(lambda: features.extract(paths, height=32, width=16), fifo=paths[1])
+    assert isinstance(error, reads.NotARegularFileError), error
+    assert str(error) == (
+        f"image file {paths[1]} is a FIFO (named pipe), not a regular file; expected a "
+        "regular image file"
+    )
+
+
+@pytest.mark.parametrize("ext", [".npz", ".mat", ".json"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_feature_file_that_is_not_a_regular_file_is_refused(tmp_path, ext, kind):
+    path = tmp_path / f"features{ext}"
+    os.mkfifo(path) if kind == "fifo" else path.symlink_to("/dev/zero")
+    error = _within(lambda: datasets.load("features", path), fifo=path)
+    assert isinstance(error, reads.NotARegularFileError), error
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert str(error).startswith(f"feature file {path}") and f"is {what}, not a" in str(error)
+
+
+def test_a_fifo_as_data_path_is_one_line_from_the_driver(tmp_path, capsys):
+    path = tmp_path / "features.npz"
+    os.mkfifo(path)
+    c = _config()
+    c.data.name, c.data.path = "npz", str(path)
+    out = {}
+
+    def run():
+        out["line"] = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(c, str(tmp_path)))
+
+    assert _within(run, fifo=path) is None
+    assert out["line"] == (
+        f"error: feature file {path} is a FIFO (named pipe), not a regular file; expected a "
+        "regular .npz file"
+    )
