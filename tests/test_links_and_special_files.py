@@ -31,6 +31,7 @@ from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
 from warca_jax import cli, datasets, features, pipeline, reads, workdir, writes
+from warca_jax.datasets import hdf5
 from warca_jax.workdir_lock import LOCK_FILE, WorkdirLock
 
 PRECIOUS = "the user's own file: never to be written by a run\n"
@@ -345,3 +346,125 @@ def test_a_fifo_as_data_path_is_one_line_from_the_driver(tmp_path, capsys):
         f"error: feature file {path} is a FIFO (named pipe), not a regular file; expected a "
         "regular .npz file"
     )
+
+
+# ------------------------------------------------- HDF5: no data from another file
+
+
+def _v73(path, h5py, *, features=None):
+    """A MATLAB v7.3-like feature file; ``features(f, array)`` stores its features."""
+    labels = np.repeat(np.arange(1, 9), 4)
+    feats = np.random.default_rng(1).normal(size=(len(labels), 5))
+    with h5py.File(path, "w", userblock_size=512) as f:
+        if features is None:
+            f["features"] = feats.T
+        else:
+            features(f, feats.T)
+        f["labels"] = labels[None].astype(np.float64)
+        f["cams"] = (np.arange(len(labels)) % 2)[None].astype(np.float64)
+    fixture_trees.matlab73_header(path)
+    return feats
+
+
+def _other_file(tmp_path, h5py, array):
+    other = tmp_path / "outside" / "other.h5"
+    other.parent.mkdir(exist_ok=True)
+    with h5py.File(other, "w") as f:
+        f["secret"] = array
+    return other
+
+
+def _external_storage(tmp_path, h5py):
+    raw = tmp_path / "outside" / "secret.bin"
+    raw.parent.mkdir(exist_ok=True)
+
+    def store(f, array):
+        raw.write_bytes(np.ascontiguousarray(array).tobytes())
+        f.create_dataset(
+            "features",
+            shape=array.shape,
+            dtype=array.dtype,
+            external=[(str(raw), 0, raw.stat().st_size)],
+        )
+
+    return store, f"keeps its data in 1 external file(s), the first {raw}"
+
+
+def _external_link(tmp_path, h5py):
+    def store(f, array):
+        other = _other_file(tmp_path, h5py, array)
+        f["features"] = h5py.ExternalLink(str(other), "/secret")
+
+    other = tmp_path / "outside" / "other.h5"
+    return store, f"is an external link to '/secret' in the file {other}"
+
+
+def _virtual(tmp_path, h5py):
+    def store(f, array):
+        other = _other_file(tmp_path, h5py, array)
+        layout = h5py.VirtualLayout(shape=array.shape, dtype=array.dtype)
+        layout[:] = h5py.VirtualSource(str(other), "secret", shape=array.shape)
+        f.create_virtual_dataset("features", layout)
+
+    return store, f"is a virtual dataset reading {tmp_path / 'outside' / 'other.h5'}"
+
+
+def _soft_to_external(tmp_path, h5py):
+    def store(f, array):
+        other = _other_file(tmp_path, h5py, array)
+        f["elsewhere"] = h5py.ExternalLink(str(other), "/secret")
+        f["features"] = h5py.SoftLink("/elsewhere")
+
+    return store, "is an external link to '/secret' in the file"
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [(_external_storage, "/features"), (_external_link, "/features"), (_virtual, "/features"),
+     (_soft_to_external, "/elsewhere")],
+    ids=["external-storage", "external-link", "virtual-dataset", "soft-link-to-external"],
+)  # fmt: skip
+def test_a_v73_mat_that_reads_another_file_is_refused(tmp_path, make, name):
+    h5py = pytest.importorskip("h5py")
+    store, how = make(tmp_path, h5py)
+    path = tmp_path / "f.mat"
+    _v73(path, h5py, features=store)
+    with pytest.raises(hdf5.ExternalDataError) as info:
+        datasets.load("features", path, num_test_ids=4)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {name!r} {how}"), message
+    assert "expected a self-contained MATLAB v7.3 (HDF5) file" in message and "\n" not in message
+
+
+def test_a_v73_mat_with_an_in_file_soft_link_still_loads(tmp_path):
+    h5py = pytest.importorskip("h5py")
+
+    def soft(f, array):
+        f.create_group("data")["x"] = array
+        f["features"] = h5py.SoftLink("/data/x")
+
+    feats = _v73(tmp_path / "soft.mat", h5py, features=soft)
+    ds = datasets.load("features", tmp_path / "soft.mat", num_test_ids=4)
+    np.testing.assert_allclose(ds.features, feats.astype(np.float32))
+    plain = _v73(tmp_path / "plain.mat", h5py)
+    ds = datasets.load("features", tmp_path / "plain.mat", num_test_ids=4)
+    np.testing.assert_allclose(ds.features, plain.astype(np.float32))
+
+
+def test_a_classic_cuhk03_image_read_from_another_file_is_refused_before_any_is_written(
+    tmp_path,
+):
+    h5py = pytest.importorskip("h5py")
+    mat = tmp_path / "cuhk-03.mat"
+    fixture_trees.cuhk03_classic_mat(mat)
+    with h5py.File(mat, "r+") as f:  # one image cell now points at a virtual dataset
+        cells = f["labeled_2"]
+        image = f[cells[0, 0]]
+        other = _other_file(tmp_path, h5py, image[()])
+        layout = h5py.VirtualLayout(shape=image.shape, dtype=image.dtype)
+        layout[:] = h5py.VirtualSource(str(other), "secret", shape=image.shape)
+        virtual = f["#refs#"].create_virtual_dataset("stolen", layout)
+        cells[0, 0] = virtual.ref
+    with pytest.raises(hdf5.ExternalDataError, match=r"'/#refs#/stolen' is a virtual dataset"):
+        datasets.load("cuhk03", tmp_path, protocol="classic")
+    assert not (tmp_path / "images_labeled").exists()

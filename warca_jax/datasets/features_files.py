@@ -23,7 +23,7 @@ import scipy.io
 
 from warca_jax import data, reads
 from warca_jax import splits as splits_lib
-from warca_jax.datasets import base, cuhk03, npz_file
+from warca_jax.datasets import base, cuhk03, hdf5, npz_file
 
 EXTENSIONS = (".npz", ".mat", ".json")
 
@@ -39,11 +39,17 @@ def _is_hdf5(path: str) -> bool:
 
 
 def _read_mat(path: str) -> dict:
-    """All variables of a .mat file as NumPy arrays (v7.3 ones transposed back)."""
+    """All variables of a .mat file as NumPy arrays (v7.3 ones transposed back).
+
+    A v7.3 (HDF5) file's variables are all checked before any is read: one that would
+    read another file (external storage, an external link, a virtual dataset) is an
+    ``hdf5.ExternalDataError`` naming it (`warca_jax.datasets.hdf5`).
+    """
     if _is_hdf5(path):  # MATLAB v7.3, which scipy does not read.
         h5py = base.import_h5py(path)
         with h5py.File(path, "r") as f:
-            return {k: np.asarray(f[k]).T for k in f if isinstance(f[k], h5py.Dataset)}
+            variables = {k: hdf5.item(f, k, path) for k in f}
+            return {k: np.asarray(v).T for k, v in variables.items() if isinstance(v, h5py.Dataset)}
     try:
         mat = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (IndexError on a short file).
