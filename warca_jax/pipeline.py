@@ -178,9 +178,9 @@ def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_li
 
 
 def _drop_split_lines(path: str, split: int) -> None:
-    """Removes the metrics.jsonl lines of an unfinished split (and damaged lines)."""
-    if os.path.exists(path):
-        rows = workdir_lib.read_jsonl(path)
+    """Drops an unfinished split's metrics.jsonl lines (and damaged ones); a link: replaced."""
+    if os.path.lexists(path):  # a link, dangling or not, is never read nor appended to
+        rows = [] if os.path.islink(path) else workdir_lib.read_jsonl(path)
         workdir_lib.write_jsonl(path, [r for r in rows if r.get("split") != split])
 
 

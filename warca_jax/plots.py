@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from warca_jax import reads
 from warca_jax import workdir as workdir_lib
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
     plot_condition_numbers,
@@ -241,8 +242,8 @@ def _image_drawer():
     """``show(ax, image_path)``, which draws an image file into ``ax`` (read with Pillow)."""
     from PIL import Image  # only this drawing reads pixels
 
-    def show(ax, image_path):
-        with Image.open(image_path) as im:
+    def show(ax, image_path):  # a FIFO or device in an image's place: refused, not opened
+        with reads.open_regular(image_path, what="image file") as f, Image.open(f) as im:
             ax.imshow(np.asarray(im.convert("RGB")), aspect="auto")
 
     return show

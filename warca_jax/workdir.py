@@ -6,8 +6,10 @@ belongs to this run, so:
 
 * every file is written under a temporary name in the same folder and moved into
   place with ``os.replace`` (``write_json``, ``write_text``, ``write_figure``,
-  ``atomic_path``): a run
-  killed at any instant leaves the old file or the new one, never half of one;
+  ``atomic_file``, ``atomic_path``): a run killed at any instant leaves the old file or
+  the new one, never half of one; the temporary file is created new and opened without
+  following a link (``writes.temporary``, ``writes.no_link``), so a link planted in the
+  folder is never written through;
 * every file a resume relies on is read through ``reuse_json``, which checks that it
   parses and passes the caller's check (finite numbers, the right split) and returns
   None, with a log line naming the file and the reason, when it does not, so that the
@@ -35,9 +37,17 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from warca_jax import workdir_lock, writes
+from warca_jax import reads, workdir_lock, writes
+
 # re-exported: the writers every module uses
-from warca_jax.writes import WriteError, appending, makedirs, write_error, writing  # noqa: F401
+from warca_jax.writes import (  # noqa: F401
+    WriteError,
+    appending,
+    atomic_path,
+    makedirs,
+    write_error,
+    writing,
+)
 
 CONFIG_FILE = "config.json"
 DATA_FILE = "data.json"
@@ -48,24 +58,13 @@ class DamagedFileError(ValueError):
 
 
 @contextlib.contextmanager
-def atomic_path(path: str) -> Iterator[str]:
-    """Yields a temporary path in ``path``'s folder; moves it onto ``path`` on success.
-
-    On an exception the temporary file is removed and ``path`` is left as it was; an
-    ``OSError`` (a full disk, a size limit...) is a ``WriteError`` naming ``path``. The
-    temporary name keeps ``path``'s extension, so writers that add one (``np.savez``)
-    do not.
-    """
-    head, tail = os.path.split(path)
-    stem, ext = os.path.splitext(tail)
-    tmp = os.path.join(head, f".{stem}.{os.getpid()}.tmp{ext}")
-    try:
-        with writing(path):
-            yield tmp
-            os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
+def atomic_file(path: str, mode: str = "w", **kwargs) -> Iterator:
+    """Yields a file opened for writing (``open(tmp, mode, **kwargs)``) that becomes
+    ``path`` on success: ``atomic_path``, its temporary opened with ``writes.no_link``.
+    The one way the project writes a whole file; give writers that take a path
+    (``savefig``, ``np.savez``, PIL's ``save``) this file object instead."""
+    with atomic_path(path) as tmp, open(tmp, mode, opener=writes.no_link, **kwargs) as f:
+        yield f
 
 
 def _finite_json(obj, where: str = "") -> None:
@@ -82,7 +81,7 @@ def _finite_json(obj, where: str = "") -> None:
 
 def write_text(path: str, text: str) -> None:
     """Writes ``text`` to ``path`` atomically."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+    with atomic_file(path, "w", encoding="utf-8") as f:
         f.write(text)
 
 
@@ -100,16 +99,21 @@ def write_json(path: str, obj) -> None:
 
 
 def write_figure(path: str, fig, **savefig) -> None:
-    """Writes a matplotlib ``fig`` to ``path`` atomically (``fig.savefig(path, **savefig)``)."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, **savefig)
+    """Writes a matplotlib ``fig`` to ``path`` atomically (``fig.savefig(path, **savefig)``;
+    the format, unless given, from ``path``'s extension)."""
+    savefig.setdefault("format", os.path.splitext(path)[1][1:] or None)
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, **savefig)
 
 
 def read_json(path: str, *, what: str = "file"):
-    """Reads a JSON file; a damaged one is a DamagedFileError naming it."""
+    """Reads a JSON file; a damaged one, or a folder, FIFO or device in its place
+    (``reads.open_regular``: never opened), is a DamagedFileError naming it."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with reads.open_regular(path, "r", encoding="utf-8", what=what) as f:
             return json.load(f)
+    except reads.NotARegularFileError as e:
+        raise DamagedFileError(str(e)) from None
     except json.JSONDecodeError as e:
         raise DamagedFileError(
             f"{path}: the {what} is damaged (not valid JSON: {e.msg} at line {e.lineno}, "
@@ -117,8 +121,6 @@ def read_json(path: str, *, what: str = "file"):
         ) from None
     except UnicodeDecodeError:
         raise DamagedFileError(f"{path}: the {what} is not UTF-8 text; remove it") from None
-    except IsADirectoryError:
-        raise DamagedFileError(f"{path}: expected a {what}, found a folder") from None
 
 
 def reuse_json(path: str, check: Callable[[object], str | None] | None = None):
@@ -192,7 +194,7 @@ def read_jsonl(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
     rows = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with reads.open_regular(path, "r", encoding="utf-8", errors="replace") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -356,9 +358,7 @@ def describe_differences(diffs: list[str], *, shown: int = 3) -> str:
     return text
 
 
-def check_run_files(
-    workdir: str, config_text: str, data: dict, *, ignore=IGNORED_FIELDS
-) -> None:
+def check_run_files(workdir: str, config_text: str, data: dict, *, ignore=IGNORED_FIELDS) -> None:
     """Records the run's config and data fingerprint, or refuses a workdir of another run.
 
     Args:

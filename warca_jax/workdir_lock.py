@@ -14,6 +14,11 @@ file.
   leaves no folder behind.
 * ``WorkdirLock(folder)`` is the lock itself, a context manager; the protocol takes one
   per job folder (not on the whole grid, which its workers and hosts share).
+
+The lock file is opened in place, so it is opened without following a link
+(``writes.no_link``): a symbolic link, FIFO, device or folder at ``<folder>/.lock`` is
+refused before any work with a ``writes.InTheWayError`` naming it (a link to a user's
+file would otherwise have that file truncated and overwritten with the lock's record).
 """
 
 from __future__ import annotations
@@ -76,9 +81,16 @@ class WorkdirLock:
         )
 
     def check_free(self) -> None:
-        """Raises ``WorkdirInUseError`` if another run holds the lock; writes nothing."""
+        """Raises ``WorkdirInUseError`` if another run holds the lock; writes nothing.
+
+        Raises:
+          WorkdirInUseError: another run holds it.
+          InTheWayError: a link, FIFO, device or folder stands at the lock file's name.
+        """
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = writes.no_link(self.path, os.O_RDONLY)
+        except writes.InTheWayError:
+            raise
         except OSError:
             return  # no lock file: no holder (one that cannot be read: found when taken)
         try:
@@ -93,7 +105,7 @@ class WorkdirLock:
     def _try(self) -> bool:
         """Takes the lock if it is free; False if the file was replaced meanwhile."""
         with writing(self.path):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = writes.no_link(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -121,6 +133,8 @@ class WorkdirLock:
 
         Raises:
           WorkdirInUseError: another run holds it (the message names its pid and host).
+          InTheWayError: a symbolic link, FIFO, device or folder stands at the lock
+            file's name (a ``WriteError``): refused, nothing written through it.
           WriteError: the lock file cannot be written.
         """
         if self.held:

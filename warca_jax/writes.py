@@ -3,7 +3,7 @@ folder or a name too long.
 
 What the operating system says when a write fails often does not name the file: a full
 disk is ``OSError: [Errno 28] No space left on device`` from deep inside matplotlib, PIL
-or NumPy. Every file a run writes goes through ``writing(path)`` (``workdir.atomic_path``
+or NumPy. Every file a run writes goes through ``writing(path)`` (``atomic_path``
 and the helpers built on it, ``makedirs``, ``appending``), which turns such an ``OSError``
 into a ``WriteError`` that names the file, the OS error and what is kept: the files
 finished before the failure are complete (each was moved into place whole) and a rerun
@@ -12,6 +12,15 @@ reuses them. The command line prints a ``WriteError`` as one line.
 ``check_path`` refuses, before any work, a path the file system cannot hold (a name over
 its ``NAME_MAX`` bytes, a path over ``PATH_MAX``) and a folder that cannot be made in a
 read-only or unwritable parent.
+
+No write follows a symbolic link: a link planted where a run writes (``W/.lock`` pointing
+at a file of the user's) would have that file overwritten. Every file is opened with
+``O_NOFOLLOW`` (``no_link``, the opener of every write), and a file written whole is
+first created under a new name, exclusively (``O_CREAT | O_EXCL``: ``temporary``), then
+moved onto its name (``replace``), which replaces a link standing there (said in a log
+line) rather than writing through it. A file that must be opened in place (the lock,
+``metrics.jsonl`` appended to) is refused when a link, a FIFO, a device or a folder
+stands at its name: ``InTheWayError``, one line naming it and what was expected.
 """
 
 from __future__ import annotations
@@ -19,7 +28,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
+import stat
 from collections.abc import Callable, Iterator
+
+from absl import logging
+
+from warca_jax import reads
 
 # What a failure means for the user where the OS's own words do not say it.
 _HINTS = {
@@ -52,6 +67,84 @@ def write_error(path, error: OSError) -> WriteError:
     return WriteError(error.errno, f"cannot write {os.fsdecode(path)}: {what}; {KEPT}")
 
 
+class InTheWayError(WriteError):
+    """A symbolic link, FIFO, device or folder stands where a run writes a file in place:
+    refused, never written through (constructed as ``WriteError`` is)."""
+
+
+def in_the_way(path, what: str) -> InTheWayError:
+    """The ``InTheWayError`` of ``path``, found to be ``what`` (``a FIFO (named pipe)``)."""
+    return InTheWayError(
+        errno.ELOOP if what.startswith("a symbolic link") else errno.EINVAL,
+        f"cannot write {os.fsdecode(path)}: it is {what}; expected a regular file or no "
+        "file there (a run never writes through a link or into a special file): remove "
+        "it or use another folder",
+    )
+
+
+def no_link(path, flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags)`` without following a symbolic link at ``path``'s last
+    component and without blocking, refused unless the result is a regular file; the
+    opener of every file a run writes (``open(..., opener=no_link)``).
+
+    Raises:
+      InTheWayError: a symbolic link (even one to a regular file), a FIFO, a device, a
+        socket or a folder at ``path``.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise in_the_way(path, f"a symbolic link (to {reads.link_target(path)})") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR) and os.path.lexists(path):
+            st = os.lstat(path)  # ENXIO: a FIFO without a reader
+            if not stat.S_ISREG(st.st_mode):
+                raise in_the_way(path, reads.kind(st.st_mode)) from None
+        raise
+    st_mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(st_mode):
+        os.close(fd)
+        raise in_the_way(path, reads.kind(st_mode))
+    return fd
+
+
+def new_file(path, flags: int) -> int:
+    """``no_link`` creating ``path``, which must not exist (``O_CREAT | O_EXCL``)."""
+    return no_link(path, flags | os.O_CREAT | os.O_EXCL)
+
+
+def temporary(path) -> str:
+    """Creates an empty file under a new name beside ``path`` (``.<stem>.<pid>.<random>
+    .tmp<ext>``: it keeps ``path``'s extension) and returns that name.
+
+    The file is created exclusively (``new_file``): whatever stands at a name tried,
+    a link included, is never opened; another name is tried instead.
+    """
+    head, tail = os.path.split(os.fspath(path))
+    stem, ext = os.path.splitext(tail)
+    for _ in range(100):
+        tmp = os.path.join(head, f".{stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp{ext}")
+        try:
+            os.close(new_file(tmp, os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {path}", tmp)
+
+
+def replace(tmp: str, path) -> None:
+    """Moves ``tmp`` onto ``path`` (``os.replace``). A symbolic link at ``path`` is
+    replaced by the file, its target left as it is, with a log line naming both."""
+    if os.path.islink(path):
+        logging.warning(
+            "%s was a symbolic link (to %s): replaced by the file written there; the "
+            "link's target is not written",
+            os.fsdecode(path),
+            reads.link_target(path),
+        )
+    os.replace(tmp, path)
+
+
 @contextlib.contextmanager
 def writing(path) -> Iterator[None]:
     """Turns an ``OSError`` raised inside the block into a ``WriteError`` naming ``path``."""
@@ -59,6 +152,32 @@ def writing(path) -> Iterator[None]:
         yield
     except OSError as e:
         raise write_error(path, e) from e
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """Yields the name of a new, empty temporary file in ``path``'s folder; moves it onto
+    ``path`` on success.
+
+    The temporary file is created exclusively, without following a link
+    (``temporary``); open it with ``opener=no_link`` (``workdir.atomic_file`` does)
+    so that a link swapped in for it is refused, not written through. The move replaces
+    a link standing at ``path`` rather than writing to its target (``replace``).
+    On an exception the temporary file is removed and ``path`` is left as it was; an
+    ``OSError`` (a full disk, a size limit...) is a ``WriteError`` naming ``path``. The
+    temporary name keeps ``path``'s extension, so writers that add one (``np.savez``)
+    do not.
+    """
+    tmp = None
+    try:
+        with writing(path):
+            tmp = temporary(path)
+            yield tmp
+            replace(tmp, path)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 def makedirs(path) -> None:
@@ -71,11 +190,13 @@ def makedirs(path) -> None:
 def appending(path) -> Iterator[Callable[[str], None]]:
     """Opens ``path`` for appending; yields ``append(text)``, which writes and flushes.
 
-    A failure (on opening, writing or closing) is a ``WriteError`` naming ``path``; the
-    lines appended before it stay (a cut last line is dropped by ``workdir.read_jsonl``).
+    The file is opened in place with ``no_link``: a symbolic link, FIFO or device at
+    ``path`` is an ``InTheWayError``, never appended to. A failure (on opening, writing
+    or closing) is a ``WriteError`` naming ``path``; the lines appended before it stay (a
+    cut last line is dropped by ``workdir.read_jsonl``).
     """
     with writing(path):
-        f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below, errors converted
+        f = open(path, "a", encoding="utf-8", opener=no_link)  # noqa: SIM115 - closed below
     try:
 
         def append(text: str) -> None:

@@ -12,7 +12,10 @@ random splits and `seed` (the same seed gives the same splits), checked and gath
 
 Layout checks run before any other work: a missing root, subfolder or file raises
 `FileNotFoundError` naming the layout that was expected and the first thing missing; an
-image whose name does not parse raises `ValueError` naming the file and the pattern.
+image whose name does not parse raises `ValueError` naming the file and the pattern. An
+image or file that is not a regular file once its links are resolved (a link to
+`/dev/zero`, a FIFO, a socket, a link that loops or dangles) is refused naming it
+(`warca_jax.reads.regular_file`), never opened: it would read forever or block.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import data
+from warca_jax import data, reads
 from warca_jax import splits as splits_lib
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
@@ -193,7 +196,10 @@ def require_layout(root, *, dataset: str, dirs=(), files=()) -> str:
       The absolute root path.
 
     Raises:
-      FileNotFoundError: naming the expected layout and the first missing entry.
+      FileNotFoundError: naming the expected layout and the first missing entry (a link
+        whose target is missing: naming the link).
+      NotARegularFileError: one of ``files`` is a FIFO, device, socket or folder, or a
+        link that loops (a ValueError naming it).
     """
     root = os.path.abspath(os.path.expanduser(os.fspath(root)))
     expected = ", ".join([f"{d}/" for d in dirs] + list(files)) or "images"
@@ -205,8 +211,9 @@ def require_layout(root, *, dataset: str, dirs=(), files=()) -> str:
         if not os.path.isdir(os.path.join(root, d)):
             raise FileNotFoundError(f"{dataset} root {root} must contain {expected}; missing: {d}/")
     for f in files:
-        if not os.path.isfile(os.path.join(root, f)):
+        if not os.path.lexists(os.path.join(root, f)):
             raise FileNotFoundError(f"{dataset} root {root} must contain {expected}; missing: {f}")
+        reads.regular_file(os.path.join(root, f), what=f"{dataset}:", expected="a regular file")
     return root
 
 
@@ -219,7 +226,8 @@ def list_images(folder: str, pattern: str, *, dataset: str, example: str, skip=N
     """Lists the images of one folder and parses their names.
 
     Args:
-      folder: the folder (not recursive; subfolders and non-image files are ignored).
+      folder: the folder (not recursive; subfolders and files without an image extension
+        are ignored; an image that is not a regular file is refused).
       pattern: a regular expression that the whole file name must match.
       dataset: the dataset's name, for messages.
       example: an example of a valid name, for messages.
@@ -230,16 +238,20 @@ def list_images(folder: str, pattern: str, *, dataset: str, example: str, skip=N
 
     Raises:
       ValueError: naming the first image whose name does not match, or an empty folder.
+      NotARegularFileError: an image that is a FIFO, device or socket once its links are
+        resolved, or a link that loops (a ValueError naming it; never opened).
+      FileNotFoundError: an image that is a link to nothing, naming the link.
     """
     regex = re.compile(pattern, re.IGNORECASE)
     skip_regex = re.compile(skip, re.IGNORECASE) if skip else None
     found = []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if not is_image(name) or not os.path.isfile(path):
+        if not is_image(name) or os.path.isdir(path):
             continue
         if skip_regex is not None and skip_regex.fullmatch(name):
             continue
+        reads.regular_file(path, what=f"{dataset}: image", expected="a regular image file")
         match = regex.fullmatch(name)
         if match is None:
             raise ValueError(

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data
+from warca_jax import data, reads
 from warca_jax.datasets import base
 
 VARIANTS = ("labeled", "detected")
@@ -58,8 +58,7 @@ def read_protocol_mat(path) -> tuple[list[str], np.ndarray, np.ndarray, data.Spl
       FileNotFoundError, ValueError: naming the file and what is wrong in it.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"CUHK03 protocol file not found: {path}")
+    reads.regular_file(path, what="CUHK03 protocol file", expected="a regular .mat file")
     try:
         mat = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (IndexError on a short file).
@@ -100,9 +99,9 @@ def read_feature_json(path, *, num_rows: int) -> np.ndarray:
       FileNotFoundError, ValueError: naming the file and the problem.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"feature file not found: {path}")
-    with open(path, encoding="utf-8") as f:
+    with reads.open_regular(
+        path, "r", encoding="utf-8", what="feature file", expected="a regular .json file"
+    ) as f:
         try:
             rows = json.load(f)
         except json.JSONDecodeError as e:

@@ -9,7 +9,9 @@ This loader writes the images out once, as PNG files named like the new protocol
 `filelist` (`{pair}_{id:03d}_{camera 1|2}_{index:02d}.png`) in `images_{variant}/` (or
 `image_dir`); files already there are kept, so a second call reads nothing but the index.
 It returns an `ImageSet`, whose descriptors `to_dataset` computes and caches like any
-other dataset's.
+other dataset's. Every object of the `.mat` file is checked before its data are read, and
+every image before any is written: one that would read another file (external storage,
+an external link, a virtual dataset) is refused naming it (`warca_jax.datasets.hdf5`).
 
 Labels are `1000 * pair + identity` (identities are numbered within each pair) and cams
 `2 * (pair - 1) + (0 for camera A, 1 for camera B)`. Protocol: split s uses test set s
@@ -27,15 +29,15 @@ from PIL import Image
 
 from warca_jax import splits as splits_lib
 from warca_jax import workdir
-from warca_jax.datasets import base
+from warca_jax.datasets import base, hdf5
 
 MAT_NAME = "cuhk-03.mat"
 
 
 def _write_png(path: str, image: np.ndarray) -> None:
     # Atomic: an interrupted run leaves no half-written image; a failure names the file.
-    with workdir.atomic_path(path) as tmp:
-        Image.fromarray(image).save(tmp, format="PNG")
+    with workdir.atomic_file(path, "wb") as f:
+        Image.fromarray(image).save(f, format="PNG")
 
 
 def load_cuhk03_classic(
@@ -96,8 +98,8 @@ def _test_sets(mat, path: str, num_splits: int | None) -> list[np.ndarray]:
     """The first ``num_splits`` (None: all) published test sets of the open .mat file, each
     the labels (1000 camera pair + identity) of its test identities."""
     test_sets = []
-    for s, ref in enumerate(np.asarray(mat["testsets"]).ravel()):
-        pairs = np.asarray(mat[ref]).T
+    for s, ref in enumerate(np.asarray(hdf5.item(mat, "testsets", path)).ravel()):
+        pairs = np.asarray(hdf5.deref(mat, ref, path)).T
         if pairs.ndim != 2 or pairs.shape[1] != 2:
             raise ValueError(
                 f"{path}: testsets cell {s + 1} has shape {pairs.shape}; "
@@ -109,13 +111,12 @@ def _test_sets(mat, path: str, num_splits: int | None) -> list[np.ndarray]:
     return test_sets[:num_splits]
 
 
-def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, list, list]:
-    """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
-    written to ``image_dir`` as PNG once (an image already there is kept)."""
-    workdir.makedirs(image_dir)
-    paths, labels, cams = [], [], []
-    for p, pair_ref in enumerate(np.asarray(mat[variant]).ravel(), start=1):
-        cells = np.asarray(mat[pair_ref]).T  # HDF5 stores MATLAB arrays transposed.
+def _image_items(mat, path: str, variant: str) -> list[tuple[int, int, int, object]]:
+    """(pair, identity, index from 0, dataset) of every image of ``variant`` in the open
+    .mat file (empty cells left out), every object checked (``hdf5``), no image read."""
+    items = []
+    for p, pair_ref in enumerate(np.asarray(hdf5.item(mat, variant, path)).ravel(), start=1):
+        cells = np.asarray(hdf5.deref(mat, pair_ref, path)).T  # HDF5 stores them transposed.
         if cells.ndim != 2 or cells.shape[1] != 10:
             raise ValueError(
                 f"{path}: {variant} cell {p} has shape {cells.shape}; "
@@ -123,21 +124,30 @@ def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, l
             )
         for i, row in enumerate(cells, start=1):
             for j, ref in enumerate(row):
-                item = mat[ref]
-                if item.ndim != 3:  # An empty MATLAB cell.
-                    continue
-                view = 1 if j < 5 else 2
-                out = os.path.join(image_dir, f"{p}_{i:03d}_{view}_{j + 1:02d}.png")
-                if not os.path.isfile(out):
-                    image = np.asarray(item).T
-                    if image.dtype != np.uint8 or image.shape[2] != 3:
-                        raise ValueError(
-                            f"{path}: {variant} image ({p}, {i}, {j + 1}) is "
-                            f"{image.dtype} {image.shape}; expected uint8 "
-                            "H x W x 3"
-                        )
-                    _write_png(out, image)
-                paths.append(out)
-                labels.append(1000 * p + i)
-                cams.append(2 * (p - 1) + view - 1)
+                item = hdf5.deref(mat, ref, path)
+                if item.ndim == 3:  # else an empty MATLAB cell
+                    items.append((p, i, j, item))
+    return items
+
+
+def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, list, list]:
+    """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
+    written to ``image_dir`` as PNG once (an image already there is kept)."""
+    items = _image_items(mat, path, variant)
+    workdir.makedirs(image_dir)
+    paths, labels, cams = [], [], []
+    for p, i, j, item in items:
+        view = 1 if j < 5 else 2
+        out = os.path.join(image_dir, f"{p}_{i:03d}_{view}_{j + 1:02d}.png")
+        if not os.path.isfile(out):
+            image = np.asarray(item).T
+            if image.dtype != np.uint8 or image.shape[2] != 3:
+                raise ValueError(
+                    f"{path}: {variant} image ({p}, {i}, {j + 1}) is "
+                    f"{image.dtype} {image.shape}; expected uint8 H x W x 3"
+                )
+            _write_png(out, image)
+        paths.append(out)
+        labels.append(1000 * p + i)
+        cams.append(2 * (p - 1) + view - 1)
     return paths, labels, cams

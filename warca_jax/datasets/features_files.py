@@ -21,16 +21,16 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data
+from warca_jax import data, reads
 from warca_jax import splits as splits_lib
-from warca_jax.datasets import base, cuhk03, npz_file
+from warca_jax.datasets import base, cuhk03, hdf5, npz_file
 
 EXTENSIONS = (".npz", ".mat", ".json")
 
 
 def _is_hdf5(path: str) -> bool:
     """Whether the file carries the HDF5 signature (at 0 or after a 512 * 2^k userblock)."""
-    with open(path, "rb") as f:
+    with reads.open_regular(path, what="feature file") as f:
         for offset in (0, 512, 1024, 2048):
             f.seek(offset)
             if f.read(8) == b"\x89HDF\r\n\x1a\n":
@@ -39,11 +39,17 @@ def _is_hdf5(path: str) -> bool:
 
 
 def _read_mat(path: str) -> dict:
-    """All variables of a .mat file as NumPy arrays (v7.3 ones transposed back)."""
+    """All variables of a .mat file as NumPy arrays (v7.3 ones transposed back).
+
+    A v7.3 (HDF5) file's variables are all checked before any is read: one that would
+    read another file (external storage, an external link, a virtual dataset) is an
+    ``hdf5.ExternalDataError`` naming it (`warca_jax.datasets.hdf5`).
+    """
     if _is_hdf5(path):  # MATLAB v7.3, which scipy does not read.
         h5py = base.import_h5py(path)
         with h5py.File(path, "r") as f:
-            return {k: np.asarray(f[k]).T for k in f if isinstance(f[k], h5py.Dataset)}
+            variables = {k: hdf5.item(f, k, path) for k in f}
+            return {k: np.asarray(v).T for k, v in variables.items() if isinstance(v, h5py.Dataset)}
     try:
         mat = scipy.io.loadmat(path)
     except Exception as e:  # scipy raises many types (IndexError on a short file).
@@ -80,8 +86,7 @@ def load_mat_features(
       The validated `Dataset`, named after the file.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"feature file not found: {path}")
+    reads.regular_file(path, what="feature file", expected="a regular .mat file")
     arrays = _read_mat(path)
     expected = (
         f"variables present: {sorted(arrays)}; required: {list(data.REQUIRED_KEYS)}; "
@@ -152,7 +157,7 @@ def load_json_features(path, *, protocol_mat=None) -> data.Dataset:
         protocol_mat = os.path.join(
             os.path.dirname(os.path.abspath(path)), cuhk03.mat_name("labeled")
         )
-        if not os.path.isfile(protocol_mat):
+        if not os.path.lexists(protocol_mat):
             raise FileNotFoundError(
                 f"{path}: a .json feature list needs a CUHK03 protocol "
                 f"file; none at {protocol_mat}; pass protocol_mat="
@@ -188,8 +193,8 @@ def load_features_file(
     ext = os.path.splitext(path)[1].lower()
     if ext not in EXTENSIONS:
         raise ValueError(f"feature file {path} must end in one of {list(EXTENSIONS)}")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"feature file not found: {path}")
+    if not os.path.isdir(path):  # a folder: each reader says what it expected instead
+        reads.regular_file(path, what="feature file", expected=f"a regular {ext} file")
     split_args = dict(
         num_splits=num_splits, num_train_ids=num_train_ids, num_test_ids=num_test_ids, seed=seed
     )

@@ -17,6 +17,7 @@ import zipfile
 
 import numpy as np
 
+from warca_jax import reads
 from warca_jax.data import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
@@ -43,11 +44,13 @@ def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
     Raises:
       ValueError: the file is empty, truncated, not a .npz archive, holds one bare array,
         or holds Python objects (e.g. a ragged array) instead of plain arrays; each
-        message names the file and what was expected.
+        message names the file and what was expected. A FIFO, device or socket (links
+        resolved) is a ``reads.NotARegularFileError``, refused before it is opened.
     """
-    if os.path.getsize(path) == 0:
+    expected = f"a regular file: {NPZ_EXPECTED}"
+    if reads.regular_file(path, what=what, expected=expected).st_size == 0:
         raise ValueError(f"{path}: the {what} is empty (0 bytes); expected {NPZ_EXPECTED}")
-    with open(path, "rb") as fh:
+    with reads.open_regular(path, what=what, expected=expected) as fh:
         return _read_npz(fh, path, keys, what)
 
 
@@ -112,8 +115,7 @@ def load_npz(path, *, num_splits=10, num_train_ids=None, num_test_ids=None, seed
             f"{path} is a folder; data.name=npz reads one .npz file (a dataset's folder "
             "is read by its own loader: set data.name to its name, e.g. market1501)"
         )
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"dataset file not found: {path}")
+    reads.regular_file(path, what="dataset file", expected=f"a regular file: {NPZ_EXPECTED}")
     arrays, present = read_npz(path, REQUIRED_KEYS + SPLIT_KEYS, what="dataset file")
     required = [k for k in REQUIRED_KEYS if k != "cams"]
     expected = (

@@ -25,8 +25,9 @@ Stamps taken within ``RACY_NS`` of the write are not trusted (as git does with i
 on a file system with coarse timestamps, a file rewritten in the same tick with the same
 size would keep its stamp, so such an entry hashes the images' bytes on its next read.
 
-Files are written under a temporary name and moved into place (``workdir.atomic_path``),
-the array before its JSON; the JSON's checksum binds the two, so a run killed between the
+Files are written under a temporary name and moved into place (``workdir.atomic_file``:
+a link planted at an entry's name is replaced, never written through), the array before
+its JSON; the JSON's checksum binds the two, so a run killed between the
 two writes leaves an entry that the next read recomputes, never a wrong one.
 
 ``CODE_VERSIONS`` is bumped by hand when a descriptor's output changes for the same
@@ -47,7 +48,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import workdir
+from warca_jax import reads, workdir
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -126,7 +127,7 @@ def image_content(paths: Sequence[str]) -> str:
     """sha256 over the sha256 of every file's bytes, in order."""
     h = hashlib.sha256()
     for p in paths:
-        with open(p, "rb") as f:
+        with reads.open_regular(p, what="image file", expected="a regular image file") as f:
             h.update(hashlib.file_digest(f, "sha256").digest())
     return h.hexdigest()
 
@@ -162,8 +163,11 @@ class Entry:
             return None
         reason, record = self._check_record(shape)
         if reason is None:
-            try:
-                cached = np.load(self.array_path, allow_pickle=False)
+            try:  # a FIFO or device in its place is refused, never opened
+                with reads.open_regular(self.array_path, what="the entry's array") as fh:
+                    cached = np.load(fh, allow_pickle=False)
+            except reads.NotARegularFileError as e:
+                reason = f"is refused ({e})"
             except (ValueError, OSError, EOFError) as e:
                 reason = f"is damaged ({e})"
             else:
@@ -182,7 +186,10 @@ class Entry:
     def _check_record(self, shape) -> tuple[str | None, dict | None]:
         """(None, the JSON record) when it is for these inputs, else (the reason, None)."""
         try:
+            reads.regular_file(self.json_path, what="its record")
             record = workdir.read_json(self.json_path, what="feature cache record")
+        except reads.NotARegularFileError as e:  # a FIFO or device: refused, never opened
+            return f"is refused ({e})", None
         except (workdir.DamagedFileError, OSError):
             return f"has a damaged record ({self.json_path} does not parse)", None
         if not isinstance(record, dict) or record.get("key") != self.key:
@@ -238,7 +245,7 @@ class Entry:
         }
         try:
             workdir.makedirs(os.path.dirname(self.array_path))
-            with workdir.atomic_path(self.array_path) as tmp, open(tmp, "wb") as f:
+            with workdir.atomic_file(self.array_path, "wb") as f:
                 np.save(f, features)
             workdir.write_json(self.json_path, record)
         except OSError as e:  # a read-only cache costs the cache, not the features

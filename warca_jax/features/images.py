@@ -4,6 +4,11 @@ Every image is converted to RGB (greyscale such as ORL's ``.pgm`` files is
 replicated into three channels; palette images are expanded; the alpha channel of
 RGBA images is dropped) and resized with bilinear resampling to ``height x width``,
 128 x 48 by the person re-identification convention.
+
+Only regular files are read (``warca_jax.reads``): a path that is, once its links are
+resolved, a FIFO, a device (a link to ``/dev/zero``), a socket or a folder is refused
+naming it before anything is opened; a FIFO would block the run and a device read
+forever.
 """
 
 from __future__ import annotations
@@ -14,15 +19,25 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from warca_jax import reads
+
+WHAT = "image file"
+EXPECTED = "a regular image file"
+
 
 def check_paths(paths: Sequence[str | os.PathLike]) -> list[str]:
-    """Returns the paths as strings; raises FileNotFoundError naming any that is missing.
+    """Returns the paths as strings once every one is a regular file.
 
     Every path is checked before any image is decoded, so a long extraction does
     not fail half-way through on a typo.
+
+    Raises:
+      FileNotFoundError: naming the paths where nothing is, or a link to nothing.
+      NotARegularFileError: naming a path that is a FIFO, device, socket or folder (a
+        link resolved), or a link that loops (a ValueError).
     """
     paths = [os.fspath(p) for p in paths]
-    missing = [p for p in paths if not os.path.isfile(p)]
+    missing = [p for p in paths if not os.path.lexists(p)]
     if missing:
         shown = ", ".join(repr(p) for p in missing[:5])
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -30,6 +45,8 @@ def check_paths(paths: Sequence[str | os.PathLike]) -> list[str]:
             f"{len(missing)} of {len(paths)} image files do not exist (expected readable "
             f"image files): {shown}{more}"
         )
+    for p in paths:
+        reads.regular_file(p, what=WHAT, expected=EXPECTED)
     return paths
 
 
@@ -38,11 +55,12 @@ def load_image(path: str | os.PathLike, *, height: int = 128, width: int = 48) -
 
     Raises:
       FileNotFoundError: the file does not exist.
+      NotARegularFileError: the path is not a regular file (``reads.open_regular``).
       ValueError: the file exists but Pillow cannot decode it as an image.
     """
     path = os.fspath(path)
     try:
-        with Image.open(path) as img:
+        with reads.open_regular(path, what=WHAT, expected=EXPECTED) as f, Image.open(f) as img:
             img.load()
             if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
                 # 16-bit or float greyscale: scale to 8 bits before replicating.
@@ -74,7 +92,7 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
     """
     path = os.fspath(path)
     try:
-        with Image.open(path) as img:
+        with reads.open_regular(path, what=WHAT, expected=EXPECTED) as f, Image.open(f) as img:
             width, height = img.size
     except FileNotFoundError:
         raise

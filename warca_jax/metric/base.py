@@ -38,7 +38,7 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances, kernels, workdir
+from warca_jax import distances, kernels, reads, workdir
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
 _SUBCLASSES: dict = {}  # kind -> Metric subclass (warca_jax.metric.kinds)
@@ -278,7 +278,7 @@ class Metric:
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
         meta["array_fields"] = sorted(arrays)
         # a file object: np.savez adds no ".npz" to a path that lacks it
-        with workdir.atomic_path(os.fspath(path)) as tmp, open(tmp, "wb") as f:
+        with workdir.atomic_file(os.fspath(path), "wb") as f:
             np.savez(f, meta=np.asarray(json.dumps(meta)), **arrays)
 
     @classmethod
@@ -301,7 +301,8 @@ class Metric:
             )
 
         try:  # the file opened here, so that it is closed whatever np.load makes of it
-            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as f:
+            fh = reads.open_regular(path, what="saved metric")  # a FIFO: refused, not opened
+            with fh, np.load(fh, allow_pickle=False) as f:
                 if "meta" not in f.files:
                     raise damaged(f"no 'meta' entry, not a saved Metric (entries: {f.files})")
                 meta = json.loads(str(f["meta"]))
@@ -312,7 +313,7 @@ class Metric:
                 if missing:
                     raise damaged(f"arrays {missing} are missing (entries: {f.files})")
                 arrays = {k: f[k] for k in names}
-        except DamagedModelError:
+        except (DamagedModelError, reads.NotARegularFileError):
             raise
         except AttributeError as e:  # np.load of a plain .npy gives an array, no .files
             raise damaged(f"not an .npz archive of named arrays ({e})") from e

@@ -14,9 +14,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks
+from warca_jax import config_checks, datasets, defaults
 from warca_jax import data as data_lib
-from warca_jax import datasets, defaults
 from warca_jax import splits as splits_lib
 from warca_jax import workdir as workdir_lib
 from warca_jax.datasets import npz_file
@@ -49,9 +48,7 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
     del stamp
     head = ("num_splits", "name", "config", "fingerprint", "features", "labels", "cams")
     try:
-        z, present = npz_file.read_npz(
-            path, head + ("same_camera_matches",), what="stored dataset"
-        )
+        z, present = npz_file.read_npz(path, head + ("same_camera_matches",), what="stored dataset")
         missing = sorted(set(head) - set(z))
         if missing:
             raise ValueError(f"it has no {missing} (it has {present})")
@@ -117,9 +114,9 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
     fingerprint = config_checks.content_fingerprint(ds)
-    with workdir_lib.atomic_path(path) as tmp:
+    with workdir_lib.atomic_file(path, "wb") as f:
         np.savez(
-            tmp,
+            f,
             num_splits=len(ds.splits),
             name=ds.name,
             config=key,

@@ -189,7 +189,7 @@ def _md_table(header: list[str], rows: Iterable[list[str]]) -> str:
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
-    with workdir_lib.atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+    with workdir_lib.atomic_file(path, "w", newline="") as f:
         csv.writer(f).writerows(rows)
 
 
