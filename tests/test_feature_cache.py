@@ -78,14 +78,23 @@ def _truncate(path, _):
         f.truncate(os.path.getsize(path) - 1000)
 
 
+def _huge_header(path, _):
+    """The entry's array replaced by a header declaring 300000 x 300000 float32 values."""
+    with open(path, "wb") as f:
+        header = {"descr": "<f4", "fortran_order": False, "shape": (300000, 300000)}
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(bytes(64))
+
+
 DAMAGE = {
     "another dataset": _other_dataset,
     "rows permuted": lambda p, _: np.save(p, np.load(p)[[1, 0, 3, 2]]),
     "zeros": lambda p, _: np.save(p, np.zeros_like(np.load(p))),
     "truncated": _truncate,
+    "huge header": _huge_header,
     "four values": lambda p, _: np.save(p, np.load(p) + np.eye(4, 2580, 7, np.float32)),
 }
-REASON = {"truncated": "is damaged"}
+REASON = {"truncated": "is damaged", "huge header": "declares a float32 array of shape"}
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))

@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from warca_jax import workdir_lock, writes
+from warca_jax import bounded_reads, workdir_lock, writes
+
 # re-exported: the writers every module uses
 from warca_jax.writes import WriteError, appending, makedirs, write_error, writing  # noqa: F401
 
@@ -106,10 +107,12 @@ def write_figure(path: str, fig, **savefig) -> None:
 
 
 def read_json(path: str, *, what: str = "file"):
-    """Reads a JSON file; a damaged one is a DamagedFileError naming it."""
+    """Reads a JSON file, size and depth bounded; a damaged one is a DamagedFileError naming it."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return bounded_reads.read_json(f)
+    except bounded_reads.JsonLimitError as e:  # too large or deep: refused before parsing
+        raise DamagedFileError(f"{path}: the {what} {e}; remove it") from None
     except json.JSONDecodeError as e:
         raise DamagedFileError(
             f"{path}: the {what} is damaged (not valid JSON: {e.msg} at line {e.lineno}, "
@@ -197,8 +200,8 @@ def read_jsonl(path: str) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = bounded_reads.load_json(line)
+            except ValueError:  # not JSON, or over bounded_reads' size or depth
                 row = None
             if not isinstance(row, dict):
                 logging.warning("%s line %d is damaged; dropping it", path, i)
@@ -356,9 +359,7 @@ def describe_differences(diffs: list[str], *, shown: int = 3) -> str:
     return text
 
 
-def check_run_files(
-    workdir: str, config_text: str, data: dict, *, ignore=IGNORED_FIELDS
-) -> None:
+def check_run_files(workdir: str, config_text: str, data: dict, *, ignore=IGNORED_FIELDS) -> None:
     """Records the run's config and data fingerprint, or refuses a workdir of another run.
 
     Args:

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data
+from warca_jax import bounded_reads, data
 from warca_jax.datasets import base
 
 VARIANTS = ("labeled", "detected")
@@ -103,8 +103,13 @@ def read_feature_json(path, *, num_rows: int) -> np.ndarray:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"feature file not found: {path}")
     with open(path, encoding="utf-8") as f:
-        try:
-            rows = json.load(f)
+        try:  # its numbers take several times their text in Python: a quarter of the budget
+            rows = bounded_reads.read_json(f, max_bytes=bounded_reads.max_array_bytes() // 4)
+        except bounded_reads.JsonLimitError as e:
+            raise ValueError(
+                f"{path}: the feature file {e} (a quarter of the memory budget for arrays, "
+                f"set by {bounded_reads.MAX_ARRAY_BYTES_ENV})"
+            ) from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON: {e}") from e
     if not isinstance(rows, list) or not rows or not isinstance(rows[0], list):

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import workdir
+from warca_jax import bounded_reads, workdir
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -163,7 +163,8 @@ class Entry:
         reason, record = self._check_record(shape)
         if reason is None:
             try:
-                cached = np.load(self.array_path, allow_pickle=False)
+                with open(self.array_path, "rb") as fh:  # sizes checked before reading
+                    cached = bounded_reads.read_npy(fh, self.array_path)
             except (ValueError, OSError, EOFError) as e:
                 reason = f"is damaged ({e})"
             else:
