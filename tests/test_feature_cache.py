@@ -204,3 +204,14 @@ def test_the_code_version_is_part_of_the_key(tmp_path, counted, settled, monkeyp
     monkeypatch.setitem(cache_lib.CODE_VERSIONS, "color_lbp", 99)
     _extract(paths, cache)
     assert len(counted) == 2 and len(os.listdir(cache)) == 4
+
+
+def test_the_image_reading_version_is_part_of_the_key(tmp_path, counted, settled, monkeypatch):
+    """Features cached before images were turned upright by their EXIF orientation are
+    not reused: the version of the image reading is in the key."""
+    paths = _write(tmp_path / "imgs")
+    cache = tmp_path / "cache"
+    _extract(paths, cache)
+    monkeypatch.setattr(cache_lib.images_lib, "READ_VERSION", 1)
+    _extract(paths, cache)
+    assert len(counted) == 2 and len(os.listdir(cache)) == 4
