@@ -19,6 +19,7 @@ import pytest
 from warca_jax import bounded_reads, pipeline, workdir, workdir_lock
 from warca_jax.datasets import cuhk03, npz_file
 from warca_jax.metric import DamagedModelError, Metric
+from warca_jax.protocol import jobs
 
 ENV = bounded_reads.MAX_ARRAY_BYTES_ENV
 HUGE = (300000, 300000)
@@ -216,10 +217,15 @@ def test_a_model_with_a_hostile_meta_is_damaged_naming_it(tmp_path, meta, reason
     assert msg.startswith(f"{path} is damaged") and "'meta' entry" in msg and reason in msg
 
 
-def _finished_split(wd, model_meta: str) -> None:
-    """A workdir whose split 0 has sound results and a model with ``model_meta``."""
-    os.makedirs(wd)
+SOUND_META = json.dumps({"kind": "identity", "input_dim": 3, "name": "m"})
+
+
+def _finished_split(wd, model_meta: str, **record) -> None:
+    """A workdir whose split 0 has sound results (with ``record``) and a model with
+    ``model_meta``."""
+    os.makedirs(wd, exist_ok=True)
     split = {"split": 0, "cmc": [50.0, 100.0], **{k: 50.0 for k in pipeline.SUMMARY_KEYS}}
+    split.update(record)
     workdir.write_json(os.path.join(wd, "split_0.json"), split)
     path = os.path.join(wd, "model_split0.npz")
     Metric("identity", 3, name="m").save(path)
@@ -228,13 +234,26 @@ def _finished_split(wd, model_meta: str) -> None:
 
 def test_a_finished_split_whose_model_meta_is_deeply_nested_is_redone(tmp_path, caplog):
     wd = str(tmp_path / "w")
-    _finished_split(wd, json.dumps({"kind": "identity", "input_dim": 3, "name": "m"}))
+    _finished_split(wd, SOUND_META)
     assert pipeline.reuse_split(wd, 0) is not None  # sound: reused
     _finished_split(str(tmp_path / "w2"), _deep(5000))
     with caplog.at_level(logging.WARNING):
         assert pipeline.reuse_split(str(tmp_path / "w2"), 0) is None
     assert "model_split0.npz cannot be reused" in caplog.text and "redoing split 0" in caplog.text
     assert "nested 5000 levels deep" in caplog.text
+
+
+def test_the_protocol_redoes_a_run_job_whose_model_meta_is_deeply_nested(tmp_path, caplog):
+    folder = str(tmp_path / "job")
+    job = dict(kind="run", dataset="d", label="m", split=0, folder=folder)
+    job.update(config_sha256="c", data_sha256="x", failed=os.path.join(folder, "failed.json"))
+    job["result"] = os.path.join(folder, "split_0.json")
+    _finished_split(folder, SOUND_META, **jobs.identity(job))
+    assert jobs.outcome(job)[0] == "done"
+    _finished_split(folder, _deep(5000), **jobs.identity(job))
+    with caplog.at_level(logging.WARNING):
+        assert jobs.outcome(job) is None  # no outcome: the job runs again
+    assert "model_split0.npz cannot be reused" in caplog.text and "nested 5000" in caplog.text
 
 
 def test_a_deeply_nested_workdir_file_is_damaged_and_redone(tmp_path, caplog):

@@ -43,6 +43,9 @@ _CHUNK = 1 << 24  # bytes read at a time (16 MiB)
 _MIN_BOMB = 1 << 20  # a member this small is read whatever its expansion
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET_STEP = np.zeros(256, np.int8)  # +1 for an opening bracket, -1 for a closing one
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 
 
 class ArrayTooLargeError(ValueError):
@@ -263,10 +266,8 @@ def read_npy(fh, path: str) -> np.ndarray:
 def json_depth(text: str) -> int:
     """The deepest nesting of ``[`` and ``{`` outside strings in a JSON text."""
     stripped = _STRING.sub("", text).encode("utf-8", "surrogatepass")
-    codes = np.frombuffer(stripped, np.uint8)
-    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int64)
-    steps -= np.isin(codes, (ord("]"), ord("}")))
-    return int(np.cumsum(steps).max(initial=0))
+    steps = _BRACKET_STEP[np.frombuffer(stripped, np.uint8)]
+    return int(np.cumsum(steps[steps != 0], dtype=np.int64).max(initial=0))
 
 
 def load_json(text: str | bytes, *, max_bytes: int | None = None, max_depth: int = MAX_JSON_DEPTH):
@@ -289,7 +290,8 @@ def load_json(text: str | bytes, *, max_bytes: int | None = None, max_depth: int
         raise JsonLimitError(f"is larger than {max_bytes} bytes, the most this file may hold")
     if isinstance(text, bytes):
         text = text.decode("utf-8")
-    depth = json_depth(text)
+    opened = text.count("[") + text.count("{")  # fewer than max_depth: no need to scan
+    depth = json_depth(text) if opened > max_depth else opened
     if depth > max_depth:
         raise JsonLimitError(f"is nested {depth} levels deep, more than the {max_depth} allowed")
     try:
