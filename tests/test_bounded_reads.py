@@ -97,6 +97,14 @@ def test_a_stored_member_must_hold_what_its_header_declares(tmp_path, monkeypatc
     assert "but holds 64 bytes of data" in msg
 
 
+def test_a_negative_dimension_is_refused_naming_the_array(tmp_path):
+    members = {**_dataset_members(), "labels": _npy_header((-24,), "<i8")}
+    path = _archive(tmp_path / "negative.npz", members)
+    with pytest.raises(ValueError) as err:
+        npz_file.load_npz(path)
+    assert f"{path}: array 'labels' declares a negative dimension" in _one_line(err)
+
+
 def _bomb(path, size: int, compression) -> str:
     """A .npz whose 'features' member inflates to ``size`` bytes of zeros."""
     rows = size // (8 * 1000)

@@ -138,6 +138,8 @@ def read_array(stream, *, where: str, available: int | None, limit: int | None =
     """
     counted = _Counting(stream)
     shape, fortran, dtype = _read_header(counted, where)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"{where} declares a negative dimension in its shape {tuple(shape)}")
     if dtype.hasobject:
         raise ValueError(
             f"{where}: Object arrays cannot be loaded when allow_pickle=False (the array "
