@@ -6,11 +6,13 @@ asserts the exception type and a fragment of its message, or the correct result.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pytest
@@ -366,6 +368,32 @@ def _nan_model(wd):
     np.savez(path, **arrays)
 
 
+def _deep_meta_model(wd):
+    """model_split1.npz whose JSON meta nests 5000 levels (a RecursionError to json)."""
+    path = wd / "model_split1.npz"
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["meta"] = np.asarray("[" * 5000 + "]" * 5000)
+    np.savez(path, **arrays)
+
+
+def _huge_model(wd):
+    """model_split1.npz whose projection declares 300000 x 300000 floats in 64 bytes."""
+    path = wd / "model_split1.npz"
+    with np.load(path) as z:
+        arrays = dict(z)
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            if name == "projection":
+                header = {"descr": "<f4", "fortran_order": False, "shape": (300000, 300000)}
+                np.lib.format.write_array_header_1_0(buf, header)
+                buf.write(bytes(64))
+            else:
+                np.save(buf, a)
+            zf.writestr(name + ".npy", buf.getvalue())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, reason",
@@ -382,8 +410,11 @@ def _nan_model(wd):
             (wd / "model_split1.npz").read_bytes()[:500]), "model_split1.npz cannot be reused"),
         (_nan_model, "model_split1.npz cannot be reused"),
         (lambda wd: (wd / "model_split1.npz").unlink(), "model_split1.npz is missing"),
+        (_deep_meta_model, "'meta' entry is nested 5000 levels deep"),
+        (_huge_model, "array 'projection' declares a float32 array of shape (300000, 300000)"),
     ],
-    ids=["nan", "other-split", "truncated", "incomplete", "cut-model", "nan-model", "no-model"],
+    ids=["nan", "other-split", "truncated", "incomplete", "cut-model", "nan-model", "no-model",
+         "deep-meta-model", "huge-model"],
 )  # fmt: skip
 def test_damaged_split_files_are_redone(tmp_path, finished, damage, reason, caplog):
     wd, config, results = _copy(finished, tmp_path)

@@ -78,14 +78,23 @@ def _truncate(path, _):
         f.truncate(os.path.getsize(path) - 1000)
 
 
+def _huge_header(path, _):
+    """The entry's array replaced by a header declaring 300000 x 300000 float32 values."""
+    with open(path, "wb") as f:
+        header = {"descr": "<f4", "fortran_order": False, "shape": (300000, 300000)}
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(bytes(64))
+
+
 DAMAGE = {
     "another dataset": _other_dataset,
     "rows permuted": lambda p, _: np.save(p, np.load(p)[[1, 0, 3, 2]]),
     "zeros": lambda p, _: np.save(p, np.zeros_like(np.load(p))),
     "truncated": _truncate,
+    "huge header": _huge_header,
     "four values": lambda p, _: np.save(p, np.load(p) + np.eye(4, 2580, 7, np.float32)),
 }
-REASON = {"truncated": "is damaged"}
+REASON = {"truncated": "is damaged", "huge header": "declares a float32 array of shape"}
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
@@ -193,5 +202,16 @@ def test_the_code_version_is_part_of_the_key(tmp_path, counted, settled, monkeyp
     cache = tmp_path / "cache"
     _extract(paths, cache)
     monkeypatch.setitem(cache_lib.CODE_VERSIONS, "color_lbp", 99)
+    _extract(paths, cache)
+    assert len(counted) == 2 and len(os.listdir(cache)) == 4
+
+
+def test_the_image_reading_version_is_part_of_the_key(tmp_path, counted, settled, monkeypatch):
+    """Features cached before images were turned upright by their EXIF orientation are
+    not reused: the version of the image reading is in the key."""
+    paths = _write(tmp_path / "imgs")
+    cache = tmp_path / "cache"
+    _extract(paths, cache)
+    monkeypatch.setattr(cache_lib.images_lib, "READ_VERSION", 1)
     _extract(paths, cache)
     assert len(counted) == 2 and len(os.listdir(cache)) == 4

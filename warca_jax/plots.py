@@ -239,11 +239,12 @@ def _ranked_arrays(query_labels, ranked_labels, matches, distances, query_images
 
 
 def _image_drawer():
-    """``show(ax, image_path)``, which draws an image file into ``ax`` (read with Pillow)."""
-    from PIL import Image  # only this drawing reads pixels
+    """``show(ax, image_path)``, which draws an image file into ``ax`` as the descriptors
+    read it (``features.images.open_image``: upright, its pixel count bounded)."""
+    from warca_jax.features import images  # only this drawing reads pixels
 
     def show(ax, image_path):  # a FIFO or device in an image's place: refused, not opened
-        with reads.open_regular(image_path, what="image file") as f, Image.open(f) as im:
+        with images.open_image(image_path) as im:
             ax.imshow(np.asarray(im.convert("RGB")), aspect="auto")
 
     return show

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from warca_jax import reads, workdir_lock, writes
+from warca_jax import bounded_reads, reads, workdir_lock, writes
 
 # re-exported: the writers every module uses
 from warca_jax.writes import (  # noqa: F401
@@ -107,13 +107,14 @@ def write_figure(path: str, fig, **savefig) -> None:
 
 
 def read_json(path: str, *, what: str = "file"):
-    """Reads a JSON file; a damaged one, or a folder, FIFO or device in its place
-    (``reads.open_regular``: never opened), is a DamagedFileError naming it."""
+    """Reads a JSON file (size, depth bounded); a damaged one or a FIFO is a DamagedFileError."""
     try:
         with reads.open_regular(path, "r", encoding="utf-8", what=what) as f:
-            return json.load(f)
+            return bounded_reads.read_json(f)
     except reads.NotARegularFileError as e:
         raise DamagedFileError(str(e)) from None
+    except bounded_reads.JsonLimitError as e:  # too large or deep: refused before parsing
+        raise DamagedFileError(f"{path}: the {what} {e}; remove it") from None
     except json.JSONDecodeError as e:
         raise DamagedFileError(
             f"{path}: the {what} is damaged (not valid JSON: {e.msg} at line {e.lineno}, "
@@ -199,8 +200,8 @@ def read_jsonl(path: str) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = bounded_reads.load_json(line)
+            except ValueError:  # not JSON, or over bounded_reads' size or depth
                 row = None
             if not isinstance(row, dict):
                 logging.warning("%s line %d is damaged; dropping it", path, i)

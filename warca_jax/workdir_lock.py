@@ -35,7 +35,7 @@ import time
 
 from absl import logging
 
-from warca_jax import writes
+from warca_jax import bounded_reads, writes
 from warca_jax.writes import writing
 
 LOCK_FILE = ".lock"
@@ -48,7 +48,7 @@ class WorkdirInUseError(RuntimeError):
 def _describe(text: str) -> str:
     """``pid P on host H (since T)`` from a lock file's JSON, or why it cannot say."""
     try:
-        holder = json.loads(text)
+        holder = bounded_reads.load_json(text)  # a deep nest: a ValueError, no RecursionError
         return f"pid {holder['pid']} on host {holder['host']} (since {holder['started']})"
     except (ValueError, TypeError, KeyError):
         return "a process that has not yet written its pid and host"

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data, reads
+from warca_jax import bounded_reads, data, reads
 from warca_jax.datasets import base
 
 VARIANTS = ("labeled", "detected")
@@ -102,8 +102,13 @@ def read_feature_json(path, *, num_rows: int) -> np.ndarray:
     with reads.open_regular(
         path, "r", encoding="utf-8", what="feature file", expected="a regular .json file"
     ) as f:
-        try:
-            rows = json.load(f)
+        try:  # its numbers take several times their text in Python: a quarter of the budget
+            rows = bounded_reads.read_json(f, max_bytes=bounded_reads.max_array_bytes() // 4)
+        except bounded_reads.JsonLimitError as e:
+            raise ValueError(
+                f"{path}: the feature file {e} (a quarter of the memory budget for arrays, "
+                f"set by {bounded_reads.MAX_ARRAY_BYTES_ENV})"
+            ) from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON: {e}") from e
     if not isinstance(rows, list) or not rows or not isinstance(rows[0], list):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 
 import numpy as np
 
-from warca_jax import reads
+from warca_jax import bounded_reads, reads
 from warca_jax.data import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
@@ -38,14 +39,20 @@ NPZ_EXPECTED = (
 def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
     """Reads the arrays ``keys`` of a .npz archive; anything else is a clear error.
 
+    Every array is read bounded (``warca_jax.bounded_reads``): its declared size is
+    checked against the memory budget (``WARCA_JAX_MAX_ARRAY_BYTES``) and against what
+    the archive holds before anything is allocated.
+
     Returns:
       The arrays found among ``keys`` (by name) and the names of all arrays present.
 
     Raises:
       ValueError: the file is empty, truncated, not a .npz archive, holds one bare array,
-        or holds Python objects (e.g. a ragged array) instead of plain arrays; each
-        message names the file and what was expected. A FIFO, device or socket (links
-        resolved) is a ``reads.NotARegularFileError``, refused before it is opened.
+        or holds Python objects (e.g. a ragged array) instead of plain arrays, or an array
+        declares more bytes than it holds or than the budget allows
+        (``bounded_reads.ArrayTooLargeError``); each message names the file and what was
+        expected. A FIFO, device or socket (links resolved) is a
+        ``reads.NotARegularFileError``, refused before it is opened.
     """
     expected = f"a regular file: {NPZ_EXPECTED}"
     if reads.regular_file(path, what=what, expected=expected).st_size == 0:
@@ -57,8 +64,10 @@ def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
 def _read_npz(fh, path: str, keys, what: str) -> tuple[dict, list[str]]:
     """`read_npz` on an open file handle."""
     try:
-        npz = np.load(fh, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        npz = bounded_reads.load(fh, path)
+    except bounded_reads.ArrayTooLargeError:
+        raise  # one line naming the file, the array and the limit
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         if isinstance(e, ValueError) and "pickle" in str(e):
             reason = "it is not a numpy file (text, or pickled data)"
         elif isinstance(e, zipfile.BadZipFile | EOFError):
@@ -68,7 +77,7 @@ def _read_npz(fh, path: str, keys, what: str) -> tuple[dict, list[str]]:
         raise ValueError(
             f"{path}: cannot read the {what}: {reason}; expected {NPZ_EXPECTED}"
         ) from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):
+    if not isinstance(npz, bounded_reads.NpzArchive):
         raise ValueError(
             f"{path}: the {what} holds one unnamed array of shape {npz.shape}; expected "
             f"{NPZ_EXPECTED}"
@@ -82,14 +91,14 @@ def _read_npz(fh, path: str, keys, what: str) -> tuple[dict, list[str]]:
             try:
                 arrays[k] = npz[k]
             except ValueError as e:
-                if "pickle" in str(e) or "Object arrays" in str(e):
-                    raise ValueError(
-                        f"{path}: array {k!r} holds Python objects (a ragged array, or "
-                        "strings of mixed length?), not numbers; expected a rectangular "
-                        "numeric array"
-                    ) from None
-                raise ValueError(f"{path}: array {k!r} cannot be read: {e}") from None
-            except (EOFError, OSError, zipfile.BadZipFile) as e:
+                if "Object arrays" not in str(e):
+                    raise  # bounded_reads: one line naming the file and the array
+                raise ValueError(
+                    f"{path}: array {k!r} holds Python objects (a ragged array, or "
+                    "strings of mixed length?), not numbers; expected a rectangular "
+                    "numeric array"
+                ) from None
+            except (EOFError, OSError, zipfile.BadZipFile, zlib.error) as e:
                 raise ValueError(
                     f"{path}: array {k!r} is damaged or truncated ({e}); expected {NPZ_EXPECTED}"
                 ) from None

@@ -3,8 +3,10 @@
 An entry is two files in ``cache_dir``: ``<descriptor>_<key16>.npy`` (the [n, D] float32
 features) and ``<descriptor>_<key16>.json`` (what they were computed from). The key is a
 sha256 over the request: the descriptor's name, its keyword defaults, the image size it
-describes (height x width), the descriptor's code version (``CODE_VERSIONS``) and the
-absolute paths of the images in order. The JSON records the full key, the array's shape,
+describes (height x width), the descriptor's code version (``CODE_VERSIONS``), the version
+of the image reading (``images.READ_VERSION``: entries of images read before they were
+turned upright by their EXIF orientation are for other inputs) and the absolute paths of
+the images in order. The JSON records the full key, the array's shape,
 dtype and checksum (``array_checksum``), and two digests of the images:
 
 * ``stamps``: a sha256 over every image's size, mtime, ctime and inode (``os.stat``).
@@ -48,7 +50,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import reads, workdir
+from warca_jax import bounded_reads, reads, workdir
+from warca_jax.features import images as images_lib
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -73,13 +76,15 @@ def parameters(fn: Callable) -> dict:
 
 
 def entry_key(paths: Sequence[str], *, descriptor: str, options: dict, height: int, width: int):
-    """sha256 hex digest of a request: descriptor, options, size, code version, paths."""
+    """sha256 hex digest of a request: descriptor, options, size, code and image-reading
+    versions, paths."""
     head = {
         "descriptor": descriptor,
         "parameters": options,
         "height": height,
         "width": width,
         "code_version": CODE_VERSIONS.get(descriptor, 0),
+        "image_reading": images_lib.READ_VERSION,
         "format": FORMAT,
     }
     h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
@@ -165,7 +170,7 @@ class Entry:
         if reason is None:
             try:  # a FIFO or device in its place is refused, never opened
                 with reads.open_regular(self.array_path, what="the entry's array") as fh:
-                    cached = np.load(fh, allow_pickle=False)
+                    cached = bounded_reads.read_npy(fh, self.array_path)  # sizes checked first
             except reads.NotARegularFileError as e:
                 reason = f"is refused ({e})"
             except (ValueError, OSError, EOFError) as e:

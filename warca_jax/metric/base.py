@@ -24,7 +24,9 @@ kernel name and bandwidth and the support vectors included, and loaded back
 with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
 (``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
 whole, finite saved metric (cut short, a corrupt archive, another file, arrays that no
-longer match ``input_dim``), so that a caller can redo the model instead of using it.
+longer match ``input_dim``, arrays or a JSON meta beyond the limits of
+``warca_jax.bounded_reads``, checked before anything is allocated), so that a caller can
+redo the model instead of using it.
 ``transform`` takes numeric features only (a ValueError naming the dtype otherwise).
 """
 
@@ -34,13 +36,15 @@ import dataclasses
 import json
 import os
 import zipfile
+import zlib
 
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances, kernels, reads, workdir
+from warca_jax import bounded_reads, distances, kernels, reads, workdir
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
+MAX_META_BYTES = 1 << 20  # a saved metric's JSON 'meta' (its names and numbers)
 _SUBCLASSES: dict = {}  # kind -> Metric subclass (warca_jax.metric.kinds)
 # Kinds whose distance is a plain distance between the rows of ``transform``.
 EMBEDDING_KINDS = ("identity", "linear", "kernel")
@@ -57,6 +61,20 @@ class DamagedModelError(ValueError):
 
 class NonFiniteMetricError(FloatingPointError):
     """A metric holds NaN or inf (``Metric.check_finite``); never saved or used."""
+
+
+def _read_meta(archive: bounded_reads.NpzArchive):
+    """The JSON 'meta' entry of a saved metric, read within ``MAX_META_BYTES`` and
+    ``bounded_reads.MAX_JSON_DEPTH``: a huge or deeply nested one is a ValueError saying
+    so (the caller names the file), never a MemoryError or a RecursionError."""
+    try:  # a numpy string takes 4 bytes a character
+        text = str(archive.read("meta", limit=4 * MAX_META_BYTES))
+    except bounded_reads.ArrayTooLargeError:
+        raise ValueError(f"its 'meta' entry is longer than {MAX_META_BYTES} characters") from None
+    try:
+        return bounded_reads.load_json(text, max_bytes=MAX_META_BYTES)
+    except bounded_reads.JsonLimitError as e:
+        raise ValueError(f"its 'meta' entry {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +308,10 @@ class Metric:
           DamagedModelError: the file is not a whole saved metric: cut short or corrupt,
             not an ``.npz`` archive, an archive without the saved metric's entries, entries
             that do not make a metric (a projection or support vectors that do not match
-            ``input_dim``, both shapes named), or NaN or inf in it.
+            ``input_dim``, both shapes named), or NaN or inf in it; an array declaring more
+            bytes than it holds or than the memory budget (``bounded_reads``, refused
+            before allocating), a 'meta' entry over ``MAX_META_BYTES`` or nested deeper
+            than ``bounded_reads.MAX_JSON_DEPTH``. A workdir's run redoes such a model.
         """
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")
@@ -300,24 +321,28 @@ class Metric:
                 f"{path} is damaged (truncated or corrupt) or not a warca_jax model: {why}"
             )
 
-        try:  # the file opened here, so that it is closed whatever np.load makes of it
+        try:  # the file opened here, so that it is closed whatever is made of it
             fh = reads.open_regular(path, what="saved metric")  # a FIFO: refused, not opened
-            with fh, np.load(fh, allow_pickle=False) as f:
+            with fh, bounded_reads.load(fh, os.fspath(path)) as f:
                 if "meta" not in f.files:
                     raise damaged(f"no 'meta' entry, not a saved Metric (entries: {f.files})")
-                meta = json.loads(str(f["meta"]))
+                meta = _read_meta(f)
                 if not isinstance(meta, dict):
-                    raise damaged(f"its 'meta' entry is not a JSON object: {meta!r}")
+                    raise damaged(f"its 'meta' entry is not a JSON object: {meta!r:.200}")
                 names = meta.pop("array_fields", [])
+                if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
+                    raise damaged(f"its 'array_fields' is not a list of names: {names!r:.200}")
                 missing = [k for k in names if k not in f.files]
                 if missing:
                     raise damaged(f"arrays {missing} are missing (entries: {f.files})")
                 arrays = {k: f[k] for k in names}
         except (DamagedModelError, reads.NotARegularFileError):
             raise
-        except AttributeError as e:  # np.load of a plain .npy gives an array, no .files
+        except bounded_reads.ArrayTooLargeError as e:  # one line naming the file already
+            raise DamagedModelError(f"model {e}") from None
+        except (AttributeError, TypeError) as e:  # a plain .npy gives an array, no .files
             raise damaged(f"not an .npz archive of named arrays ({e})") from e
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, TypeError) as e:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as e:
             raise damaged(f"{type(e).__name__}: {e}") from e
         kind = meta.get("kind")
         target = _SUBCLASSES.get(kind, Metric)
