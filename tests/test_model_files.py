@@ -203,3 +203,27 @@ def test_a_damaged_model_in_a_workdir_is_redone(tmp_path, caplog, meta, arrays, 
     assert "model_split0.npz cannot be reused" in caplog.text and f"'{field}'" in caplog.text
     assert again["mean"]["rank1"] == first["mean"]["rank1"]
     assert Metric.load(model).name == "kissme"  # the split was redone and its model rewritten
+
+
+# ----------------------------------------------------------------------------- estimators
+def test_from_metric_refuses_another_methods_model(tmp_path):
+    """``WARCA.from_metric`` of a saved KISSME model would answer as WARCA with KISSME's
+    distance: refused, naming both; the KISSME estimator (or ``MetricLearner``) takes it."""
+    wsk = pytest.importorskip("warca_jax.sklearn")
+    x, y, _ = make_synthetic(num_ids=12, images_per_id=4, num_cams=2, dim=16, seed=1)
+    wsk.KISSME().fit(x, y).metric_.save(tmp_path / "kissme_model.npz")
+    kissme = Metric.load(tmp_path / "kissme_model.npz")
+    with pytest.raises(ValueError, match=r"model of method 'kissme' .*not of 'warca'"):
+        wsk.WARCA.from_metric(kissme)
+    with pytest.raises(ValueError, match=r"model of method 'kissme' .*not of 'lfda'"):
+        wsk.MetricLearner.from_metric(kissme, method="lfda")
+    est = wsk.KISSME.from_metric(kissme)
+    assert type(est).__name__ == "KISSME" and est.metric_ is kissme
+    assert wsk.MetricLearner.from_metric(kissme).method == "kissme"
+    np.testing.assert_array_equal(est.transform(x[:3]), kissme.transform(x[:3]))
+    unnamed = Metric("linear", 16, projection=np.eye(2, 16, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"from_metric: field 'name': '' names no registered"):
+        wsk.MetricLearner.from_metric(unnamed)
+    odd = Metric("identity", 16, name="kissme")  # an identity map is not KISSME's
+    with pytest.raises(ValueError, match=r"field 'kind': a 'identity' metric is not a model"):
+        wsk.KISSME.from_metric(odd)

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from warca_jax import methods
+from warca_jax import methods, model_checks
 from warca_jax.metric import EMBEDDING_KINDS, Metric
 from warca_jax.sklearn import pairs as _pairs
 
@@ -57,13 +57,32 @@ class _Learner(TransformerMixin, BaseEstimator):
         """A fitted estimator whose learned metric is ``metric`` (e.g. ``Metric.load(path)``).
 
         ``params`` are the constructor's (hyper-parameters for a refit, which ``clone``
-        keeps); ``MetricLearner`` takes ``method`` from ``metric.name`` when that names a
-        registered method. ``history_`` is empty.
+        keeps); ``MetricLearner`` takes ``method`` from the metric. ``history_`` is empty.
+
+        Raises:
+          TypeError: ``metric`` is not a ``Metric``.
+          ValueError: the metric is no model of a registered method (its ``name`` names
+            none, or its kind is not that method's: ``model_checks.registered_method``), or
+            it is another method's than this estimator's (``WARCA.from_metric`` of a KISSME
+            model, ``MetricLearner.from_metric(m, method="lfda")`` of one); both methods
+            are named. An estimator must not answer as a method whose model it does not hold.
         """
         if not isinstance(metric, Metric):
             raise TypeError(f"from_metric needs a warca_jax Metric, got {type(metric).__name__}")
-        if cls is MetricLearner and "method" not in params and metric.name in methods.registry():
-            params["method"] = metric.name
+        try:
+            found = model_checks.registered_method(metric)
+        except ValueError as e:
+            raise ValueError(f"from_metric: {e}") from None
+        if issubclass(cls, MetricLearner):
+            wanted = params.setdefault("method", found)
+        else:
+            wanted = cls.method_name
+        if wanted != found:
+            raise ValueError(
+                f"from_metric: the metric is a model of method {found!r} (name "
+                f"{metric.name!r}), not of {wanted!r}; wrap it with "
+                f"warca_jax.sklearn.estimator_class({found!r}).from_metric"
+            )
         est = cls(**params)
         est.metric_, est.history_, est.n_features_in_ = metric, [], metric.input_dim
         return est
