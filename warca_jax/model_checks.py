@@ -139,7 +139,7 @@ def registered_method(metric: Metric) -> str:
     kinds = registry[found].kinds
     if metric.kind not in kinds:
         raise ValueError(
-            f"field 'kind': a {metric.kind!r} metric is not a model of method {found!r}, "
-            f"which learns {' or '.join(repr(k) for k in kinds)} metrics"
+            f"field 'kind': method {found!r} learns {' or '.join(repr(k) for k in kinds)} "
+            f"metrics, not {metric.kind!r} ones: this is not a {found} model"
         )
     return found
