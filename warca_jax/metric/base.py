@@ -59,6 +59,7 @@ KINDS = ("identity", "linear", "kernel", "kernel_distance")
 # features that ``feature_scale`` has already brought to an ordinary size, so it lies far
 # inside this range; only a damaged or forged file holds one outside it.
 INPUT_SCALE_RANGE = (1e-30, 1e30)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _SUBCLASSES: dict = {}  # kind -> Metric subclass (warca_jax.metric.kinds)
 # Kinds whose distance is a plain distance between the rows of ``transform``.
 EMBEDDING_KINDS = ("identity", "linear", "kernel")
@@ -281,9 +282,11 @@ class Metric:
     def scaled_features(self, x: np.ndarray) -> np.ndarray:
         """``x`` checked (numeric, shape [n, input_dim], finite) and times ``feature_scale``.
 
-        The product is taken in float64 and cast to float32 (exact for a power of two
-        unless the result leaves float32's range); with a scale of 1 ``x`` is returned as
-        it is, so that features of ordinary size go through unchanged.
+        The product is taken in float64 and cast to float32 (exact for a power of two);
+        with a scale of 1 ``x`` is returned as it is, so that features of ordinary size go
+        through unchanged. Features that times the scale leave float32's range are a
+        ``NonFiniteEmbeddingError`` naming both their size and the model's scale: the
+        features are not of the size the model was trained on.
         """
         x = np.asarray(x)
         if x.dtype.kind not in "biuf":
@@ -297,12 +300,18 @@ class Metric:
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("transform got NaN or inf in the features")
+        if self.feature_scale == 1.0 and x.dtype in (np.float32, np.float16, np.bool_):
+            return x  # fits float32 as it is
+        largest = float(np.max(np.abs(x))) if x.size else 0.0
+        if largest * self.feature_scale > _FLOAT32_MAX:
+            raise NonFiniteEmbeddingError(
+                f"features of largest magnitude {largest:g} times the feature_scale "
+                f"{self.feature_scale:g} of {self.describe()} leave float32's range (up to "
+                f"{_FLOAT32_MAX:g}): the features are not of the size the model was trained on"
+            )
         if self.feature_scale == 1.0:
             return x
-        with np.errstate(over="ignore"):  # an overflow is reported, naming the model
-            return self.finite_output(
-                (x.astype(np.float64) * self.feature_scale).astype(np.float32)
-            )
+        return (x.astype(np.float64) * self.feature_scale).astype(np.float32)
 
     def describe(self) -> str:
         """The model, for a message: its name and kind, and its file once loaded."""
@@ -331,6 +340,12 @@ class Metric:
 
         Returns:
           [n, D'] float32 embeddings (x itself for an identity metric).
+
+        Raises:
+          ValueError: features that are not numbers, of another width, or with NaN or inf.
+          NonFiniteEmbeddingError: (a ValueError) finite features that leave float32's range
+            times ``feature_scale``, or whose embedding is not finite: the message names the
+            model (and its file once loaded) and its scale factors, not the features.
         """
         x = self.scaled_features(x)
         if self.kind in ("identity", "kernel_distance"):
