@@ -282,7 +282,7 @@ def _saved(tmp_path):
 
 def test_a_model_file_with_nan_weights_is_refused(tmp_path):
     path = tmp_path / "nan.npz"
-    Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32)).save(path)
+    Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32), name="warca").save(path)
     with np.load(path) as f:
         arrays = dict(f)
     arrays["projection"] = np.full((2, 3), np.nan, np.float32)

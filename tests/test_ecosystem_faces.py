@@ -39,7 +39,9 @@ def reid_ref():
 
 
 def test_a_given_linear_map_answers_as_metric_learn(ml_ref):
-    est = wsk.MetricLearner.from_metric(Metric("linear", 5, projection=ml_ref["L"]))
+    est = wsk.MetricLearner.from_metric(
+        Metric("linear", 5, projection=ml_ref["L"], name="mahalanobis")
+    )
     np.testing.assert_array_equal(est.components_, ml_ref["L"])
     np.testing.assert_allclose(est.get_mahalanobis_matrix(), ml_ref["mahalanobis_matrix"], 1e-5)
     pairs = ml_ref["pairs"]
@@ -73,7 +75,7 @@ def test_mahalanobis_features_is_metric_learns_covariance(ml_ref):
 @pytest.mark.parametrize("input_scale, feature_scale", [(0.37, 2.0**-3), (5.0, 2.0**40)])
 def test_components_fold_in_the_metrics_scale_factors(ml_ref, input_scale, feature_scale):
     x = ml_ref["X"] / feature_scale  # the user's features, of any size
-    metric = Metric("linear", 5, projection=ml_ref["L"].astype(np.float32),
+    metric = Metric("linear", 5, projection=ml_ref["L"].astype(np.float32), name="mahalanobis",
                     input_scale=input_scale, feature_scale=feature_scale)  # fmt: skip
     est = wsk.MetricLearner.from_metric(metric)
     emb = est.transform(x)
@@ -99,7 +101,7 @@ def _kernel_metric(x):
     rng = np.random.default_rng(0)
     proj = rng.normal(size=(3, 10)).astype(np.float32)
     return Metric("kernel", 5, projection=proj, support=x[:10].astype(np.float32),
-                  kernel="rbf", gamma=0.05)  # fmt: skip
+                  kernel="rbf", gamma=0.05, name="warca")  # fmt: skip
 
 
 @pytest.mark.parametrize("which", ["kernel", "kernel_distance", "cosine"])
@@ -107,7 +109,9 @@ def test_metrics_without_a_map_have_no_components_but_a_distance(ml_ref, which):
     x = ml_ref["X"]
     metric = {
         "kernel": _kernel_metric(x),
-        "kernel_distance": Metric("kernel_distance", 5, kernel="rbf", gamma=0.05),
+        "kernel_distance": Metric(
+            "kernel_distance", 5, kernel="rbf", gamma=0.05, name="kernel_nn_rbf"
+        ),
         "cosine": Metric("identity", 5, distance="cosine", name="nn_cosine"),
     }[which]
     est = wsk.MetricLearner.from_metric(metric)
@@ -126,7 +130,7 @@ def test_metrics_without_a_map_have_no_components_but_a_distance(ml_ref, which):
 
 def test_get_metric_serves_a_neighbours_classifier(ml_ref):
     x, y = ml_ref["X"], np.repeat(np.arange(12), 5)
-    for metric in (Metric("linear", 5, projection=ml_ref["L"]), _kernel_metric(x)):
+    for metric in (Metric("linear", 5, projection=ml_ref["L"], name="xqda"), _kernel_metric(x)):
         est = wsk.MetricLearner.from_metric(metric)
         knn = KNeighborsClassifier(1, metric=est.get_metric()).fit(x[::2], y[::2])
         # the same neighbours as the learned distances give
@@ -165,11 +169,13 @@ def test_unfitted_and_kmeans_estimators(ml_ref):
         wsk.MetricLearner.from_metric(np.eye(5))
 
 
-def test_from_metric_takes_the_method_of_a_named_metric(ml_ref):
+def test_from_metric_takes_the_method_of_the_metric(ml_ref):
     metric = Metric("linear", 5, projection=ml_ref["L"], name="kissme")
     assert wsk.MetricLearner.from_metric(metric).method == "kissme"
-    assert wsk.MetricLearner.from_metric(metric, method="lfda").method == "lfda"
-    assert wsk.WARCA.from_metric(metric, dim=3).dim == 3
+    assert wsk.MetricLearner.from_metric(metric, method="kissme").method == "kissme"
+    assert type(wsk.KISSME.from_metric(metric, reg=0.5)).__name__ == "KISSME"
+    warca = Metric("linear", 5, projection=ml_ref["L"], name="warca")
+    assert wsk.WARCA.from_metric(warca, dim=3).dim == 3
 
 
 # ------------------------------------------------------------------ torchreid's face

@@ -17,7 +17,9 @@ def test_linear_and_kernel_transform_and_round_trip(tmp_path):
 
     support = rng.uniform(size=(11, 6)).astype(np.float32)
     a = rng.normal(size=(3, 11)).astype(np.float32)
-    ker = Metric("kernel", 6, projection=a, support=support, kernel="chi2_rbf", gamma=0.3)
+    ker = Metric(
+        "kernel", 6, projection=a, support=support, kernel="chi2_rbf", gamma=0.3, name="lfda"
+    )
     expected = np.asarray(kernels.kernel_matrix(x, support, kernel="chi2_rbf", gamma=0.3)) @ a.T
     np.testing.assert_allclose(ker.transform(x), expected, rtol=1e-5, atol=1e-6)
 
@@ -86,8 +88,14 @@ def test_kernel_distance_is_the_feature_space_distance():
     )
 
 
-def test_subclass_kinds_round_trip(tmp_path):
+def test_subclass_kinds_round_trip(tmp_path, monkeypatch):
     import dataclasses
+
+    from warca_jax import methods
+
+    # a new kind comes with the learner that returns it (its ``Method.kinds``)
+    learner = methods.Method(None, None, None, (), kinds=("test_scaled",))
+    monkeypatch.setitem(methods.registry(), "s", learner)
 
     @dataclasses.dataclass(frozen=True)
     class Scaled(Metric):
@@ -111,14 +119,14 @@ def test_input_scale_is_applied_at_transform_and_survives_save(tmp_path):
     rng = np.random.default_rng(0)
     w = rng.normal(size=(3, 5)).astype(np.float32)
     x = rng.normal(size=(7, 5)).astype(np.float32)
-    m = Metric("linear", 5, projection=w, input_scale=0.25)
+    m = Metric("linear", 5, projection=w, input_scale=0.25, name="warca")
     np.testing.assert_allclose(m.transform(x), 0.25 * x @ w.T, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m.mahalanobis_matrix(), 0.0625 * w.T @ w, rtol=1e-6)
     m.save(tmp_path / "m.npz")
     back = Metric.load(tmp_path / "m.npz")
     assert back.input_scale == 0.25
     np.testing.assert_allclose(back.transform(x), m.transform(x))
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
+    for bad in (0.0, -1.0, float("nan"), float("inf"), 1e300, 1e-300, 10**400, True, "1"):
         with pytest.raises(ValueError, match="input_scale"):
             Metric("linear", 5, projection=w, input_scale=bad)
 
@@ -165,7 +173,7 @@ def test_a_projection_that_does_not_match_input_dim_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"support vectors of shape \(3, 2\).*input_dim 6"):
         Metric("kernel", 6, projection=np.ones((1, 3)), support=np.ones((3, 2)), kernel="rbf")
     path = tmp_path / "m.npz"
-    Metric("linear", 5, projection=w).save(path)
+    Metric("linear", 5, projection=w, name="kissme").save(path)
     _rewrite_meta(path, input_dim=7)  # the model no longer matches its input dimension
     with pytest.raises(
         DamagedModelError, match=r"m.npz is damaged.*projection of shape \(3, 5\).*input_dim 7"

@@ -1,17 +1,23 @@
-"""The checks that a learner's training did not diverge: its history rows and its model.
+"""The checks that a learner's training did not diverge, and that a model is its method's.
 
 ``check_row`` refuses a history row of a diverged run (a non-finite value, or a loss grown
 ``MAX_LOSS_GROWTH`` times past its reference); ``check_model`` refuses a model with NaN
 or inf, or one that maps every training sample to the same point (an all-zero
 projection). Both raise ``TrainingDivergedError``. ``warca_jax.learner_loop`` (which
 re-exports them) calls them on every chunk and at the end of every fit.
+
+``registered_method`` names the method of the registry that a model belongs to, and
+refuses one whose ``name`` is no registered method or whose kind that method never
+learns: ``Metric.save`` and ``Metric.load`` call it, so that a file cannot pass for
+another learner's model, and ``check_model`` calls it on every fitted model, so that the
+kinds each method declares (``Method.kinds``) are those its fit returns.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.metric import Metric
+from warca_jax.metric import Metric, NonFiniteEmbeddingError
 
 # A loss more than this many times its reference (the learner's loss scale at the start,
 # or the first logged loss) is a diverged run: no training that is converging gets there.
@@ -69,7 +75,9 @@ def check_model(
 
     Refused: NaN or inf in any of its arrays or floats; an all-zero projection; and, given
     the training ``features``, embeddings of (up to 64 of) them that are not finite or
-    all the same point (every distance 0: nothing was learned).
+    all the same point (every distance 0: nothing was learned). A model that is not one of
+    its method's kinds (``registered_method``) is a ValueError: the learner's fault, not the
+    training's.
 
     Args:
       metric: a learner's result.
@@ -88,20 +96,50 @@ def check_model(
             f"{method} produced a degenerate model: its projection is all zeros (every input "
             f"maps to the same point); {hint}"
         )
-    if features is None or metric.kind not in ("linear", "kernel"):
-        return metric
-    x = np.asarray(features[:_CHECK_ROWS])
-    if x.ndim != 2 or len(x) < 2:
-        return metric
-    emb = np.asarray(metric.transform(x), np.float64)
-    if not np.all(np.isfinite(emb)):
-        raise TrainingDivergedError(
-            f"{method} produced a model whose embeddings of training samples are not finite "
-            f"(overflow: entries too large); {hint}"
-        )
-    if np.any(np.ptp(x.astype(np.float64), axis=0) > 0) and not np.any(np.ptp(emb, axis=0) > 0):
-        raise TrainingDivergedError(
-            f"{method} produced a degenerate model: it maps {len(x)} different training samples "
-            f"to one point; {hint}"
-        )
+    x = None if features is None else np.asarray(features[:_CHECK_ROWS])
+    if metric.kind in ("linear", "kernel") and x is not None and x.ndim == 2 and len(x) >= 2:
+        try:
+            emb = np.asarray(metric.transform(x), np.float64)
+        except NonFiniteEmbeddingError as e:
+            raise TrainingDivergedError(
+                f"{method} produced a model whose embeddings of training samples are not "
+                f"finite (overflow: entries too large); {hint}"
+            ) from e
+        if np.any(np.ptp(x.astype(np.float64), axis=0) > 0) and not np.any(np.ptp(emb, axis=0) > 0):
+            raise TrainingDivergedError(
+                f"{method} produced a degenerate model: it maps {len(x)} different training "
+                f"samples to one point; {hint}"
+            )
+    registered_method(metric)  # a learner returning a kind its method does not declare
     return metric
+
+
+def registered_method(metric: Metric) -> str:
+    """The registered method ``metric`` belongs to; ValueError naming the field otherwise.
+
+    A model's ``name`` is its method's name, or the method's name, ``_`` and a variant
+    (``nn_cosine``, ``kernel_nn_rbf``: the longest registered name that starts it), and its
+    ``kind`` is one of the kinds that method declares (``Method.kinds``): a file claiming
+    to be a KISSME model while holding a kernel map, or naming no learner at all, would
+    otherwise be used (or wrapped as an estimator) as what it is not.
+    """
+    from warca_jax import methods  # the learners import this module
+
+    registry = methods.registry()
+    name = metric.name
+    found = name if name in registry else None
+    if found is None and isinstance(name, str):
+        prefixes = [m for m in registry if name.startswith(m + "_")]
+        found = max(prefixes, key=len) if prefixes else None
+    if found is None:
+        raise ValueError(
+            f"field 'name': {name!r} names no registered method; expected a method's name "
+            f"(or <method>_<variant>, e.g. 'nn_cosine') among {sorted(registry)}"
+        )
+    kinds = registry[found].kinds
+    if metric.kind not in kinds:
+        raise ValueError(
+            f"field 'kind': method {found!r} learns {' or '.join(repr(k) for k in kinds)} "
+            f"metrics, not {metric.kind!r} ones: this is not a {found} model"
+        )
+    return found

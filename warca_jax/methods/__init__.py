@@ -26,6 +26,11 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
   (``warca_jax.learner_loop.run_in_chunks``). ``warca_jax.pipeline`` evaluates on held-out
   identities this way (``data.val_fraction``).
 
+* ``kinds`` (default ``("linear",)``): the ``Metric`` kinds its ``fit`` may return; a
+  metric's ``name`` is its method's name (or ``<method>_<variant>``, e.g. ``nn_cosine``),
+  and a model whose kind is not one of its method's is refused
+  (``warca_jax.model_checks.registered_method``);
+
 * ``default_config(variant)`` and ``variants``: the learner's default hyperparameters, the
   ``method`` section of a config, for each named variant (the first is the default);
   ``warca_jax.defaults.method_config("lfda:chi2")`` reads them, and every file in
@@ -68,6 +73,9 @@ class Method(NamedTuple):
     # ``grid(features, labels, cfg, lams_etas, *, seed, cams)``: the fits of a
     # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
     grid: Callable | None = None
+    # the ``Metric`` kinds its fit returns: what a saved model of this method may hold
+    # (``model_checks.registered_method`` refuses any other at save, load and fit)
+    kinds: tuple[str, ...] = ("linear",)
 
 
 def with_callback() -> list[str]:

@@ -182,8 +182,14 @@ def mahalanobis_config(variant: str = "features") -> ml_collections.ConfigDict:
 
 
 METHODS = {
-    "nn": Method(fit_nn, validate_nn, nn_config, NN_VARIANTS),
-    "kernel_nn": Method(fit_kernel_nn, validate_kernel_nn, kernel_nn_config, KERNEL_NN_VARIANTS),
+    "nn": Method(fit_nn, validate_nn, nn_config, NN_VARIANTS, kinds=("identity",)),
+    "kernel_nn": Method(
+        fit_kernel_nn,
+        validate_kernel_nn,
+        kernel_nn_config,
+        KERNEL_NN_VARIANTS,
+        kinds=("kernel_distance",),
+    ),
     "mahalanobis": Method(
         fit_mahalanobis, validate_mahalanobis, mahalanobis_config, MAHALANOBIS_VARIANTS
     ),

@@ -75,4 +75,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"kmeans_nn": Method(fit, validate, default_config, VARIANTS)}
+METHODS = {"kmeans_nn": Method(fit, validate, default_config, VARIANTS, kinds=("kmeans",))}

@@ -296,4 +296,4 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"lfda": Method(fit, validate, default_config, VARIANTS)}
+METHODS = {"lfda": Method(fit, validate, default_config, VARIANTS, kinds=("linear", "kernel"))}

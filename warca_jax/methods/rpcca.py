@@ -376,4 +376,8 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"rpcca": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {
+    "rpcca": Method(
+        fit, validate, default_config, VARIANTS, takes_callback=True, kinds=("linear", "kernel")
+    )
+}

@@ -384,4 +384,6 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"svmml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {
+    "svmml": Method(fit, validate, default_config, VARIANTS, takes_callback=True, kinds=("svmml",))
+}

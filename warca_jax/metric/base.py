@@ -22,18 +22,29 @@ saved kind (importing ``warca_jax.metric`` registers them all).
 A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
 with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
-(``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
-whole, finite saved metric (cut short, a corrupt archive, another file, arrays that no
-longer match ``input_dim``, arrays or a JSON meta beyond the limits of
+(``check_finite``) or one that is no model of a registered method
+(``model_checks.registered_method``); ``load`` raises ``DamagedModelError`` for a file
+that is not a whole, finite saved metric of a registered method (cut short, a corrupt
+archive, another file, arrays that no longer match ``input_dim``, an empty projection,
+a scale out of range, arrays or a JSON meta beyond the limits of
 ``warca_jax.bounded_reads``, checked before anything is allocated), so that a caller can
 redo the model instead of using it.
-``transform`` takes numeric features only (a ValueError naming the dtype otherwise).
+
+Every metric is checked when it is made (``__post_init__``), so a model that would be
+wrong quietly is never built, loaded or not: real-number arrays of consistent, non-zero
+shapes; an integer ``input_dim`` of at least 1; known kernel and distance names; a finite
+bandwidth, positive where the kernel uses one; an ``input_scale`` within
+``INPUT_SCALE_RANGE``. ``transform`` takes finite numeric features only (a ValueError
+naming the dtype otherwise), and an embedding of finite features that is not finite is a
+``NonFiniteEmbeddingError`` naming the model (its scale factors and, once loaded, its
+file): the model is at fault, not the features.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import zipfile
 import zlib
@@ -45,6 +56,14 @@ from warca_jax import bounded_reads, distances, kernels, reads, workdir
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
 MAX_META_BYTES = 1 << 20  # a saved metric's JSON 'meta' (its names and numbers)
+# The bounds of ``input_scale``. The scale multiplies the embeddings in float32, whose
+# normal numbers span about 1e-38 to 3e38: a scale beyond 1e30 (or below 1e-30) leaves
+# less than eight decades for the product of the features and the projection before it
+# overflows to inf (or underflows to 0, every distance 0). A learner's scale normalises
+# features that ``feature_scale`` has already brought to an ordinary size, so it lies far
+# inside this range; only a damaged or forged file holds one outside it.
+INPUT_SCALE_RANGE = (1e-30, 1e30)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _SUBCLASSES: dict = {}  # kind -> Metric subclass (warca_jax.metric.kinds)
 # Kinds whose distance is a plain distance between the rows of ``transform``.
 EMBEDDING_KINDS = ("identity", "linear", "kernel")
@@ -75,6 +94,26 @@ def _read_meta(archive: bounded_reads.NpzArchive):
         return bounded_reads.load_json(text, max_bytes=MAX_META_BYTES)
     except bounded_reads.JsonLimitError as e:
         raise ValueError(f"its 'meta' entry {e}") from None
+
+class NonFiniteEmbeddingError(NonFiniteMetricError, ValueError):
+    """``transform`` made NaN or inf of finite features: the model's scale or weights
+    overflow float32. The message names the model, not the features; a ``ValueError``,
+    as the refusal of the embeddings further on was."""
+
+
+def _real(v) -> bool:
+    """A finite real number, as JSON or a caller gives one: an int or a float, not a bool
+    (nor an int too large for a float)."""
+    if not isinstance(v, int | float | np.integer | np.floating) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+def _integer(v) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,40 +162,82 @@ class Metric:
         own = type(self).KIND
         if (own is None and self.kind not in KINDS) or (own is not None and self.kind != own):
             raise ValueError(
-                f"unknown metric kind {self.kind!r}; expected one of {KINDS + tuple(_SUBCLASSES)}"
+                f"field 'kind': unknown metric kind {self.kind!r}; expected one of "
+                f"{KINDS + tuple(_SUBCLASSES)}"
             )
         if self.kind in ("linear", "kernel") and self.projection is None:
-            raise ValueError(f"a {self.kind} metric needs a projection matrix")
-        if not (
-            isinstance(self.input_scale, (int, float))
-            and np.isfinite(self.input_scale)
-            and self.input_scale > 0
-        ):
+            raise ValueError(f"field 'projection': a {self.kind} metric needs a projection matrix")
+        lo, hi = INPUT_SCALE_RANGE
+        if not (_real(self.input_scale) and lo <= self.input_scale <= hi):
             raise ValueError(
-                f"a metric's input_scale must be a finite positive number, got {self.input_scale!r}"
+                f"field 'input_scale': a metric's input_scale must be a finite positive number "
+                f"in [{lo:g}, {hi:g}] (beyond it float32 embeddings overflow or vanish), got "
+                f"{self.input_scale!r}"
             )
         if not (
-            isinstance(self.feature_scale, (int, float))
-            and np.isfinite(self.feature_scale)
+            _real(self.feature_scale)
             and self.feature_scale > 0
             and np.frexp(self.feature_scale)[0] == 0.5
         ):
             raise ValueError(
-                "a metric's feature_scale must be a positive power of two, got "
-                f"{self.feature_scale!r}"
+                "field 'feature_scale': a metric's feature_scale must be a positive power of "
+                f"two, got {self.feature_scale!r}"
             )
         self._check_shapes()
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        """The fields' types and names: ``input_dim`` an integer of at least 1, every array
+        of real numbers, ``name`` a string, known kernel and distance names, and a finite
+        bandwidth, positive for a kernel that uses one. A subclass extends it for its own
+        fields (calling this one)."""
+        if not _integer(self.input_dim) or self.input_dim < 1:
+            raise ValueError(
+                f"field 'input_dim': expected an integer of at least 1, got {self.input_dim!r}"
+            )
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray) and v.dtype.kind not in "iuf":
+                raise ValueError(
+                    f"field {f.name!r}: expected an array of real numbers, got dtype {v.dtype}"
+                )
+        if not isinstance(self.name, str):
+            raise ValueError(f"field 'name': expected a string, got {self.name!r}")
+        kernel_kind = self.kind in ("kernel", "kernel_distance")
+        known = kernels.KERNELS if kernel_kind else ("none", *kernels.KERNELS)
+        if self.kernel not in known:
+            raise ValueError(
+                f"field 'kernel': unknown kernel {self.kernel!r} for a {self.kind} metric; "
+                f"expected one of {known}"
+            )
+        if self.distance not in distances.DISTANCES:
+            raise ValueError(
+                f"field 'distance': unknown distance {self.distance!r}; expected one of "
+                f"{distances.DISTANCES}"
+            )
+        uses_gamma = kernel_kind and kernels.needs_gamma(self.kernel)
+        if not _real(self.gamma) or (uses_gamma and not self.gamma > 0):
+            raise ValueError(
+                f"field 'gamma': the kernel bandwidth must be a finite "
+                f"{'positive ' if uses_gamma else ''}number, got {self.gamma!r}"
+            )
 
     def _check_shapes(self) -> None:
-        """The projection (and the support vectors) fit ``input_dim``: a model whose arrays
-        no longer match its input dimension is refused here, not inside a matrix product
-        at its first use."""
+        """The projection (and the support vectors) fit ``input_dim`` and are not empty: a
+        model whose arrays no longer match its input dimension is refused here, not inside
+        a matrix product at its first use, and one with no output dimension (or no support
+        vector) here, not as an [n, 0] embedding whose every distance is 0."""
         if self.kind in ("linear", "kernel"):
             shape = np.shape(self.projection)
             if len(shape) != 2:
                 raise ValueError(
                     f"a {self.kind} metric's projection must be a 2-D [D', "
                     f"{'input_dim' if self.kind == 'linear' else 'N'}] matrix; got shape {shape}"
+                )
+            if shape[0] == 0:
+                raise ValueError(
+                    f"field 'projection': shape {shape} has no rows, so every embedding would "
+                    f"be empty and every distance 0; expected [D' >= 1, {shape[1]}]"
                 )
         if self.kind == "linear" and np.shape(self.projection)[1] != self.input_dim:
             raise ValueError(
@@ -171,6 +252,11 @@ class Metric:
                 raise ValueError(
                     f"a kernel metric's support vectors of shape {support} do not match its "
                     f"input_dim {self.input_dim}: expected [N, {self.input_dim}]"
+                )
+            if support[0] == 0:
+                raise ValueError(
+                    f"field 'support': shape {support} holds no support vector, so every "
+                    f"embedding would be 0; expected [N >= 1, {self.input_dim}]"
                 )
             if self.projection.shape[1] != self.support.shape[0]:
                 raise ValueError(
@@ -213,9 +299,11 @@ class Metric:
     def scaled_features(self, x: np.ndarray) -> np.ndarray:
         """``x`` checked (numeric, shape [n, input_dim], finite) and times ``feature_scale``.
 
-        The product is taken in float64 and cast to float32 (exact for a power of two
-        unless the result leaves float32's range); with a scale of 1 ``x`` is returned as
-        it is, so that features of ordinary size go through unchanged.
+        The product is taken in float64 and cast to float32 (exact for a power of two);
+        with a scale of 1 ``x`` is returned as it is, so that features of ordinary size go
+        through unchanged. Features that times the scale leave float32's range are a
+        ``NonFiniteEmbeddingError`` naming both their size and the model's scale: the
+        features are not of the size the model was trained on.
         """
         x = np.asarray(x)
         if x.dtype.kind not in "biuf":
@@ -229,9 +317,36 @@ class Metric:
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("transform got NaN or inf in the features")
+        if self.feature_scale == 1.0 and x.dtype in (np.float32, np.float16, np.bool_):
+            return x  # fits float32 as it is
+        largest = float(np.max(np.abs(x))) if x.size else 0.0
+        if largest * self.feature_scale > _FLOAT32_MAX:
+            raise NonFiniteEmbeddingError(
+                f"features of largest magnitude {largest:g} times the feature_scale "
+                f"{self.feature_scale:g} of {self.describe()} leave float32's range (up to "
+                f"{_FLOAT32_MAX:g}): the features are not of the size the model was trained on"
+            )
         if self.feature_scale == 1.0:
             return x
         return (x.astype(np.float64) * self.feature_scale).astype(np.float32)
+
+    def describe(self) -> str:
+        """The model, for a message: its name and kind, and its file once loaded."""
+        source = self.__dict__.get("_source")
+        what = f"the {self.name or 'unnamed'} model ({self.kind} metric"
+        return what + (f", loaded from {source})" if source else ")")
+
+    def finite_output(self, out: np.ndarray) -> np.ndarray:
+        """``out``, what the model made of finite features; ``NonFiniteEmbeddingError``
+        naming the model (and its scale factors) when it holds NaN or inf."""
+        if np.all(np.isfinite(out)):
+            return out
+        raise NonFiniteEmbeddingError(
+            f"{self.describe()} maps finite features to {int(np.sum(~np.isfinite(out)))} NaN or "
+            f"inf values: its weights or scale factors (input_scale {self.input_scale:g}, "
+            f"feature_scale {self.feature_scale:g}) overflow float32; the model is at fault, "
+            "not the features"
+        )
 
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
         """Embeds features.
@@ -242,6 +357,12 @@ class Metric:
 
         Returns:
           [n, D'] float32 embeddings (x itself for an identity metric).
+
+        Raises:
+          ValueError: features that are not numbers, of another width, or with NaN or inf.
+          NonFiniteEmbeddingError: (a ValueError) finite features that leave float32's range
+            times ``feature_scale``, or whose embedding is not finite: the message names the
+            model (and its file once loaded) and its scale factors, not the features.
         """
         x = self.scaled_features(x)
         if self.kind in ("identity", "kernel_distance"):
@@ -259,7 +380,7 @@ class Metric:
             out.append(np.asarray((xb @ proj.T) * self.input_scale))
         if not out:
             return np.zeros((0, self.output_dim), np.float32)
-        return np.concatenate(out).astype(np.float32)
+        return self.finite_output(np.concatenate(out).astype(np.float32))
 
     def pairwise_distances(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """[n, m] distances between the rows of x and y under this metric."""
@@ -284,13 +405,22 @@ class Metric:
         raise ValueError("a kernel metric has no finite Mahalanobis matrix in input space")
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the metric to ``path`` (.npz); refuses a non-finite metric.
+        """Writes the metric to ``path`` (.npz); refuses one that ``load`` would refuse.
 
         Raises:
           NonFiniteMetricError: an array or float of the metric is NaN or inf (nothing is
             written).
+          ValueError: the metric is no model of a registered method: its ``name`` names
+            none, or its kind is not one that method learns
+            (``model_checks.registered_method``; nothing is written).
         """
+        from warca_jax import model_checks  # it imports this package
+
         self.check_finite("refusing to save: ")
+        try:
+            model_checks.registered_method(self)
+        except ValueError as e:
+            raise ValueError(f"refusing to save {os.fspath(path)}: {e}") from None
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
@@ -308,11 +438,16 @@ class Metric:
           DamagedModelError: the file is not a whole saved metric: cut short or corrupt,
             not an ``.npz`` archive, an archive without the saved metric's entries, entries
             that do not make a metric (a projection or support vectors that do not match
-            ``input_dim``, both shapes named), or NaN or inf in it; an array declaring more
-            bytes than it holds or than the memory budget (``bounded_reads``, refused
-            before allocating), a 'meta' entry over ``MAX_META_BYTES`` or nested deeper
-            than ``bounded_reads.MAX_JSON_DEPTH``. A workdir's run redoes such a model.
+            ``input_dim``, both shapes named, or that are empty; a field of the wrong type,
+            an unknown kernel or distance, a scale out of range), NaN or inf in it, or a
+            ``name`` that is no registered method or whose method never learns its kind;
+            an array declaring more bytes than it holds or than the memory budget
+            (``bounded_reads``, refused before allocating), a 'meta' entry over
+            ``MAX_META_BYTES`` or nested deeper than ``bounded_reads.MAX_JSON_DEPTH``.
+            One line, naming the file and the field. A workdir's run redoes such a model.
         """
+        from warca_jax import model_checks  # it imports this package
+
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")
 
@@ -345,7 +480,7 @@ class Metric:
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as e:
             raise damaged(f"{type(e).__name__}: {e}") from e
         kind = meta.get("kind")
-        target = _SUBCLASSES.get(kind, Metric)
+        target = _SUBCLASSES.get(kind, Metric) if isinstance(kind, str) else Metric
         try:
             metric = target(**meta, **arrays)
         except (TypeError, ValueError) as e:
@@ -353,4 +488,9 @@ class Metric:
         bad = metric.non_finite_fields()
         if bad:
             raise damaged(f"NaN or inf in {bad}")
+        try:
+            model_checks.registered_method(metric)
+        except ValueError as e:
+            raise damaged(str(e)) from e
+        object.__setattr__(metric, "_source", os.fspath(path))  # named by its messages
         return metric

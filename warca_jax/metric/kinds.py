@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from warca_jax import distances
-from warca_jax.clustering import kmeans, sq_dist_to_centres
-from warca_jax.metric.base import Metric
+from warca_jax.clustering import INITS, kmeans, sq_dist_to_centres
+from warca_jax.metric.base import Metric, _integer, _real
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +39,18 @@ class KMeansMetric(Metric):
     iterations: int = 20
     seed: int = 0
     init: str = "kmeans++"
+
+    def _check_fields(self) -> None:
+        """Besides ``Metric``'s: whole numbers of clusters (at least 1) and iterations (at
+        least 0), an integer seed and a known initialisation."""
+        super()._check_fields()
+        for field, low in (("num_clusters", 1), ("iterations", 0), ("seed", None)):
+            v = getattr(self, field)
+            if not _integer(v) or (low is not None and v < low):
+                at_least = f" of at least {low}" if low is not None else ""
+                raise ValueError(f"field {field!r}: expected an integer{at_least}, got {v!r}")
+        if self.init not in INITS:
+            raise ValueError(f"field 'init': unknown {self.init!r}; expected one of {INITS}")
 
     def transform(self, x: np.ndarray, *, block_size: int = 4096) -> np.ndarray:
         """The search runs in input space: x itself ([n, D] float32, times ``feature_scale``),
@@ -129,6 +141,12 @@ class SvmmlMetric(Metric):
     c_vec: np.ndarray | None = None
     bias: float = 0.0
 
+    def _check_fields(self) -> None:
+        """Besides ``Metric``'s: the offset is a real number."""
+        super()._check_fields()
+        if not _real(self.bias):
+            raise ValueError(f"field 'bias': expected a real number, got {self.bias!r}")
+
     def _check_shapes(self) -> None:
         """The PCA arrays fit ``input_dim`` (mean [D], components [p, D]) and the decision
         function fits the components (A, B: [p, p], c: [p])."""
@@ -140,6 +158,11 @@ class SvmmlMetric(Metric):
                 f"and [p, {d}]"
             )
         p = np.shape(self.components)[0]
+        if p == 0:
+            raise ValueError(
+                f"field 'components': shape {np.shape(self.components)} has no rows, so every "
+                f"pair would get the same value; expected [p >= 1, {d}]"
+            )
         shapes = [np.shape(self.components)[1:], *(np.shape(v) for v in (self.a_mat, self.b_mat))]
         if shapes != [(d,), (p, p), (p, p)] or np.shape(self.c_vec) != (p,):
             raise ValueError(
@@ -156,7 +179,9 @@ class SvmmlMetric(Metric):
         """The PCA-reduced features [n, p] the decision function reads."""
         del block_size
         x = self.scaled_features(x)
-        return ((x - self.mean) @ self.components.T).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):  # reported, naming the model
+            reduced = ((x - self.mean) @ self.components.T).astype(np.float32)
+        return self.finite_output(reduced)
 
     def pairwise_distances(self, x: np.ndarray, y: np.ndarray, *, block_size: int = 1024):
         """[n, m] values of f(x_a, y_b), computed in row blocks of x (smaller: more similar)."""

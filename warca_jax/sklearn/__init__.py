@@ -21,9 +21,15 @@ exists. Nested config sections are not hyper-parameters; they keep their default
 ``score(X, y)`` is the leave-one-out rank-1 accuracy under the learned metric (each
 sample as a query against all the others), so ``GridSearchCV`` can tune a metric
 learner without a classifier after it; ``rank1_score`` is the same as a scorer.
-``MetricLearner.from_metric(metric)`` (or any estimator class's ``from_metric``) wraps a
-given ``Metric``, e.g. one a run saved (``Metric.load(path)``), as a fitted estimator.
-The estimators' shared base is module ``base``.
+``MetricLearner.from_metric(metric)`` (or the class of the metric's method:
+``KISSME.from_metric``) wraps a given ``Metric``, e.g. one a run saved
+(``Metric.load(path)``), as a fitted estimator; another method's class refuses it, naming
+both. The estimators' shared base is module ``base``.
+
+Labels ``y`` (``fit`` and ``score``) are checked once, in the base (``base.check_labels``):
+integers, whole-valued floats, booleans or strings of one type are identities; NaN, inf or
+None, labels mixing numbers and strings, and non-whole floats are refused in one line
+before any training.
 
 metric-learn's face, with metric-learn 0.7.0's meaning (``MahalanobisMixin``), on every
 fitted estimator (module ``pairs``):

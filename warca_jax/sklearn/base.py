@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from warca_jax import methods
+from warca_jax import methods, model_checks
 from warca_jax.metric import EMBEDDING_KINDS, Metric
 from warca_jax.sklearn import pairs as _pairs
 
@@ -32,20 +32,97 @@ def default_params(method: str) -> dict:
     return {k: v for k, v in cfg.items() if k not in ("name", "seed") and isinstance(v, _SCALARS)}
 
 
+def _label_type(v) -> str | None:
+    """The family of one label of an object array: 'number', 'str', 'bytes', or None for a
+    value that is no label (None, NaN, inf, a container, ...)."""
+    if isinstance(v, str | bytes):
+        return "str" if isinstance(v, str) else "bytes"
+    if isinstance(v, bool | np.bool_ | int | np.integer):
+        return "number"
+    if isinstance(v, float | np.floating):
+        return "number" if np.isfinite(v) else None
+    return None
+
+
+def _typed_labels(y: np.ndarray) -> np.ndarray:
+    """An object array of labels as an array of one type; ValueError for a value that is
+    no label or for labels of several types (numbers and strings: numpy would turn the
+    numbers into strings, or fail to sort them)."""
+    values = y.tolist()
+    first: dict[str, int] = {}
+    for i, v in enumerate(values):
+        family = _label_type(v)
+        if family is None:
+            what = "None (a missing label)" if v is None else f"{v!r} of type {type(v).__name__}"
+            raise ValueError(
+                f"y[{i}] is {what}; expected every label to be an integer or a string naming "
+                "the sample's identity"
+            )
+        first.setdefault(family, i)
+    if len(first) > 1:
+        kinds = ", ".join(f"{type(values[i]).__name__} (first at y[{i}])" for i in first.values())
+        raise ValueError(
+            f"y mixes label types {kinds}; expected labels of one type (all integers or all "
+            "strings)"
+        )
+    return np.asarray(values, dtype=str if "str" in first else None)
+
+
+def check_labels(y, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(codes [N] in 0..K-1, classes [K]) of identity labels ``y``; ValueError otherwise.
+
+    What scikit-learn's classifiers accept as targets: integers (floats of whole values
+    included), booleans or strings of one type; ``classes[codes]`` gives the labels back.
+    Refused, in one line naming the first bad label: NaN, inf or None (a missing label,
+    which would merge its samples into one identity), labels mixing types (numbers and
+    strings, which numpy cannot order), floats that are not whole numbers (a regression
+    target, scikit-learn's "continuous"), other dtypes, a y that is not 1-D, and a y whose
+    length is not ``n_samples``.
+    """
+    if not isinstance(y, np.ndarray) and isinstance(y, list | tuple):
+        y = np.asarray(y, dtype=object)  # not np.asarray(y): [1, "a"] would be ["1", "a"]
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D [N], got shape {y.shape}")
+    if n_samples is not None and len(y) != n_samples:
+        raise ValueError(f"y has {len(y)} labels but X has {n_samples} samples")
+    if y.dtype.kind == "O":
+        y = _typed_labels(y)
+    if y.dtype.kind == "f":
+        bad = ~np.isfinite(y)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"y holds {int(bad.sum())} NaN or inf labels (first y[{i}] = {y[i]}); expected "
+                "every sample's identity (NaN would merge those samples into one identity)"
+            )
+        if np.any(y != np.round(y)):
+            i = int(np.flatnonzero(y != np.round(y))[0])
+            raise ValueError(
+                f"y holds floats that are not whole numbers (first y[{i}] = {y[i]}): a "
+                "continuous target, not identities; expected integer or string labels"
+            )
+    elif y.dtype.kind not in "biuUS" and len(y):
+        raise ValueError(f"y has dtype {y.dtype}; expected integer or string labels")
+    classes, codes = np.unique(y, return_inverse=True)
+    return codes.reshape(-1), classes
+
+
 def rank1_score(estimator, x, y) -> float:
     """Leave-one-out rank-1: the share of samples whose nearest other sample has their label.
 
     Samples that are the only one of their label are not counted. A scorer
-    (``scoring=rank1_score`` in ``GridSearchCV``) for any fitted ``MetricLearner``.
+    (``scoring=rank1_score`` in ``GridSearchCV``) for any fitted ``MetricLearner``; ``y``
+    is checked as ``fit`` checks it (``check_labels``).
     """
-    y = np.asarray(y)
     dist = np.array(estimator.pairwise_distances(x), dtype=np.float64)
+    codes, _ = check_labels(y, dist.shape[0])
     np.fill_diagonal(dist, np.inf)
-    has_match = np.array([np.sum(y == v) > 1 for v in y])
+    has_match = np.bincount(codes)[codes] > 1
     if not has_match.any():
         raise ValueError("rank1_score needs a label with two or more samples")
     nearest = np.argmin(dist, axis=1)
-    return float(np.mean(y[nearest][has_match] == y[has_match]))
+    return float(np.mean(codes[nearest][has_match] == codes[has_match]))
 
 
 class _Learner(TransformerMixin, BaseEstimator):
@@ -57,13 +134,32 @@ class _Learner(TransformerMixin, BaseEstimator):
         """A fitted estimator whose learned metric is ``metric`` (e.g. ``Metric.load(path)``).
 
         ``params`` are the constructor's (hyper-parameters for a refit, which ``clone``
-        keeps); ``MetricLearner`` takes ``method`` from ``metric.name`` when that names a
-        registered method. ``history_`` is empty.
+        keeps); ``MetricLearner`` takes ``method`` from the metric. ``history_`` is empty.
+
+        Raises:
+          TypeError: ``metric`` is not a ``Metric``.
+          ValueError: the metric is no model of a registered method (its ``name`` names
+            none, or its kind is not that method's: ``model_checks.registered_method``), or
+            it is another method's than this estimator's (``WARCA.from_metric`` of a KISSME
+            model, ``MetricLearner.from_metric(m, method="lfda")`` of one); both methods
+            are named. An estimator must not answer as a method whose model it does not hold.
         """
         if not isinstance(metric, Metric):
             raise TypeError(f"from_metric needs a warca_jax Metric, got {type(metric).__name__}")
-        if cls is MetricLearner and "method" not in params and metric.name in methods.registry():
-            params["method"] = metric.name
+        try:
+            found = model_checks.registered_method(metric)
+        except ValueError as e:
+            raise ValueError(f"from_metric: {e}") from None
+        if issubclass(cls, MetricLearner):
+            wanted = params.setdefault("method", found)
+        else:
+            wanted = cls.method_name
+        if wanted != found:
+            raise ValueError(
+                f"from_metric: the metric is a model of method {found!r} (name "
+                f"{metric.name!r}), not of {wanted!r}; wrap it with "
+                f"warca_jax.sklearn.estimator_class({found!r}).from_metric"
+            )
         est = cls(**params)
         est.metric_, est.history_, est.n_features_in_ = metric, [], metric.input_dim
         return est
@@ -87,14 +183,15 @@ class _Learner(TransformerMixin, BaseEstimator):
         return cfg
 
     def fit(self, X, y):
-        """Learns the metric on features X [N, D] and labels y [N] (any hashable labels)."""
+        """Learns the metric on features X [N, D] and identity labels y [N].
+
+        y: integers or strings of one type (``check_labels``: NaN, None or mixed types are
+        refused before any work), encoded as identities 0..K-1 for the learner.
+        """
         name, _ = self._method_and_params()
         cfg = self._config()
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D [N], got shape {y.shape}")
-        _, codes = np.unique(y, return_inverse=True)  # identities as 0..K-1
         x = np.asarray(X)
+        codes, _ = check_labels(y, x.shape[0] if x.ndim else None)
         self.metric_, self.history_ = methods.get(name).fit(x, codes, cfg, seed=self.seed)
         self.n_features_in_ = x.shape[1] if x.ndim == 2 else 0
         return self

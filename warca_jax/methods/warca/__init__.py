@@ -75,6 +75,7 @@ METHODS = {
         takes_callback=True,
         takes_cams=True,
         grid=GridFit,
+        kinds=("linear", "kernel"),
     )
 }
 
