@@ -182,7 +182,7 @@ def test_arrays_within_the_limits_read_as_numpy_load_reads_them(tmp_path, save):
 
 def _model(tmp_path) -> str:
     path = str(tmp_path / "model.npz")
-    Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32), name="m").save(path)
+    Metric("linear", 3, projection=np.eye(2, 3, dtype=np.float32), name="warca").save(path)
     return path
 
 
@@ -225,7 +225,7 @@ def test_a_model_with_a_hostile_meta_is_damaged_naming_it(tmp_path, meta, reason
     assert msg.startswith(f"{path} is damaged") and "'meta' entry" in msg and reason in msg
 
 
-SOUND_META = json.dumps({"kind": "identity", "input_dim": 3, "name": "m"})
+SOUND_META = json.dumps({"kind": "identity", "input_dim": 3, "name": "nn"})
 
 
 def _finished_split(wd, model_meta: str, **record) -> None:
@@ -236,7 +236,7 @@ def _finished_split(wd, model_meta: str, **record) -> None:
     split.update(record)
     workdir.write_json(os.path.join(wd, "split_0.json"), split)
     path = os.path.join(wd, "model_split0.npz")
-    Metric("identity", 3, name="m").save(path)
+    Metric("identity", 3, name="nn").save(path)
     _replace_members(path, meta=_npy(np.asarray(model_meta)))
 
 

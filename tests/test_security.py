@@ -12,6 +12,7 @@ import ast
 import glob
 import os
 
+import numpy as np
 import pytest
 from repo_configs import ROOT
 
@@ -111,20 +112,28 @@ def test_no_pickle_no_code_from_data_no_network(path):
         assert findings(f.read(), path) == []
 
 
-def test_the_library_loads_numpy_files_without_pickle():
-    """The loaders are there to be scanned: a rename would make the scan vacuous."""
-    calls = 0
+def test_the_library_reads_numpy_files_through_one_reader_that_never_unpickles(tmp_path):
+    """Every .npy / .npz is read by ``bounded_reads`` (no ``np.load`` left to scan: the
+    breach scan below refuses one without allow_pickle=False), and that reader refuses an
+    array of Python objects, whose reading would unpickle."""
+    from warca_jax import bounded_reads
+
+    uses = 0
     for path in _sources():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        calls += sum(
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "load"
-            and any(k.arg == "allow_pickle" and _is_false(k.value) for k in n.keywords)
+        uses += sum(
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == "bounded_reads"
+            and n.attr in ("load", "read_npy", "NpzArchive")
             for n in ast.walk(tree)
         )
-    assert calls >= 3  # the dataset .npz, the feature cache's .npy, a saved model
+    assert uses >= 3  # the dataset .npz, the feature cache's .npy, a saved model
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with open(path, "rb") as f, pytest.raises(ValueError, match="Python objects"):
+        bounded_reads.read_npy(f, str(path))
 
 
 BREACHES = {

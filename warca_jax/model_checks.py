@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.metric import Metric, NonFiniteEmbeddingError
+from warca_jax.metric import DamagedModelError, Metric, NonFiniteEmbeddingError
 
 # A loss more than this many times its reference (the learner's loss scale at the start,
 # or the first logged loss) is a diverged run: no training that is converging gets there.
@@ -143,3 +143,16 @@ def registered_method(metric: Metric) -> str:
             f"metrics, not {metric.kind!r} ones: this is not a {found} model"
         )
     return found
+
+
+def load_model(path) -> Metric:
+    """``Metric.load``, and the model one its ``name``'s method learns
+    (``registered_method``): a ``DamagedModelError`` naming the file otherwise. What a
+    workdir's rerun and the protocol read a saved model with."""
+    metric = Metric.load(path)
+    try:
+        registered_method(metric)
+    except ValueError as e:
+        why = f"not a model of a registered method: {e}"
+        raise DamagedModelError(f"{path} is damaged ({why})") from e
+    return metric

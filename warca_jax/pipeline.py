@@ -44,6 +44,7 @@ from warca_jax import (
     defaults,
     evaluation,
     methods,
+    model_checks,
     run_plots,
     workdir_lock,
 )
@@ -216,8 +217,8 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     if not os.path.exists(model):
         logging.warning("%s is missing; redoing split %d", model, s)
         return None
-    try:  # Metric.load refuses a cut, corrupt or non-finite model (DamagedModelError)
-        Metric.load(model)
+    try:  # a cut, corrupt, non-finite model or one of no registered method: DamagedModelError
+        model_checks.load_model(model)
     except (ValueError, OSError) as e:
         logging.warning("%s cannot be reused (%s); redoing split %d", model, e, s)
         return None

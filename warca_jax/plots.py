@@ -16,7 +16,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from warca_jax import reads
 from warca_jax import workdir as workdir_lib
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
     plot_condition_numbers,

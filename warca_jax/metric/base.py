@@ -22,9 +22,8 @@ saved kind (importing ``warca_jax.metric`` registers them all).
 A metric is saved as one ``.npz`` holding everything ``transform`` needs, the
 kernel name and bandwidth and the support vectors included, and loaded back
 with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
-(``check_finite``) or one that is no model of a registered method
-(``model_checks.registered_method``); ``load`` raises ``DamagedModelError`` for a file
-that is not a whole, finite saved metric of a registered method (cut short, a corrupt
+(``check_finite``); ``load`` raises ``DamagedModelError`` for a file that is not a
+whole, finite saved metric (cut short, a corrupt
 archive, another file, arrays that no longer match ``input_dim``, an empty projection,
 a scale out of range, arrays or a JSON meta beyond the limits of
 ``warca_jax.bounded_reads``, checked before anything is allocated), so that a caller can
@@ -44,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import zipfile
 import zlib
@@ -53,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from warca_jax import bounded_reads, distances, kernels, reads, workdir
+from warca_jax.metric import fields
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
 MAX_META_BYTES = 1 << 20  # a saved metric's JSON 'meta' (its names and numbers)
@@ -99,21 +98,6 @@ class NonFiniteEmbeddingError(NonFiniteMetricError, ValueError):
     """``transform`` made NaN or inf of finite features: the model's scale or weights
     overflow float32. The message names the model, not the features; a ``ValueError``,
     as the refusal of the embeddings further on was."""
-
-
-def _real(v) -> bool:
-    """A finite real number, as JSON or a caller gives one: an int or a float, not a bool
-    (nor an int too large for a float)."""
-    if not isinstance(v, int | float | np.integer | np.floating) or isinstance(v, bool):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-def _integer(v) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,14 +152,14 @@ class Metric:
         if self.kind in ("linear", "kernel") and self.projection is None:
             raise ValueError(f"field 'projection': a {self.kind} metric needs a projection matrix")
         lo, hi = INPUT_SCALE_RANGE
-        if not (_real(self.input_scale) and lo <= self.input_scale <= hi):
+        if not (fields.real(self.input_scale) and lo <= self.input_scale <= hi):
             raise ValueError(
                 f"field 'input_scale': a metric's input_scale must be a finite positive number "
                 f"in [{lo:g}, {hi:g}] (beyond it float32 embeddings overflow or vanish), got "
                 f"{self.input_scale!r}"
             )
         if not (
-            _real(self.feature_scale)
+            fields.real(self.feature_scale)
             and self.feature_scale > 0
             and np.frexp(self.feature_scale)[0] == 0.5
         ):
@@ -187,82 +171,12 @@ class Metric:
         self._check_fields()
 
     def _check_fields(self) -> None:
-        """The fields' types and names: ``input_dim`` an integer of at least 1, every array
-        of real numbers, ``name`` a string, known kernel and distance names, and a finite
-        bandwidth, positive for a kernel that uses one. A subclass extends it for its own
-        fields (calling this one)."""
-        if not _integer(self.input_dim) or self.input_dim < 1:
-            raise ValueError(
-                f"field 'input_dim': expected an integer of at least 1, got {self.input_dim!r}"
-            )
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray) and v.dtype.kind not in "iuf":
-                raise ValueError(
-                    f"field {f.name!r}: expected an array of real numbers, got dtype {v.dtype}"
-                )
-        if not isinstance(self.name, str):
-            raise ValueError(f"field 'name': expected a string, got {self.name!r}")
-        kernel_kind = self.kind in ("kernel", "kernel_distance")
-        known = kernels.KERNELS if kernel_kind else ("none", *kernels.KERNELS)
-        if self.kernel not in known:
-            raise ValueError(
-                f"field 'kernel': unknown kernel {self.kernel!r} for a {self.kind} metric; "
-                f"expected one of {known}"
-            )
-        if self.distance not in distances.DISTANCES:
-            raise ValueError(
-                f"field 'distance': unknown distance {self.distance!r}; expected one of "
-                f"{distances.DISTANCES}"
-            )
-        uses_gamma = kernel_kind and kernels.needs_gamma(self.kernel)
-        if not _real(self.gamma) or (uses_gamma and not self.gamma > 0):
-            raise ValueError(
-                f"field 'gamma': the kernel bandwidth must be a finite "
-                f"{'positive ' if uses_gamma else ''}number, got {self.gamma!r}"
-            )
+        """``fields.check_fields``; a subclass extends it for its own fields."""
+        fields.check_fields(self)
 
     def _check_shapes(self) -> None:
-        """The projection (and the support vectors) fit ``input_dim`` and are not empty: a
-        model whose arrays no longer match its input dimension is refused here, not inside
-        a matrix product at its first use, and one with no output dimension (or no support
-        vector) here, not as an [n, 0] embedding whose every distance is 0."""
-        if self.kind in ("linear", "kernel"):
-            shape = np.shape(self.projection)
-            if len(shape) != 2:
-                raise ValueError(
-                    f"a {self.kind} metric's projection must be a 2-D [D', "
-                    f"{'input_dim' if self.kind == 'linear' else 'N'}] matrix; got shape {shape}"
-                )
-            if shape[0] == 0:
-                raise ValueError(
-                    f"field 'projection': shape {shape} has no rows, so every embedding would "
-                    f"be empty and every distance 0; expected [D' >= 1, {shape[1]}]"
-                )
-        if self.kind == "linear" and np.shape(self.projection)[1] != self.input_dim:
-            raise ValueError(
-                f"a linear metric's projection of shape {np.shape(self.projection)} does not "
-                f"match its input_dim {self.input_dim}: expected [D', {self.input_dim}]"
-            )
-        if self.kind == "kernel":
-            if self.support is None:
-                raise ValueError("a kernel metric needs its support vectors")
-            support = np.shape(self.support)
-            if len(support) != 2 or support[1] != self.input_dim:
-                raise ValueError(
-                    f"a kernel metric's support vectors of shape {support} do not match its "
-                    f"input_dim {self.input_dim}: expected [N, {self.input_dim}]"
-                )
-            if support[0] == 0:
-                raise ValueError(
-                    f"field 'support': shape {support} holds no support vector, so every "
-                    f"embedding would be 0; expected [N >= 1, {self.input_dim}]"
-                )
-            if self.projection.shape[1] != self.support.shape[0]:
-                raise ValueError(
-                    f"kernel projection has {self.projection.shape[1]} columns but there are "
-                    f"{self.support.shape[0]} support vectors"
-                )
+        fields.check_shapes(self)
+
 
     @property
     def output_dim(self) -> int:
@@ -410,17 +324,8 @@ class Metric:
         Raises:
           NonFiniteMetricError: an array or float of the metric is NaN or inf (nothing is
             written).
-          ValueError: the metric is no model of a registered method: its ``name`` names
-            none, or its kind is not one that method learns
-            (``model_checks.registered_method``; nothing is written).
         """
-        from warca_jax import model_checks  # it imports this package
-
         self.check_finite("refusing to save: ")
-        try:
-            model_checks.registered_method(self)
-        except ValueError as e:
-            raise ValueError(f"refusing to save {os.fspath(path)}: {e}") from None
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
@@ -439,15 +344,14 @@ class Metric:
             not an ``.npz`` archive, an archive without the saved metric's entries, entries
             that do not make a metric (a projection or support vectors that do not match
             ``input_dim``, both shapes named, or that are empty; a field of the wrong type,
-            an unknown kernel or distance, a scale out of range), NaN or inf in it, or a
-            ``name`` that is no registered method or whose method never learns its kind;
+            an unknown kernel or distance, a scale out of range), NaN or inf in it;
             an array declaring more bytes than it holds or than the memory budget
             (``bounded_reads``, refused before allocating), a 'meta' entry over
             ``MAX_META_BYTES`` or nested deeper than ``bounded_reads.MAX_JSON_DEPTH``.
             One line, naming the file and the field. A workdir's run redoes such a model.
+            Whether the model is one its ``name``'s method learns is asked by the code
+            that knows the learners (``model_checks.load_model``).
         """
-        from warca_jax import model_checks  # it imports this package
-
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")
 
@@ -488,9 +392,5 @@ class Metric:
         bad = metric.non_finite_fields()
         if bad:
             raise damaged(f"NaN or inf in {bad}")
-        try:
-            model_checks.registered_method(metric)
-        except ValueError as e:
-            raise damaged(str(e)) from e
         object.__setattr__(metric, "_source", os.fspath(path))  # named by its messages
         return metric

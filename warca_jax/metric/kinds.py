@@ -20,7 +20,8 @@ import numpy as np
 
 from warca_jax import distances
 from warca_jax.clustering import INITS, kmeans, sq_dist_to_centres
-from warca_jax.metric.base import Metric, _integer, _real
+from warca_jax.metric.base import Metric
+from warca_jax.metric.fields import integer, real
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +47,7 @@ class KMeansMetric(Metric):
         super()._check_fields()
         for field, low in (("num_clusters", 1), ("iterations", 0), ("seed", None)):
             v = getattr(self, field)
-            if not _integer(v) or (low is not None and v < low):
+            if not integer(v) or (low is not None and v < low):
                 at_least = f" of at least {low}" if low is not None else ""
                 raise ValueError(f"field {field!r}: expected an integer{at_least}, got {v!r}")
         if self.init not in INITS:
@@ -144,7 +145,7 @@ class SvmmlMetric(Metric):
     def _check_fields(self) -> None:
         """Besides ``Metric``'s: the offset is a real number."""
         super()._check_fields()
-        if not _real(self.bias):
+        if not real(self.bias):
             raise ValueError(f"field 'bias': expected a real number, got {self.bias!r}")
 
     def _check_shapes(self) -> None:
