@@ -175,6 +175,24 @@ def test_links_at_the_results_are_replaced_never_written_through(tmp_path, preci
     assert json.loads((wd / "results.json").read_text())["mean"] == res["mean"]
 
 
+def test_a_finished_split_behind_a_link_is_not_read_but_redone(tmp_path, caplog):
+    # a split_0.json planted as a link to a file outside the workdir (here a sound result
+    # of another run): a rerun never reads through it, it redoes the split
+    first = pipeline.train_and_evaluate(_config(), str(tmp_path / "a"))
+    outside = tmp_path / "outside.json"
+    outside.write_text((tmp_path / "a" / "split_0.json").read_text())
+    wd = tmp_path / "b"
+    pipeline.train_and_evaluate(_config(), str(wd))
+    (wd / "split_0.json").unlink()
+    (wd / "split_0.json").symlink_to(outside)
+    with caplog.at_level(logging.WARNING):
+        again = pipeline.train_and_evaluate(_config(), str(wd))
+    assert "is a symbolic link" in caplog.text and "redo" in caplog.text.lower()
+    assert not (wd / "split_0.json").is_symlink()
+    assert again["mean"]["rank1"] == first["mean"]["rank1"]
+    assert again["mean"]["mAP"] == first["mean"]["mAP"]
+
+
 @pytest.mark.slow
 def test_a_link_at_metrics_jsonl_is_replaced_never_appended_to(tmp_path, precious, caplog):
     wd, gone = tmp_path / "w", tmp_path / "outside" / "gone.jsonl"

@@ -98,13 +98,20 @@ def regular_file(path, *, what: str = "file", expected: str = "a regular file") 
     return st
 
 
-def _opener(what: str, expected: str):
+def _opener(what: str, expected: str, follow: bool = True):
     """An ``open(..., opener=)`` that checks the file first, opens it without blocking
-    (a FIFO swapped in after the check does not hang the run) and checks it again."""
+    (a FIFO swapped in after the check does not hang the run) and checks it again; with
+    ``follow=False`` a symbolic link at ``path`` is refused too (a run's own files)."""
 
     def opener(path, flags):
+        if not follow and os.path.islink(path):
+            raise NotARegularFileError(
+                f"{what} {os.fsdecode(path)} is a symbolic link (to {link_target(path)}); "
+                f"expected {expected}: a run's own files are never links"
+            )
         regular_file(path, what=what, expected=expected)
-        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+        nofollow = 0 if follow else os.O_NOFOLLOW
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
@@ -115,10 +122,17 @@ def _opener(what: str, expected: str):
 
 
 def open_regular(
-    path, mode: str = "rb", *, what: str = "file", expected: str = "a regular file", **kwargs
+    path,
+    mode: str = "rb",
+    *,
+    what: str = "file",
+    expected: str = "a regular file",
+    follow: bool = True,
+    **kwargs,
 ):
     """``open(path, mode, **kwargs)`` for reading, refused unless ``path`` is a regular
-    file (``regular_file``; checked again on the open file)."""
+    file (``regular_file``; checked again on the open file); ``follow=False``: and not a
+    symbolic link (a workdir's own files: a link there could read any file)."""
     if any(c in mode for c in "wax+"):
         raise ValueError(f"open_regular reads; mode {mode!r} writes")
-    return open(path, mode, opener=_opener(what, expected), **kwargs)  # noqa: SIM115
+    return open(path, mode, opener=_opener(what, expected, follow), **kwargs)  # noqa: SIM115

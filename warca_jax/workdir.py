@@ -107,9 +107,9 @@ def write_figure(path: str, fig, **savefig) -> None:
 
 
 def read_json(path: str, *, what: str = "file"):
-    """Reads a JSON file (size, depth bounded); a damaged one or a FIFO is a DamagedFileError."""
+    """Reads a JSON file (bounded); a damaged one, a FIFO or a link is a DamagedFileError."""
     try:
-        with reads.open_regular(path, "r", encoding="utf-8", what=what) as f:
+        with reads.open_regular(path, "r", encoding="utf-8", what=what, follow=False) as f:
             return bounded_reads.read_json(f)
     except reads.NotARegularFileError as e:
         raise DamagedFileError(str(e)) from None
@@ -195,7 +195,7 @@ def read_jsonl(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
     rows = []
-    with reads.open_regular(path, "r", encoding="utf-8", errors="replace") as f:
+    with reads.open_regular(path, "r", encoding="utf-8", errors="replace", follow=False) as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
