@@ -149,10 +149,10 @@ def _warca_run(workdir, *overrides):
 def test_progress_bars_stay_off_when_stderr_is_not_a_terminal_unless_forced(tmp_path):
     quiet = _warca_run(tmp_path / "a")  # stderr is a pipe here, as a log file would be
     assert quiet.returncode == 0, quiet.stderr[-3000:]
-    assert "it/s]" not in quiet.stderr and "\r" not in quiet.stderr, quiet.stderr[-3000:]
+    assert "steps/s]" not in quiet.stderr and "\r" not in quiet.stderr, quiet.stderr[-3000:]
     forced = _warca_run(tmp_path / "b", "--config.progress=True")
     assert forced.returncode == 0, forced.stderr[-3000:]
-    assert "WARCA: 100%|" in forced.stderr
+    assert "WARCA training: 100%|" in forced.stderr
     assert json.loads((tmp_path / "a" / "config.json").read_text())["progress"] is None
 
 
