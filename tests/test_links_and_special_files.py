@@ -26,11 +26,12 @@ import threading
 import fixture_trees
 import numpy as np
 import pytest
+from cli_exits import one_line_exit
 from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline, reads, workdir, writes
+from warca_jax import datasets, features, pipeline, reads, workdir, writes
 from warca_jax.datasets import hdf5
 from warca_jax.workdir_lock import LOCK_FILE, WorkdirLock
 
@@ -60,19 +61,6 @@ def _within(fn, seconds: float = 30.0, fifo=None):
                     pass
         pytest.fail(f"still running after {seconds} s: blocked on a FIFO?")
     return out.get("error")
-
-
-def _one_line_exit(capsys, run) -> str:
-    """Runs ``run()`` as an entry point does; asserts exit 1 with one line; returns it."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        cli.one_line_errors(lambda argv: run())(["main"])
-    assert exit_info.value.code == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
-    assert err.endswith(line + "\n")
-    return line
 
 
 def _config(method="nn"):
@@ -109,7 +97,7 @@ def test_a_link_at_the_lock_is_one_line_before_any_work(
     wd = tmp_path / "w"
     wd.mkdir()
     (wd / LOCK_FILE).symlink_to(target)
-    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
+    line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
     assert line == (
         f"error: cannot write {wd / LOCK_FILE}: it is a symbolic link (to {target}); "
         "expected a regular file or no file there (a run never writes through a link or "
@@ -357,7 +345,7 @@ def test_a_fifo_as_data_path_is_one_line_from_the_driver(tmp_path, capsys):
     out = {}
 
     def run():
-        out["line"] = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(c, str(tmp_path)))
+        out["line"] = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(c, str(tmp_path)))
 
     assert _within(run, fifo=path) is None
     assert out["line"] == (

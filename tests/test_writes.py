@@ -21,6 +21,7 @@ import sys
 import matplotlib.figure
 import numpy as np
 import pytest
+from cli_exits import one_line_exit
 from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
@@ -39,19 +40,6 @@ def _config(method="nn", splits=2):
     if method == "warca":
         c.method.num_iters, c.method.log_every = 20, 5
     return c
-
-
-def _one_line_exit(capsys, run) -> str:
-    """Runs ``run()`` as an entry point does; asserts exit 1 with one line; returns it."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        cli.one_line_errors(lambda argv: run())(["main"])
-    assert exit_info.value.code == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
-    assert err.endswith(line + "\n")  # the last thing said, on one line
-    return line
 
 
 def _full_disk(*args, **kwargs):
@@ -120,7 +108,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_rerun_reuses_what_was_d
     wd = tmp_path / "w"
     with monkeypatch.context() as mp:
         patch(mp)
-        line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(method), str(wd)))
+        line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(method), str(wd)))
     assert f"cannot write {wd / name}: {FULL} [ENOSPC]" in line, line
     assert "a rerun reuses them" in line
     _readable(wd)
@@ -136,7 +124,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_rerun_reuses_what_was_d
 
 def test_the_figures_of_a_full_disk_leave_results_json_whole(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _full_disk)
-    _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(tmp_path)))
+    one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(tmp_path)))
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["num_splits"] == 2 and len(results["splits"]) == 2
 
@@ -151,7 +139,7 @@ def test_a_full_disk_while_the_feature_cache_is_written_names_it(tmp_path, capsy
         Image.fromarray(rng.integers(0, 255, (32, 16, 3), dtype=np.uint8)).save(paths[-1])
     monkeypatch.setattr(np, "save", _full_disk)
     cache = tmp_path / "cache"
-    line = _one_line_exit(
+    line = one_line_exit(
         capsys,
         lambda: features.extract(paths, height=32, width=16, batch_size=4, cache_dir=cache),
     )
@@ -162,7 +150,7 @@ def test_a_full_disk_while_the_feature_cache_is_written_names_it(tmp_path, capsy
 def test_a_full_disk_while_the_protocol_plots_keeps_its_runs(tmp_path, capsys, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(matplotlib.figure.Figure, "savefig", _full_disk)
-        line = _one_line_exit(capsys, lambda: run_protocol(tiny_protocol(), str(tmp_path)))
+        line = one_line_exit(capsys, lambda: run_protocol(tiny_protocol(), str(tmp_path)))
     assert f"cannot write {tmp_path / 'cmc_synthetic.png'}: {FULL}" in line, line
     runs = tmp_path / "runs" / "synthetic" / "nn"
     times = {p: p.stat().st_mtime_ns for p in runs.rglob("split_*.json")}
@@ -182,12 +170,12 @@ def test_a_read_only_parent_is_one_line_before_any_work(tmp_path, capsys, monkey
 
     monkeypatch.setattr(os, "makedirs", read_only)  # root cannot be refused by chmod
     wd = tmp_path / "parent" / "w"
-    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
+    line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
     assert f"{tmp_path / 'parent'}" in line and "Read-only file system [EROFS]" in line, line
     monkeypatch.setattr(pipeline.datasets, "from_config", no_load)
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # the parent: unwritable
     monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((0,) * 8 + (1, 255)))
-    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
+    line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
     assert f"workdir {wd} cannot be made: its parent {tmp_path} is on a read-only" in line
 
 
@@ -204,7 +192,7 @@ def test_a_name_too_long_is_one_line_before_any_work(tmp_path, capsys, monkeypat
 
     monkeypatch.setattr(pipeline.datasets, "from_config", no_load)
     wd = os.path.join(tmp_path, path)
-    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
+    line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
     assert line.startswith(f"error: workdir {tmp_path}") and problem in line, line
     assert os.listdir(tmp_path) == []
 
@@ -212,7 +200,7 @@ def test_a_name_too_long_is_one_line_before_any_work(tmp_path, capsys, monkeypat
 def test_a_name_too_long_is_not_taken_for_a_config_field(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["main", "--config=configs/nn.py", "--config.method.name=nn"])
     wd = os.path.join(tmp_path, "a" * 300)
-    line = _one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
+    line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
     assert line.startswith(f"error: workdir {tmp_path}"), line
 
 
