@@ -45,6 +45,17 @@ def _encoded(ext: str) -> bytes:
     return buffer.getvalue()
 
 
+def random_images(folder, n: int, height: int, width: int) -> list[str]:
+    """``img0.png`` ... : n random RGB images of height x width (seed 0), their paths."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        path = os.path.join(folder, f"img{i}.png")
+        Image.fromarray(rng.integers(0, 255, (height, width, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    return paths
+
+
 def write_images(folder, names) -> None:
     """Writes a tiny image under each name (format from the extension) in `folder`."""
     os.makedirs(folder, exist_ok=True)

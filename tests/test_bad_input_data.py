@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 
+import fixture_trees
 import numpy as np
 import pytest
 from processes import cpu_env
@@ -488,15 +489,7 @@ def test_interrupted_write_keeps_the_old_file(tmp_path):
 
 @pytest.fixture
 def image_paths(tmp_path):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(3):
-        p = tmp_path / f"img{i}.png"
-        Image.fromarray(rng.integers(0, 255, (32, 16, 3), dtype=np.uint8)).save(p)
-        paths.append(str(p))
-    return paths
+    return fixture_trees.random_images(tmp_path, 3, 32, 16)
 
 
 def _cut(path, n):

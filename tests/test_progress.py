@@ -3,6 +3,7 @@
 
 import logging
 
+import fixture_trees
 import numpy as np
 import pytest
 
@@ -50,14 +51,7 @@ def test_a_heartbeat_line_counts_from_work_already_done(every_update):
 
 
 def test_feature_extraction_without_a_bar_counts_its_images(every_update, tmp_path):
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    paths = []
-    for i in range(3):
-        path = tmp_path / f"{i}.png"
-        Image.fromarray(rng.integers(0, 255, (128, 48, 3), dtype=np.uint8)).save(path)
-        paths.append(str(path))
+    paths = fixture_trees.random_images(tmp_path, 3, 128, 48)
     extract(paths, descriptor="color_lbp", batch_size=1, progress=False)
     lines = [m for m in _lines(every_update) if "features:" in m]
     assert lines and lines[0].startswith("color_lbp features: 1 of 3 images")
