@@ -81,7 +81,7 @@ def _release_and_exit(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-def _exit_with_parent(parent: int, period: float = 1.0) -> None:
+def _start_worker(parent: int, period: float = 1.0) -> None:
     """A worker's initializer: a daemon thread that ends the worker once its parent is gone
     (killed without shutting the pool down), so that no worker is left training for
     nobody. The worker ignores SIGINT: Ctrl-C reaches every process of the terminal's
@@ -108,7 +108,7 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     pool = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=ctx, initializer=_exit_with_parent, initargs=(os.getpid(),)
+        num_workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(),)
     )
     futures = {pool.submit(grid_job.run_any, job): job for job in todo}
     try:
