@@ -27,8 +27,9 @@ import time
 
 import numpy as np
 
-from warca_jax import defaults, evaluation
-from warca_jax.methods import warca
+from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax.methods import held_out, warca
+from warca_jax.methods.warca import lam_select
 from warca_jax.synthetic import make_reference_problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,13 +51,127 @@ def rank1(metric, x_test, labels, cams) -> float:
     return float(res["rank1"])
 
 
+# ----- the rule: lambda chosen on held-out training people, against every fixed lambda -----
+
+RULES = ("smallest", "largest", "argmax")  # lam_select's rules, each measured
+
+
+def _reference_dataset():
+    """The C++ release's problem (2,400 training images) as (x, labels, cams, test scorer)."""
+    prob = make_reference_problem(1200, seed=0)
+    test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
+
+    def scores(metric):
+        emb = np.asarray(metric.transform(test[0]))
+        g, q = test[2] == 0, test[2] != 0
+        r = evaluation.evaluate(emb[q], emb[g], test[1][q], test[1][g], test[2][q], test[2][g])
+        return float(r["rank1"]), float(r["mAP"])
+
+    return [(prob["hist_train"], prob["train_labels"], None, scores)]
+
+
+def _real_splits(name: str, path: str, num_splits: int, cache_dir: str):
+    """Each split of a real dataset as (x, labels, cams, test scorer)."""
+    ds = datasets.read(name, path, descriptor="color_lbp", cache_dir=cache_dir)
+    eval_cfg = defaults.base_config().eval
+    out = []
+    for split in ds.splits[:num_splits]:
+        tr = split.train_idx
+
+        def scores(metric, split=split):
+            r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
+            return float(r["rank1"]), float(r["mAP"])
+
+        out.append((ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
+    return out
+
+
+def rule_rows(name, form, splits, grid, val_fraction, dim):
+    """Per split: the held-out AP of each lambda (fits on the training part) and the test
+    (rank-1, mAP) of each lambda (fits on the whole training set), one JSON line each."""
+    base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
+    rows = []
+    for s, (x, y, cams, scores) in enumerate(splits):
+        cfg = base.get_config("chi2" if form == "chi2" else "default").method
+        cfg = defaults.overridden(cfg, dim=dim, lam_grid=(), val_fraction=val_fraction)
+        held = held_out.split(np.asarray(y), val_fraction, seed=s)
+        row = {"data": name, "form": form, "split": s, "held_ap": {}, "test": {}}
+        for lam in grid:
+            one = lam_select.with_lam(cfg, lam)
+            t = time.perf_counter()
+            if not isinstance(held, str):
+                c_tr = None if cams is None else cams[held.train]
+                c_va = None if cams is None else cams[held.val]
+                m, _ = pipeline.fit_method(x[held.train], y[held.train], one, seed=s, cams=c_tr)
+                row["held_ap"][lam] = lam_select.held_out_ap(m, x[held.val], y[held.val], c_va)
+            m, _ = pipeline.fit_method(x, y, one, seed=s, cams=cams)
+            row["test"][lam] = scores(m)
+            rank1, m_ap = row["test"][lam]
+            seconds = round(time.perf_counter() - t, 1)
+            line = dict(data=name, form=form, split=s, lam=lam, rank1=rank1, mAP=m_ap, seconds=seconds)
+            if lam in row["held_ap"]:
+                line["held_out_mAP"] = round(float(np.mean(row["held_ap"][lam])), 2)
+            print(json.dumps(line), flush=True)
+        rows.append(row)
+    return rows
+
+
+def rule_table(rows, grid) -> None:
+    """Mean test rank-1 / mAP at each fixed lambda and under each rule (the lambda each chose)."""
+    print("\n| data | form | splits | " + " | ".join(f"{lam:g}" for lam in grid)
+          + " | " + " | ".join(f"rule {r}" for r in RULES) + " |")  # fmt: skip
+    print("| " + " | ".join(["---"] * (3 + len(grid) + len(RULES))) + " |")
+    keys = sorted({(r["data"], r["form"]) for r in rows}, key=str)
+    for key in keys:
+        part = [r for r in rows if (r["data"], r["form"]) == key]
+        cells = [key[0], key[1], str(len(part))]
+        for lam in grid:
+            a = np.asarray([r["test"][lam] for r in part])
+            cells.append(f"{a[:, 0].mean():.2f} / {a[:, 1].mean():.2f}")
+        for rule in RULES:
+            got, chosen = [], []
+            for r in part:
+                if not r["held_ap"]:
+                    continue
+                k = lam_select.choice(grid, [r["held_ap"][lam] for lam in grid], rule)
+                chosen.append(f"{grid[k]:g}")
+                got.append(r["test"][grid[k]])
+            if not got:
+                cells.append("n/a")
+                continue
+            a = np.asarray(got)
+            cells.append(f"{a[:, 0].mean():.2f} / {a[:, 1].mean():.2f} ({', '.join(chosen)})")
+        print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--num_ids", type=_ints, default=_ints("200,600,1200"))
     p.add_argument("--images_per_id", type=_ints, default=_ints("2,4"))
     p.add_argument("--lams", type=_floats, default=_floats("1e-5,1e-4,1e-3,1e-2"))
     p.add_argument("--seed", type=int, default=1, help="training seed (the data is fixed)")
+    p.add_argument("--rule", default="", help="datasets for the rule table instead: "
+                   "reference,orl,viper=PATH,cuhk01=PATH")
+    p.add_argument("--forms", default="chi2,linear", help="WARCA forms of the rule table")
+    p.add_argument("--splits", type=int, default=10, help="splits of each real dataset")
+    p.add_argument("--val_fraction", type=float, default=0.2)
+    p.add_argument("--cache_dir", default="/tmp/warca_cache", help="descriptor cache")
     args = p.parse_args()
+    if args.rule:
+        print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
+        rows = []
+        for item in args.rule.split(","):
+            name, _, path = item.partition("=")
+            if name == "reference":
+                splits = _reference_dataset()
+            else:
+                path = path or os.path.join(ROOT, "data", "orl_faces")
+                splits = _real_splits(name, path, args.splits, args.cache_dir)
+            dim = datasets.PAPER_DIMS.get(name, 40)
+            for form in args.forms.split(","):
+                rows += rule_rows(name, form, splits, args.lams, args.val_fraction, dim)
+        rule_table(rows, args.lams)
+        return
     base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
     rows = []

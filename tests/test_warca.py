@@ -7,12 +7,15 @@ from repo_configs import config_module
 
 from warca_jax import data, datasets, defaults, evaluation, kernels, learner_loop
 from warca_jax.methods import warca
+from warca_jax.methods.warca import lam_select
 
 get_config = config_module("warca").get_config
 
 
 def _method(variant="linear", **overrides):
-    return defaults.overridden(get_config(variant).method, **overrides)
+    """The config file's method section; lambda fixed at 1e-5 unless given (None: chosen
+    on held-out identities, at one fit per grid point)."""
+    return defaults.overridden(get_config(variant).method, **{"lam": 1e-5, **overrides})
 
 
 def _split_eval(learned, ds, split, **kw):
@@ -457,18 +460,42 @@ def test_lambda_chosen_on_held_out_identities():
     x, y, c = data.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
-    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2))
+    cfg = _method(
+        dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2), lam=None
+    )
+    assert get_config().method.lam is None  # the default: chosen on held-out identities
     metric, hist = warca.fit(x, y, cfg, cams=c, seed=1)
     chosen = hist[-1]["lam"]
-    assert chosen in (1e-5, 1e-2) and "9 held-out identities chose lam" in hist[-1]["lam_choice"]
+    assert chosen in (1e-5, 1e-2) and "6 held-out identities chose lam" in hist[-1]["lam_choice"]
     # the returned model is the fit on every training identity at the chosen lambda
-    again, _ = warca.fit(x, y, defaults.overridden(cfg, lam=chosen, lam_grid=()), cams=c, seed=1)
+    again, _ = warca.fit(x, y, defaults.overridden(cfg, lam=chosen), cams=c, seed=1)
     np.testing.assert_array_equal(metric.projection, again.projection)
-    # too few identities to hold out: lam as configured
+    # a lambda given is used as it is: no held-out fits, no note
+    _, hist = warca.fit(x, y, defaults.overridden(cfg, lam=1e-2), cams=c, seed=1)
+    assert "lam_choice" not in hist[-1]
+    # too few identities to hold out: the grid's weakest lambda
     few = np.isin(y, np.unique(y)[:3])
     _, hist = warca.fit(x[few], y[few], cfg, seed=1)
-    assert hist[-1]["lam"] == cfg.lam and "as configured" in hist[-1]["lam_choice"]
+    assert hist[-1]["lam"] == 1e-5 and "the grid's weakest" in hist[-1]["lam_choice"]
     with pytest.raises(ValueError, match="lam_grid must hold finite numbers"):
         warca.fit(x, y, defaults.overridden(cfg, lam_grid=(1e-3, float("nan"))), seed=1)
+    with pytest.raises(ValueError, match="lam_grid is empty"):
+        warca.fit(x, y, defaults.overridden(cfg, lam_grid=()), seed=1)
     with pytest.raises(ValueError, match="val_fraction must be"):
         warca.fit(x, y, defaults.overridden(cfg, val_fraction=1.5), seed=1)
+
+
+def test_lambda_rules_on_paired_held_out_scores():
+    grid = (1e-5, 1e-4, 1e-3)
+    rng = np.random.default_rng(0)
+    base = rng.uniform(40, 60, size=200)
+    # 1e-4 is best; 1e-5 is within noise of it, 1e-3 clearly worse
+    noise = [n - n.mean() for n in rng.normal(0, 5, (3, 200))]  # standard error 0.35
+    aps = [base + noise[0] - 0.1, base + 0.2, base - 10.0]
+    assert lam_select.choice(grid, aps, "argmax") == 1
+    assert lam_select.choice(grid, aps, "smallest") == 0
+    assert lam_select.choice(grid, aps, "largest") == 1
+    # every lambda within noise: the weakest and the strongest
+    flat = [base + n for n in noise]
+    assert lam_select.choice(grid, flat, "smallest") == 0
+    assert lam_select.choice(grid, flat, "largest") == 2

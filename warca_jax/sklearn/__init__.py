@@ -108,18 +108,18 @@ class WARCA(_Named):
     The hyper-parameters and defaults of ``warca_jax.methods.warca.default_config()``
     (configs/warca.py starts from them). ``kernel != "none"`` learns a kernel metric
     (``transform`` embeds new samples; no ``components_`` nor Mahalanobis matrix). ``lam``
-    is 1e-5 in both forms (benchmarks/RESULTS.md, "WARCA beyond VIPeR"); small training
-    sets may prefer a stronger penalty (scikit-learn's ``GridSearchCV`` chooses it).
+    None chooses the penalty inside ``fit`` on held-out training identities
+    (``warca_jax.methods.warca.lam_select``); a number is used as it is.
 
     Parameters
     ----------
     dim : int, default=40
         Output dimension D' (the paper: 200 Market-1501, 100 VIPeR, 40 others).
-    lam : float, default=1e-05
-        Penalty weight lambda (eq. 11, 12, 18).
-    val_fraction : float, default=0.3
-        Share of the training identities held out to choose lambda when the config's
-        ``lam_grid`` is set (not a parameter here: ``GridSearchCV`` does that job).
+    lam : float or None, default=None
+        Penalty weight lambda (eq. 11, 12, 18); None: chosen from the config's ``lam_grid``
+        (1e-5 ... 1e-2) on ``val_fraction`` of the training identities held out.
+    val_fraction : float, default=0.2
+        Share of the training identities held out to choose lambda when ``lam`` is None.
     positives : str, default='cross_camera'
         The positive pairs: 'cross_camera' needs camera ids, which ``fit(X, y)`` does not
         take, so this estimator trains on every same-identity pair either way ('all').
@@ -181,8 +181,8 @@ class WARCA(_Named):
         self,
         *,
         dim: int = 40,
-        lam: float = 1e-5,
-        val_fraction: float = 0.3,
+        lam: float | None = None,
+        val_fraction: float = 0.2,
         positives: str = "cross_camera",
         learning_rate: float = 1e-2,
         schedule: str = "cosine",

@@ -43,15 +43,13 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     m.dim = 40  # output dimension D' (paper: 200 Market-1501, 100 VIPeR, 40 others).
     # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10), the
     # same in both forms. It must leave W free to stretch far enough to reach the margin of
-    # 1, and how far depends on the data (docs/methods.md, "What WARCA needs beyond the
-    # paper"); the protocol cross-validates it.
-    m.lam = 1e-5
-    # lam_grid non-empty: lambda is chosen per fit from it on ``val_fraction`` of the training
-    # identities held out, by the one-standard-error rule (``lam_select``), at one fit per
-    # grid point. The smaller training part prefers a stronger penalty than the whole set
-    # wants, so it is an option. Empty: ``lam`` as it is.
-    m.lam_grid = ()
-    m.val_fraction = 0.3
+    # 1, and how far depends on the data (docs/penalty.md). None: chosen per fit from
+    # ``lam_grid`` on ``val_fraction`` of the training identities held out (``lam_select``:
+    # the weakest penalty within one standard error of the best held-out mAP), at one fit
+    # per grid point; a number: exactly that lambda (the grid is not used).
+    m.lam = ml_collections.config_dict.placeholder(float)
+    m.lam_grid = (1e-5, 1e-4, 1e-3, 1e-2)
+    m.val_fraction = 0.2
     m.penalty = "aon"  # 'aon' ||W W^T - I||^2 (eq. 10), 'frobenius' ||W||^2 or 'none'.
     m.penalty_mode = "coupled"  # penalty before Adam ('coupled') or after ('decoupled').
     m.margin = 1.0  # gamma of the hinge, fixed at 1 in the paper.
@@ -135,13 +133,15 @@ def check_config(cfg, *, n: int, d: int) -> None:
     checks.check_number(cfg, "max_tries", low=0, integer=True, note="; 0: no cap")
     checks.check_number(cfg, "margin", low=0, low_open=True)
     checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-    checks.check_number(cfg, "lam", low=0)
+    if cfg.lam is not None:
+        checks.check_number(cfg, "lam", low=0)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_number(cfg, "num_landmarks", integer=True)
     lam_select.check(cfg)
-    optim.check_hyperparams(
-        learning_rate=cfg.learning_rate, lam=cfg.lam, penalty_mode=cfg.penalty_mode
-    )
+    for lam in (cfg.lam,) if cfg.lam is not None else tuple(cfg.lam_grid):
+        optim.check_hyperparams(
+            learning_rate=cfg.learning_rate, lam=lam, penalty_mode=cfg.penalty_mode
+        )
     _check_names(cfg)
     if cfg.kernel_approx == "nystroem":
         if cfg.kernel == "none":

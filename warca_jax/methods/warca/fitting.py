@@ -90,7 +90,8 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
 
 
 def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback):
-    """``fit`` with lambda chosen from ``cfg.lam_grid`` on held-out identities (``lam_select``);
+    """``fit`` with lambda chosen from ``cfg.lam_grid`` on held-out identities (``lam_select``,
+    when ``cfg.lam`` is None);
     every history row names the lambda."""
     config.pair_cams(cams, np.asarray(labels), cfg)  # bad cams refused before the grid's fits
 
@@ -173,7 +174,7 @@ def fit(
         or ended in a non-finite or degenerate model.
     """
     data = config.validate(features, labels, cfg)
-    if len(cfg.lam_grid):
+    if cfg.lam is None:
         return _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback)
     prep = prepare_fit(data, cfg, seed=seed, cams=cams)
     state = prep.init_state(cfg)

@@ -47,8 +47,6 @@ class GridFit:
         seed: int = 0,
         cams=None,
     ):
-        if len(cfg.lam_grid):
-            raise ValueError("a grid of fits takes a config without lam_grid (it is the grid)")
         t0 = time.perf_counter()
         data = config.validate(features, labels, cfg)
         self.cfgs = [_at(cfg, lam, eta) for lam, eta in lams_etas]

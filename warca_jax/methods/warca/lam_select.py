@@ -1,25 +1,22 @@
-"""WARCA's penalty weight, chosen on identities held out of its training set.
+"""WARCA's penalty weight, chosen on identities held out of its training set (``lam`` None).
 
-Why: the lambda that lets W reach the margin depends on the data (docs/methods.md,
-"What WARCA needs beyond the paper"), so a fit can measure it on its own training
-identities, as the paper's protocol does across splits with its cross-validation:
+Why: the lambda that lets W reach the margin depends on the data, by a hundredfold
+between datasets, and no statistic of the training set's shape predicts it
+(docs/penalty.md), so a fit measures it on its own training identities, as the paper's
+protocol does across splits with its cross-validation:
 
 * ``held_out.split`` holds ``val_fraction`` of the training identities out (seeded);
 * one fit per lambda of ``lam_grid`` on the rest, each scored by the average precision of
   every held-out image as a query against the other held-out images (with cameras, a
   same-camera image of the query's identity is left out, as in the re-id test);
-* the largest lambda whose held-out AP is within one standard error of the best one's
-  (paired over the held-out queries: the one-standard-error rule, which prefers the
-  stronger penalty unless the data show it costs) is then used on all the training
-  identities.
+* the weakest penalty whose held-out AP is within one standard error of the best one's
+  (paired over the held-out queries) is then used on all the training identities.
 
-On a smaller training part a stronger penalty wins, so the choice is biased toward the
-stronger penalty (``benchmarks/bench_real_ordering.py``'s select table, in
-benchmarks/RESULTS.md); hence it is an option (``lam_grid``), not the default.
-
-A fit given fewer than 4 identities with two or more images, or an empty ``lam_grid``,
-uses ``cfg.lam`` as it is. The protocol's cross-validation sets lambda itself and empties
-the grid (``protocol.plan.run_method_config``).
+Why the weakest: the best lambda falls as the training set grows (docs/penalty.md), so the
+training part's best is at or above the whole set's; among the lambdas the held-out
+people cannot tell apart, the weakest is the one nearest the whole set's best. Where
+nothing can be held out, the grid's weakest lambda is used. The protocol's
+cross-validation sets lambda itself (``protocol.plan.run_method_config``).
 """
 
 from __future__ import annotations
@@ -46,7 +43,14 @@ def check(cfg) -> None:
     for v in grid:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (np.isfinite(v) and v >= 0):
             raise ValueError(f"lam_grid must hold finite numbers >= 0; got {grid!r}")
-    if grid and not (isinstance(cfg.val_fraction, float) and 0.0 < cfg.val_fraction < 1.0):
+    if cfg.lam is not None:
+        return
+    if not grid:
+        raise ValueError(
+            "lam is None (chosen from lam_grid on held-out identities) but lam_grid is "
+            "empty: give lam a number, or lam_grid its values"
+        )
+    if not (isinstance(cfg.val_fraction, float) and 0.0 < cfg.val_fraction < 1.0):
         raise ValueError(f"val_fraction must be a float in (0, 1); got {cfg.val_fraction!r}")
 
 
@@ -78,32 +82,48 @@ def held_out_ap(metric, x, labels, cams) -> np.ndarray:
     return 100.0 * ap
 
 
-def one_se_choice(grid, aps) -> int:
-    """The index of the largest lambda whose held-out AP is within one standard error of the
-    best's: the mean per-query difference to the best is at most its standard error (the
-    one-standard-error rule of cross-validation; the queries are paired)."""
+RULES = ("smallest", "largest", "argmax")
+
+
+def choice(grid, aps, rule: str = "smallest") -> int:
+    """The index of the lambda that ``rule`` takes from the held-out APs ``aps[k]`` of
+    ``grid[k]`` (per query, the queries paired across the grid).
+
+    * ``smallest``: the weakest penalty whose held-out AP is within one standard error of
+      the best's (the mean paired difference to the best at most its standard error);
+    * ``largest``: the strongest such penalty (the one-standard-error rule as it is
+      usually stated, which prefers the simpler model);
+    * ``argmax``: the best held-out AP.
+    """
     means = [float(np.mean(a)) for a in aps]
     best = int(np.argmax(means))
+    if rule == "argmax":
+        return best
     ok = []
     for k, a in enumerate(aps):
         diff = aps[best] - a
         se = float(np.std(diff, ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
         if float(np.mean(diff)) <= se:
             ok.append(k)
-    return max(ok, key=lambda k: grid[k])
+    if rule == "largest":
+        return max(ok, key=lambda k: grid[k])
+    return min(ok, key=lambda k: grid[k])
 
 
 def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
-    """(the lambda to train with, a note saying how it was chosen).
+    """(the lambda to train with, a note saying how it was chosen), for ``cfg.lam`` None.
 
-    ``fit(x, labels, cams, cfg, seed)`` is WARCA's fit with an empty grid.
+    ``fit(x, labels, cams, cfg, seed)`` is WARCA's fit at a given lambda. Where nothing can
+    be held out (too few identities) or no held-out query has a match, the weakest lambda
+    of the grid, the rule's choice when the held-out data tell the lambdas apart nowhere.
     """
     grid = tuple(float(v) for v in cfg.lam_grid)
-    if not grid:
-        return float(cfg.lam), "lam as configured"
+    weakest = min(grid)
     held = held_out.split(np.asarray(labels), cfg.val_fraction, seed=seed)
     if isinstance(held, str):
-        return float(cfg.lam), f"lam as configured ({held})"
+        note = f"lam {weakest:g}, the grid's weakest: {held}"
+        logging.info("WARCA: %s", note)
+        return weakest, note
     tr, va = held.train, held.val
     labels = np.asarray(labels)
     cams = None if cams is None else np.asarray(cams)
@@ -113,12 +133,14 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
         metric, _ = fit(x[tr], labels[tr], train_cams, with_lam(cfg, lam), seed)
         aps.append(held_out_ap(metric, x[va], labels[va], val_cams))
     if not len(aps[0]):
-        return float(cfg.lam), "lam as configured (no held-out query has a match)"
-    best = one_se_choice(grid, aps)
+        note = f"lam {weakest:g}, the grid's weakest: no held-out query has a match"
+        logging.info("WARCA: %s", note)
+        return weakest, note
+    best = choice(grid, aps, "smallest")
     note = (
         f"{held.num_ids} held-out identities chose lam {grid[best]:g} (held-out mAP "
         + ", ".join(f"{g:g}: {np.mean(a):.2f}" for g, a in zip(grid, aps, strict=True))
-        + "; the largest lambda within one standard error of the best)"
+        + "; the weakest penalty within one standard error of the best)"
     )
     logging.info("WARCA: %s", note)
     return grid[best], note
