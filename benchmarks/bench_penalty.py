@@ -108,7 +108,8 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
             row["test"][lam] = scores(m)
             rank1, m_ap = row["test"][lam]
             seconds = round(time.perf_counter() - t, 1)
-            line = dict(data=name, form=form, split=s, lam=lam, rank1=rank1, mAP=m_ap, seconds=seconds)
+            line = dict(data=name, form=form, split=s, lam=lam, rank1=rank1, mAP=m_ap)
+            line["seconds"] = seconds
             if lam in row["held_ap"]:
                 line["held_out_mAP"] = round(float(np.mean(row["held_ap"][lam])), 2)
             print(json.dumps(line), flush=True)
