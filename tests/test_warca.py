@@ -464,19 +464,22 @@ def test_lambda_chosen_on_held_out_identities():
         dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2), lam=None
     )
     assert get_config().method.lam is None  # the default: chosen on held-out identities
-    metric, hist = warca.fit(x, y, cfg, cams=c, seed=1)
+    logged = []
+    metric, hist = warca.fit(x, y, cfg, cams=c, seed=1, log_fn=logged.append)
+    assert logged == hist  # what a run writes to metrics.jsonl names the lambda too
     chosen = hist[-1]["lam"]
-    assert chosen in (1e-5, 1e-2) and "6 held-out identities chose lam" in hist[-1]["lam_choice"]
+    assert chosen in (1e-5, 1e-2) and "6 held-out identities chose lam" in hist[0]["lam_choice"]
+    assert all(row["lam"] == chosen for row in hist) and "lam_choice" not in hist[-1]
     # the returned model is the fit on every training identity at the chosen lambda
     again, _ = warca.fit(x, y, defaults.overridden(cfg, lam=chosen), cams=c, seed=1)
     np.testing.assert_array_equal(metric.projection, again.projection)
     # a lambda given is used as it is: no held-out fits, no note
     _, hist = warca.fit(x, y, defaults.overridden(cfg, lam=1e-2), cams=c, seed=1)
-    assert "lam_choice" not in hist[-1]
+    assert "lam_choice" not in hist[0] and "lam" not in hist[0]
     # too few identities to hold out: the grid's weakest lambda
     few = np.isin(y, np.unique(y)[:3])
     _, hist = warca.fit(x[few], y[few], cfg, seed=1)
-    assert hist[-1]["lam"] == 1e-5 and "the grid's weakest" in hist[-1]["lam_choice"]
+    assert hist[-1]["lam"] == 1e-5 and "the grid's weakest" in hist[0]["lam_choice"]
     with pytest.raises(ValueError, match="lam_grid must hold finite numbers"):
         warca.fit(x, y, defaults.overridden(cfg, lam_grid=(1e-3, float("nan"))), seed=1)
     with pytest.raises(ValueError, match="lam_grid is empty"):

@@ -91,20 +91,28 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
 
 def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback):
     """``fit`` with lambda chosen from ``cfg.lam_grid`` on held-out identities (``lam_select``,
-    when ``cfg.lam`` is None);
-    every history row names the lambda."""
+    when ``cfg.lam`` is None): every history row (and every row ``log_fn`` writes) names the
+    lambda, the first also how it was chosen (``lam_choice``)."""
     config.pair_cams(cams, np.asarray(labels), cfg)  # bad cams refused before the grid's fits
 
     def fit_one(x, y, c, one_cfg, s):
         return fit(x, y, one_cfg, seed=s, cams=c)
 
     lam, note = lam_select.choose(fit_one, features, labels, cams, cfg, seed=seed)
-    chosen = lam_select.with_lam(cfg, lam)
+    first = [True]
+
+    def named(row):
+        extra = {"lam": lam, "lam_choice": note} if first[0] else {"lam": lam}
+        first[0] = False
+        return {**row, **extra}
+
     metric, history = fit(
-        features, labels, chosen, seed=seed, log_fn=log_fn, progress=progress,
-        callback=callback, cams=cams,
-    )
-    return metric, [{**row, "lam": lam, "lam_choice": note} for row in history]
+        features, labels, lam_select.with_lam(cfg, lam), seed=seed,
+        log_fn=None if log_fn is None else (lambda row: log_fn(named(row))),
+        progress=progress, callback=callback, cams=cams,
+    )  # fmt: skip
+    first[0] = True
+    return metric, [named(row) for row in history]
 
 
 def _forms(cfg) -> tuple[bool, bool]:
