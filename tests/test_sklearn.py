@@ -166,7 +166,8 @@ def test_docstrings_list_every_parameter_and_its_default(method):
     assert "seed" in params
     lines = doc.splitlines()
     for name, p in params.items():
-        line = f"{name} : {type(p.default).__name__}, default={p.default!r}"
+        kind = "float or None" if p.default is None else type(p.default).__name__
+        line = f"{name} : {kind}, default={p.default!r}"
         assert line in lines, f"{cls.__name__}'s docstring lacks {line!r}"
         meaning = lines[lines.index(line) + 1]
         assert meaning.startswith("    ") and len(meaning.strip()) > 3, (name, meaning)
