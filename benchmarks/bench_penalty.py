@@ -56,8 +56,9 @@ def rank1(metric, x_test, labels, cams) -> float:
 RULES = ("smallest", "largest", "argmax")  # lam_select's rules, each measured
 
 
-def _reference_dataset():
-    """The C++ release's problem (2,400 training images) as (x, labels, cams, test scorer)."""
+def _reference_dataset(seeds):
+    """The C++ release's problem (2,400 training images) once per training seed, each as
+    (seed, x, labels, cams, test scorer): the data is fixed."""
     prob = make_reference_problem(1200, seed=0)
     test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
 
@@ -67,22 +68,23 @@ def _reference_dataset():
         r = evaluation.evaluate(emb[q], emb[g], test[1][q], test[1][g], test[2][q], test[2][g])
         return float(r["rank1"]), float(r["mAP"])
 
-    return [(prob["hist_train"], prob["train_labels"], None, scores)]
+    return [(seed, prob["hist_train"], prob["train_labels"], None, scores) for seed in seeds]
 
 
-def _real_splits(name: str, path: str, num_splits: int, cache_dir: str):
-    """Each split of a real dataset as (x, labels, cams, test scorer)."""
+def _real_splits(name: str, path: str, splits: range, cache_dir: str):
+    """Splits ``splits`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
     ds = datasets.read(name, path, descriptor="color_lbp", cache_dir=cache_dir)
     eval_cfg = defaults.base_config().eval
     out = []
-    for split in ds.splits[:num_splits]:
+    for s in splits:
+        split = ds.splits[s]
         tr = split.train_idx
 
         def scores(metric, split=split):
             r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
             return float(r["rank1"]), float(r["mAP"])
 
-        out.append((ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
+        out.append((s, ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
     return out
 
 
@@ -91,9 +93,10 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
     (rank-1, mAP) of each lambda (fits on the whole training set), one JSON line each."""
     base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     rows = []
-    for s, (x, y, cams, scores) in enumerate(splits):
-        cfg = base.get_config("chi2" if form == "chi2" else "default").method
-        cfg = defaults.overridden(cfg, dim=dim, lam_grid=(), val_fraction=val_fraction)
+    for s, x, y, cams, scores in splits:
+        cfg = base.get_config("linear" if form == "linear" else "chi2").method
+        over = {"preconditioned": False} if form == "chi2_plain" else {}
+        cfg = defaults.overridden(cfg, dim=dim, val_fraction=val_fraction, **over)
         held = held_out.split(np.asarray(y), val_fraction, seed=s)
         row = {"data": name, "form": form, "split": s, "held_ap": {}, "test": {}}
         for lam in grid:
@@ -153,8 +156,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1, help="training seed (the data is fixed)")
     p.add_argument("--rule", default="", help="datasets for the rule table instead: "
                    "reference,orl,viper=PATH,cuhk01=PATH")
-    p.add_argument("--forms", default="chi2,linear", help="WARCA forms of the rule table")
+    p.add_argument("--forms", default="chi2,linear",
+                   help="WARCA forms of the rule table: chi2, chi2_plain (the plain "
+                   "gradient, not preconditioned) or linear")
     p.add_argument("--splits", type=int, default=10, help="splits of each real dataset")
+    p.add_argument("--first_split", type=int, default=0, help="the rule table's first split")
+    p.add_argument("--ref_seeds", type=_ints, default=_ints("1,2,3"),
+                   help="training seeds of the reference problem in the rule table")
     p.add_argument("--val_fraction", type=float, default=0.2)
     p.add_argument("--cache_dir", default="/tmp/warca_cache", help="descriptor cache")
     args = p.parse_args()
@@ -164,10 +172,11 @@ def main() -> None:
         for item in args.rule.split(","):
             name, _, path = item.partition("=")
             if name == "reference":
-                splits = _reference_dataset()
+                splits = _reference_dataset(args.ref_seeds)
             else:
                 path = path or os.path.join(ROOT, "data", "orl_faces")
-                splits = _real_splits(name, path, args.splits, args.cache_dir)
+                chosen = range(args.first_split, args.first_split + args.splits)
+                splits = _real_splits(name, path, chosen, args.cache_dir)
             dim = datasets.PAPER_DIMS.get(name, 40)
             for form in args.forms.split(","):
                 rows += rule_rows(name, form, splits, args.lams, args.val_fraction, dim)
