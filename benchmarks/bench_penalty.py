@@ -114,7 +114,9 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
             line = dict(data=name, form=form, split=s, lam=lam, rank1=rank1, mAP=m_ap)
             line["seconds"] = seconds
             if lam in row["held_ap"]:
-                line["held_out_mAP"] = round(float(np.mean(row["held_ap"][lam])), 2)
+                ap = row["held_ap"][lam]
+                line["held_out_mAP"] = round(float(np.mean(ap)), 2)
+                line["held_out_ap"] = [round(float(v), 3) for v in ap]  # per query: other rules
             print(json.dumps(line), flush=True)
         rows.append(row)
     return rows
