@@ -308,8 +308,8 @@ def test_random_splits_errors(labels, kwargs, pattern):
 def test_validation_split_holds_identities_out_of_a_training_part():
     _, labels, cams = _small(num_ids=30)
     (split,) = splits_lib.random_splits(labels, cams, num_splits=1, seed=0)
-    val = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
-    again = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[0, 0])
+    val = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
+    again = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
     _assert_splits_equal([val], [again])
     held = np.concatenate([val.query_idx, val.gallery_idx])
     np.testing.assert_array_equal(np.sort(np.concatenate([val.train_idx, held])), split.train_idx)
@@ -321,8 +321,34 @@ def test_validation_split_holds_identities_out_of_a_training_part():
             val.gallery_idx[labels[val.gallery_idx] == i],
         )
         assert len(np.unique(cams[q])) == 1 and not np.isin(cams[g], cams[q]).any()
-    other = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=[1, 0])
+    other = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=1)
     assert not np.array_equal(other.train_idx, val.train_idx)
+
+
+def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
+    """The pipeline's validation split, the protocol's cross-validation split and a
+    learner's own held-out choice (WARCA's lambda, LMNN's steps) draw one way."""
+    from warca_jax import protocol
+    from warca_jax.methods import held_out
+
+    config = defaults.experiment_config("warca", "small", small=True, lock=False)
+    config.data.val_fraction = 0.2
+    dataset = datasets.from_config(config.data)
+    for s in range(2):
+        train = dataset.splits[s].train_idx
+        fit_seed = config.seed + s  # the seed the pipeline gives split s's fit
+        own = held_out.split(dataset.labels[train], 0.2, seed=fit_seed)
+        people = np.unique(dataset.labels[train][own.val])
+        for val in (
+            pipeline.validation_split(dataset, s, config),
+            protocol.validation_split(dataset, s, fraction=0.2, seed=config.seed),
+            splits_lib.validation_split(
+                dataset.labels, dataset.cams, train, fraction=0.2, seed=fit_seed
+            ),
+        ):
+            got = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
+            np.testing.assert_array_equal(got, people)
+            assert not np.isin(dataset.labels[val.train_idx], people).any()
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,9 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
 
     The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
     ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
-    identities are drawn from ``[config.seed, s]``: same seed, same split.
+    identities are those ``splits.held_out_ids`` draws from the split's training seed
+    ``config.seed + s``, the people a learner's own held-out choice (WARCA's lambda) draws
+    at the same fraction.
     """
     fraction = config_checks.check_validation_config(config)
     if not fraction:
@@ -117,7 +119,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
             dataset.cams,
             dataset.splits[s].train_idx,
             fraction=fraction,
-            seed=[config.seed, s],
+            seed=config.seed + s,
             field="data.val_fraction",
         )
     except ValueError as e:

@@ -147,23 +147,44 @@ def query_gallery(groups, cams, rng: np.random.Generator) -> tuple[np.ndarray, n
     return tuple(np.sort(np.concatenate(x)).astype(np.int64) for x in (query, gallery))
 
 
+HELD_OUT_SALT = 0x5EED  # the held-out draw's stream, apart from the test splits' draws
+
+
+def held_out_ids(labels, fraction: float, *, seed: int) -> tuple[np.ndarray, int]:
+    """The identities a training set holds out: the one draw of held-out people.
+
+    ``round(fraction * K)`` of the K identities of ``labels`` with two or more images (an
+    identity with one image has no match to validate), drawn by
+    ``np.random.default_rng([seed, 0x5EED])``. ``validation_split`` (the pipeline's
+    ``data.val_fraction``, the protocol's cross-validation) and
+    ``warca_jax.methods.held_out.split`` (WARCA's lambda, LMNN's number of steps) draw
+    with it, so the same labels, fraction and seed hold out the same people.
+
+    Returns:
+      (the held-out identities, sorted; K).
+    """
+    ids, counts = np.unique(np.asarray(labels), return_counts=True)
+    eligible = ids[counts >= 2]
+    num_val = int(round(float(fraction) * len(eligible)))
+    rng = np.random.default_rng([int(seed), HELD_OUT_SALT])
+    return np.sort(rng.choice(eligible, size=num_val, replace=False)), len(eligible)
+
+
 def validation_split(
-    labels, cams, train_idx, *, fraction: float, seed, field: str = "val_fraction"
+    labels, cams, train_idx, *, fraction: float, seed: int, field: str = "val_fraction"
 ) -> data.Split:
     """Holds identities of a training part out for validation.
 
-    `round(fraction * K)` of the K identities of `train_idx`, drawn by
-    `np.random.default_rng(seed)`, become validation identities, their images divided
-    into query and gallery as `random_splits` divides test identities (`query_gallery`);
-    the other identities stay for training.
+    The identities ``held_out_ids`` draws from ``seed`` become validation identities, their
+    images divided into query and gallery as `random_splits` divides test identities
+    (`query_gallery`); the other identities stay for training.
 
     Args:
       labels: [N] identity labels of the dataset.
       cams: [N] camera ids of the dataset.
       train_idx: indices of the training part.
       fraction: share of its identities held out, in (0, 1).
-      seed: seed of `np.random.default_rng` (an int or a sequence of ints); same seed,
-        same split.
+      seed: an int; same seed, same split (and the same people as ``held_out_ids``).
       field: the name of the fraction in error messages (e.g. "data.val_fraction").
 
     Returns:
@@ -180,23 +201,22 @@ def validation_split(
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"{field} must be in (0, 1) to hold identities out; got {fraction}")
-    ids = np.unique(labels[train_idx])
-    num_val = int(round(fraction * len(ids)))
-    if num_val < 2 or len(ids) - num_val < 2:
+    held, num_ids = held_out_ids(labels[train_idx], fraction, seed=seed)
+    num_val = len(held)
+    left = len(np.unique(labels[train_idx])) - num_val
+    if num_val < 2 or left < 2:
         hint = (
-            f"with {len(ids)} identities, {field} from {2 / len(ids):.3g} to {1 - 2 / len(ids):.3g}"
-            if len(ids) >= 4
+            f"with {num_ids} identities, {field} from {2 / num_ids:.3g} to {1 - 2 / num_ids:.3g}"
+            if num_ids >= 4
             else "too few identities: 4 or more are needed"
         )
         raise ValueError(
-            f"{field}={fraction} holds out {num_val} of the {len(ids)} training identities, "
-            f"leaving {len(ids) - num_val}; validation and training need at least 2 each "
-            f"({hint})"
+            f"{field}={fraction} holds out {num_val} of the {num_ids} training identities, "
+            f"leaving {left}; validation and training need at least 2 each ({hint})"
         )
-    rng = np.random.default_rng(seed)
-    held = np.sort(rng.permutation(ids)[:num_val])
     is_val = np.isin(labels[train_idx], held)
     groups = [train_idx[labels[train_idx] == i] for i in held]
+    rng = np.random.default_rng([int(seed), HELD_OUT_SALT, 1])  # the query cameras
     query, gallery = query_gallery(groups, cams, rng)
     split = data.Split(np.sort(train_idx[~is_val]), query, gallery)
     data.validate_split(split, labels, n=len(labels), where=f"{field}={fraction}: validation split")

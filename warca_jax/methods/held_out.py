@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation
+from warca_jax import evaluation, splits
 from warca_jax.metric import Metric
 
 
@@ -43,22 +43,20 @@ class Held(NamedTuple):
 
 
 def split(labels: np.ndarray, fraction: float, *, seed: int) -> Held | str:
-    """Holds ``round(fraction * K)`` identities with two or more images out.
+    """Holds out the identities ``splits.held_out_ids`` draws (the project's one draw).
 
     Returns:
       a ``Held``, or a sentence saying why nothing could be held out (fewer than 2
       identities to hold out, or fewer than 2 left to train on).
     """
-    ids, counts = np.unique(labels, return_counts=True)
-    eligible = ids[counts >= 2]
-    num_val = int(round(fraction * len(eligible)))
-    if num_val < 2 or len(ids) - num_val < 2:
+    labels = np.asarray(labels)
+    chosen, eligible = splits.held_out_ids(labels, fraction, seed=seed)
+    num_val, num_ids = len(chosen), len(np.unique(labels))
+    if num_val < 2 or num_ids - num_val < 2:
         return (
-            f"val_fraction {fraction:g} of {len(eligible)} identities with two or more "
+            f"val_fraction {fraction:g} of {eligible} identities with two or more "
             f"images holds {num_val} out: 2 or more are needed, with 2 or more left to train on"
         )
-    rng = np.random.default_rng([int(seed), 0x5EED])
-    chosen = np.sort(rng.choice(eligible, size=num_val, replace=False))
     is_val = np.isin(labels, chosen)
     return Held(np.flatnonzero(~is_val), np.flatnonzero(is_val), num_val)
 

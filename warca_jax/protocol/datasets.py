@@ -128,24 +128,14 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
 
 
 def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed: int):
-    """A validation split inside the training part of split ``s``.
-
-    ``fraction`` of the training identities (drawn from ``[seed, s]``) become validation
-    identities, with queries and gallery drawn as ``splits.random_splits`` draws a test
-    split; the rest train. Indices are into ``dataset``.
-    """
-    train_idx = dataset.splits[s].train_idx
-    labels, cams = dataset.labels[train_idx], dataset.cams[train_idx]
-    num_ids = len(np.unique(labels))
-    num_val = max(2, int(round(fraction * num_ids)))
-    if num_ids - num_val < 2:
-        raise ValueError(
-            f"split {s} has {num_ids} training identities: too few to hold {num_val} out for "
-            "validation and train on the rest; lower cv.val_fraction or cv.num_splits"
-        )
-    (sub,) = splits_lib.random_splits(
-        labels, cams, num_splits=1, num_test_ids=num_val, seed=seed * 1000 + s
-    )
-    return data_lib.Split(
-        train_idx[sub.train_idx], train_idx[sub.query_idx], train_idx[sub.gallery_idx]
-    )
+    """A validation split inside the training part of split ``s``: the identities
+    ``splits.held_out_ids`` draws from ``seed + s`` (the training seed of split ``s``, as in
+    the pipeline), their images divided into query and gallery. Indices are into
+    ``dataset``."""
+    try:
+        return splits_lib.validation_split(
+            dataset.labels, dataset.cams, dataset.splits[s].train_idx,
+            fraction=fraction, seed=seed + s, field="cv.val_fraction",
+        )  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"split {s}: {e}; lower cv.val_fraction or cv.num_splits") from None
