@@ -673,3 +673,20 @@ def _readme_row_named(name: str) -> list[str]:
         if line.startswith("|") and cells[0] == name:
             return cells
     raise AssertionError(f"README.md has no table row {name!r}")
+
+
+def test_no_file_names_a_file_outside_the_repository():
+    """A clone stands on its own: nothing names the design notes or the data folder that sit
+    beside the repository where it is developed."""
+    outside = re.compile(r"DESIGN\.md|STYLE\.md|\.\./shared\b")
+    folders = ("warca_jax", "experiments", "configs", "benchmarks", "docs", "tests", "notebooks")
+    paths = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "pyproject.toml")]
+    for folder in folders:
+        paths += glob.glob(os.path.join(ROOT, folder, "**", "*"), recursive=True)
+    found = []
+    for path in paths:
+        if path.endswith((".py", ".md", ".ipynb", ".sh", ".toml")) and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                hits = [m.group(0) for m in outside.finditer(f.read())]
+            found += [f"{os.path.relpath(path, ROOT)}: {h}" for h in hits]
+    assert not found, found

@@ -1,4 +1,4 @@
-"""The generic `.npz` dataset format (DESIGN.md) and a reader of `.npz` archives that names
+"""The generic `.npz` dataset format (docs/datasets.md) and a reader of `.npz` archives that names
 every way a file can be wrong.
 
 A dataset file holds `features`, `labels`, optionally `cams` (without them every image is

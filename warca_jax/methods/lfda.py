@@ -27,7 +27,7 @@ and A: [dim, N] with W = A Phi(X)^T.
 
 Diagnosis against the WARCA paper's Table 2 (VIPeR, 2,580-d colour + LBP histograms, dim
 100, 316 train ids; rank-1 / rank-5, mean of the splits named; ORL D' = 40, 3 splits;
-synthetic = common.base_config data, 3 splits). No defect in this module's algebra was
+synthetic = defaults.base_config data, 3 splits). No defect in this module's algebra was
 found (the scatter matrices match the pair-by-pair loops of the tests); the gaps came
 from the settings in configs/lfda.py:
 

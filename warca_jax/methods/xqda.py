@@ -39,7 +39,7 @@ pairs and the basis none beyond the spread; the descriptor's Retinex 6 (37.94 wi
 ridge below stays the default for the colour + LBP descriptor it was chosen on.
 
 Diagnosis (VIPeR, 2,580-d colour + LBP histograms, 316 train ids, rank-1 / rank-5; ORL and
-the synthetic data of common.base_config, 3 splits each): with reg = 1e-3 (relative to
+the synthetic data of defaults.base_config, 3 splits each): with reg = 1e-3 (relative to
 trace / D) XQDA gave 11.1 / 24.4 (3 splits), below KISSME's 21.7 / 46.7. Cause: with two
 images per identity Sigma_I has rank <= N - #ids = 316 in the 631-d span, and a ridge of
 1e-3 tr/D gives each of its null directions an eigenvalue >> 1 made of the ridge alone:
