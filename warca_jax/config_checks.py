@@ -29,8 +29,7 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, methods
-from warca_jax import workdir as workdir_lib
+from warca_jax import datasets, methods, workdirs
 from warca_jax.features.extract import check_batch_size
 
 _DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
@@ -134,7 +133,7 @@ def check_settings(config, workdir) -> None:
     Raises:
       ValueError: the first problem, led by its field.
     """
-    workdir_lib.check_path(workdir)
+    workdirs.check_path(workdir)
     with named_fields(config):
         check_method_section(config.method)
         check_batch_size(config.data.get("batch_size", 256))
@@ -148,7 +147,7 @@ def content_fingerprint(dataset: data_lib.Dataset) -> str:
         arrays.extend(split)
     if dataset.same_camera_matches:
         arrays.append(np.ones(1, np.int64))
-    return workdir_lib.array_fingerprint(*arrays)
+    return workdirs.array_fingerprint(*arrays)
 
 
 def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
@@ -161,7 +160,7 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     out = {"name": dataset.name, "content": content_fingerprint(dataset)}
     path = os.path.expanduser(data_cfg.get("path", "") or "")
     if path and os.path.exists(path):
-        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
+        out["source"] = {"path": os.path.abspath(path), **workdirs.file_fingerprint(path)}
     return out
 
 
@@ -177,7 +176,7 @@ def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = N
     """
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     data = {} if dataset is None else data_fingerprint(dataset, config.data)
-    workdir_lib.check_run_files(workdir, text, data)
+    workdirs.check_run_files(workdir, text, data)
 
 
 def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:

@@ -1,38 +1,29 @@
 """Identity splits: the one home of the random draws that cut a dataset into splits.
 
-Two protocols, each a pure function of labels, cameras and a seed (split s draws from
-``np.random.default_rng([seed, s])``), every split checked by ``data.validate_split``:
+Every split is a pure function of labels, cameras and a seed, checked by
+``data.validate_split``:
 
-* ``random_splits`` (and ``validation_split``, the same draw inside a training part):
-  test identities drawn at random, all images of the others for training; each test
-  identity's images in one random camera are queries, those in its other cameras the
-  gallery (``query_gallery``). The generic ``.npz``, ``.mat`` and ``.json`` feature files
-  and the synthetic data use it.
+* ``random_splits``: split s draws (``np.random.default_rng([seed, s])``) its test
+  identities at random, all images of the others for training; each test identity's images
+  in one random camera are queries, those in its other cameras the gallery
+  (``query_gallery``). The generic ``.npz``, ``.mat`` and ``.json`` feature files and the
+  synthetic data use it.
+* ``held_out_ids`` / ``validation_split``: the people a training part holds out for
+  validation, one draw for the pipeline, the protocol and the learners' own choices.
 * ``probe_gallery_splits``: the WARCA paper's single-shot protocol (section 4.1), used by
   the dataset readers with a published protocol (VIPeR, PRID450S, CUHK01, CAVIAR, 3DPeS,
-  iLIDS, OPeRID, ORL, CUHK03 classic):
-
-  Each split draws `num_test_ids` test identities at random (`np.random.default_rng([seed,
-  s])` for split s, as `random_splits` does); the others are training identities, all
-  their images in `train_idx`. Only identities that can give a probe *and* a true match in
-  the gallery are eligible for test; the others (one image, or one camera) always train.
-  For each test identity, either
-
-  - "rest" mode (no masks): one random image is the probe and all its other images form
-    the gallery. Eligible identities have images in two or more cameras, so the probe always
-    keeps a match after the evaluation drops gallery images with the probe's identity and
-    camera. Loaders of datasets without camera ids give every image its own camera id, which
-    makes this "one random probe, the rest as gallery" exactly; or
-  - camera-rule mode (`probe_mask` and `gallery_mask`): the probes are drawn from the
-    images in `probe_mask` (camera A) and the gallery from those in `gallery_mask`
-    (camera B), `probes_per_id` and `gallery_per_id` of each (None: all of them). Images of
-    a test identity that are drawn for neither are left out of the split.
-  - gallery-draw mode (`gallery_draw`, Xiong et al.'s `num_gal = 1`): one random image of
-    each test identity (two or more images) is its gallery, the others probes, cameras
-    ignored (the dataset sets `same_camera_matches`: the same-camera twin is a match).
-
-  Every split is checked with `data.validate_split`, and every probe must have a gallery
-  image of its identity from another camera (in gallery-draw mode, from any camera).
+  iLIDS, OPeRID, ORL, CUHK03 classic). Each split draws ``num_test_ids`` test identities
+  among those that can give a probe *and* a true match in the gallery (the others always
+  train); for each,
+  - "rest" mode (no masks): one random image is the probe and all its other images the
+    gallery (eligible identities have images in two or more cameras; loaders without
+    camera ids give every image its own);
+  - camera-rule mode (``probe_mask``, ``gallery_mask``): probes from camera A's images,
+    gallery from camera B's, ``probes_per_id`` and ``gallery_per_id`` of each (None: all);
+  - gallery-draw mode (``gallery_draw``, Xiong et al.'s ``num_gal = 1``): one random image
+    is the gallery, the others probes, cameras ignored (``same_camera_matches``).
+  Every probe must have a gallery image of its identity from another camera (in
+  gallery-draw mode, from any camera).
 """
 
 from __future__ import annotations
@@ -151,18 +142,10 @@ HELD_OUT_SALT = 0x5EED  # the held-out draw's stream, apart from the test splits
 
 
 def held_out_ids(labels, fraction: float, *, seed: int) -> tuple[np.ndarray, int]:
-    """The identities a training set holds out: the one draw of held-out people.
-
-    ``round(fraction * K)`` of the K identities of ``labels`` with two or more images (an
-    identity with one image has no match to validate), drawn by
-    ``np.random.default_rng([seed, 0x5EED])``. ``validation_split`` (the pipeline's
-    ``data.val_fraction``, the protocol's cross-validation) and
-    ``warca_jax.methods.held_out.split`` (WARCA's lambda, LMNN's number of steps) draw
-    with it, so the same labels, fraction and seed hold out the same people.
-
-    Returns:
-      (the held-out identities, sorted; K).
-    """
+    """(the held-out identities, sorted; K): ``round(fraction * K)`` of the K identities with
+    two or more images, drawn by ``np.random.default_rng([seed, 0x5EED])``. The one draw of
+    held-out people (``validation_split``, ``methods.held_out.split``): the same labels,
+    fraction and seed hold out the same people."""
     ids, counts = np.unique(np.asarray(labels), return_counts=True)
     eligible = ids[counts >= 2]
     num_val = int(round(float(fraction) * len(eligible)))
@@ -173,11 +156,8 @@ def held_out_ids(labels, fraction: float, *, seed: int) -> tuple[np.ndarray, int
 def validation_split(
     labels, cams, train_idx, *, fraction: float, seed: int, field: str = "val_fraction"
 ) -> data.Split:
-    """Holds identities of a training part out for validation.
-
-    The identities ``held_out_ids`` draws from ``seed`` become validation identities, their
-    images divided into query and gallery as `random_splits` divides test identities
-    (`query_gallery`); the other identities stay for training.
+    """The identities ``held_out_ids`` draws from ``seed`` held out of a training part, their
+    images divided into query and gallery (`query_gallery`); the rest stay for training.
 
     Args:
       labels: [N] identity labels of the dataset.

@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from warca_jax import splits as splits_lib
-from warca_jax import workdir
+from warca_jax import workdirs
 from warca_jax.datasets import base, hdf5
 
 MAT_NAME = "cuhk-03.mat"
@@ -36,7 +36,7 @@ MAT_NAME = "cuhk-03.mat"
 
 def _write_png(path: str, image: np.ndarray) -> None:
     # Atomic: an interrupted run leaves no half-written image; a failure names the file.
-    with workdir.atomic_file(path, "wb") as f:
+    with workdirs.atomic_file(path, "wb") as f:
         Image.fromarray(image).save(f, format="PNG")
 
 
@@ -134,7 +134,7 @@ def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, l
     """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
     written to ``image_dir`` as PNG once (an image already there is kept)."""
     items = _image_items(mat, path, variant)
-    workdir.makedirs(image_dir)
+    workdirs.makedirs(image_dir)
     paths, labels, cams = [], [], []
     for p, i, j, item in items:
         view = 1 if j < 5 else 2

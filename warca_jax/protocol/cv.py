@@ -19,8 +19,7 @@ import os
 
 import numpy as np
 
-from warca_jax import methods
-from warca_jax import workdir as workdir_lib
+from warca_jax import methods, workdirs
 from warca_jax.protocol import halving as halving_lib
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import make_job, outcome, safe
@@ -167,6 +166,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    workdir_lib.makedirs(base)
-    workdir_lib.write_json(os.path.join(base, "selected.json"), out)
+    workdirs.makedirs(base)
+    workdirs.write_json(os.path.join(base, "selected.json"), out)
     return out

@@ -14,10 +14,9 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, defaults
+from warca_jax import config_checks, datasets, defaults, workdirs
 from warca_jax import data as data_lib
 from warca_jax import splits as splits_lib
-from warca_jax import workdir as workdir_lib
 from warca_jax.datasets import npz_file
 from warca_jax.protocol.plan import data_config
 
@@ -59,7 +58,7 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
         if missing:
             raise ValueError(f"it has no {missing[:3]}")
     except ValueError as e:
-        raise workdir_lib.DamagedFileError(
+        raise workdirs.DamagedFileError(
             f"{path}: the stored dataset cannot be read back ({e})"
         ) from None
     splits = tuple(
@@ -70,7 +69,7 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
     ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
     fingerprint = config_checks.content_fingerprint(ds)
     if fingerprint != str(z["fingerprint"]):
-        raise workdir_lib.DamagedFileError(
+        raise workdirs.DamagedFileError(
             f"{path}: the stored dataset is damaged: its arrays do not match the "
             "fingerprint stored with them"
         )
@@ -95,14 +94,14 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     reused when it reads back whole (else it is rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    workdir_lib.makedirs(folder)
+    workdirs.makedirs(folder)
     path = os.path.join(folder, f"{name}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)
     if os.path.exists(path):
         try:
             ds, old_key, fingerprint = _read_stored(path, _stamp(path))
-        except workdir_lib.DamagedFileError as e:
+        except workdirs.DamagedFileError as e:
             logging.warning("%s; rebuilding it", e)
         else:
             if old_key == key:
@@ -114,7 +113,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
     fingerprint = config_checks.content_fingerprint(ds)
-    with workdir_lib.atomic_file(path, "wb") as f:
+    with workdirs.atomic_file(path, "wb") as f:
         np.savez(
             f,
             num_splits=len(ds.splits),
