@@ -549,7 +549,7 @@ def test_a_batch_size_below_one_is_refused_before_any_work(
     def no_load(*args, **kwargs):
         raise AssertionError("images loaded despite a bad batch size")
 
-    monkeypatch.setattr(features.images, "load_images", no_load)
+    monkeypatch.setattr(features.image_files, "load_images", no_load)
     with pytest.raises(
         ValueError, match=r"data\.batch_size must be an integer >= 1 \(images .*\); got"
     ):

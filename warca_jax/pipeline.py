@@ -43,6 +43,7 @@ from warca_jax import (
     datasets,
     defaults,
     evaluation,
+    identity_splits,
     methods,
     model_checks,
     run_plots,
@@ -50,7 +51,6 @@ from warca_jax import (
     workdirs,
 )
 from warca_jax import data as data_lib
-from warca_jax import splits as splits_lib
 from warca_jax.config_checks import check_config_file
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
@@ -114,7 +114,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
     if not fraction:
         return None
     try:
-        return splits_lib.validation_split(
+        return identity_splits.validation_split(
             dataset.labels,
             dataset.cams,
             dataset.splits[s].train_idx,

@@ -239,11 +239,11 @@ def _ranked_arrays(query_labels, ranked_labels, matches, distances, query_images
 
 def _image_drawer():
     """``show(ax, image_path)``, which draws an image file into ``ax`` as the descriptors
-    read it (``features.images.open_image``: upright, its pixel count bounded)."""
-    from warca_jax.features import images  # only this drawing reads pixels
+    read it (``features.image_files.open_image``: upright, its pixel count bounded)."""
+    from warca_jax.features import image_files  # only this drawing reads pixels
 
     def show(ax, image_path):  # a FIFO or device in an image's place: refused, not opened
-        with images.open_image(image_path) as im:
+        with image_files.open_image(image_path) as im:
             ax.imshow(np.asarray(im.convert("RGB")), aspect="auto")
 
     return show

@@ -27,8 +27,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from warca_jax import splits as splits_lib
-from warca_jax import workdirs
+from warca_jax import identity_splits, workdirs
 from warca_jax.datasets import base, hdf5
 
 MAT_NAME = "cuhk-03.mat"
@@ -79,7 +78,7 @@ def load_cuhk03_classic(
     cams = np.asarray(cams, dtype=np.int64)
     per_id = None if multi_shot else 1
     name = f"cuhk03_{variant}_classic"
-    splits = splits_lib.probe_gallery_splits(
+    splits = identity_splits.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=None,

@@ -14,9 +14,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, defaults, workdirs
+from warca_jax import config_checks, datasets, defaults, identity_splits, workdirs
 from warca_jax import data as data_lib
-from warca_jax import splits as splits_lib
 from warca_jax.datasets import npz_file
 from warca_jax.protocol.plan import data_config
 
@@ -132,7 +131,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed
     the pipeline), their images divided into query and gallery. Indices are into
     ``dataset``."""
     try:
-        return splits_lib.validation_split(
+        return identity_splits.validation_split(
             dataset.labels, dataset.cams, dataset.splits[s].train_idx,
             fraction=fraction, seed=seed + s, field="cv.val_fraction",
         )  # fmt: skip

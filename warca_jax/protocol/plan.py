@@ -59,9 +59,15 @@ def data_config(config, name: str) -> ml_collections.ConfigDict:
     return cfg
 
 
-def _override_value(label: str, key: str, old, value):
-    """``value`` for field ``key`` (now ``old``) of ``label``'s method section, or ValueError."""
+def _override_value(label: str, key: str, old, value, kind=None):
+    """``value`` for field ``key`` (now ``old``; ``kind``: its declared type, which a field
+    that is None by default has) of ``label``'s method section, or ValueError."""
     where = f"config.overrides[{label!r}][{key!r}]"
+    shown = old
+    if old is None and value is None:
+        return value
+    if old is None and kind in (bool, int, float, str):
+        old = kind()
     if isinstance(old, ml_collections.ConfigDict):
         raise ValueError(f"{where}: {key!r} is a section of the method config, not a value")
     if isinstance(old, bool):
@@ -81,7 +87,7 @@ def _override_value(label: str, key: str, old, value):
         ok, want = not fields.non_finite(value), "finite"
     if not ok:
         raise ValueError(
-            f"{where} must be {want} (the field is {old!r}), got {value!r}"
+            f"{where} must be {want} (the field is {shown!r}), got {value!r}"
             f"{fields.expect('overrides')}"
         )
     return value
@@ -102,7 +108,7 @@ def apply_overrides(label: str, cfg: ml_collections.ConfigDict, values: dict) ->
             )
         if key == "name":
             raise ValueError(f"override of {label!r}: the method name cannot be changed")
-        value = _override_value(label, key, cfg[key], value)
+        value = _override_value(label, key, cfg[key], value, cfg.get_type(key))
         try:
             cfg[key] = value
         except TypeError as e:

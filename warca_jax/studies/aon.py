@@ -35,8 +35,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import defaults, evaluation, kernels, losses, workdir_lock, workdirs
-from warca_jax import progress as progress_lib
+from warca_jax import defaults, evaluation, kernels, losses, progress_report, workdir_lock, workdirs
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
 
@@ -172,7 +171,7 @@ class _Runs:
         self.folder = os.path.join(workdir, "runs")
         workdirs.makedirs(self.folder)
         bars = defaults.progress_bars(config.progress)
-        self.bar = progress_lib.bar(total, "aon study", show=bars, unit="fits")
+        self.bar = progress_report.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:

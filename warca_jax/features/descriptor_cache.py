@@ -51,7 +51,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import bounded_reads, reads, workdirs
-from warca_jax.features import images as images_lib
+from warca_jax.features import image_files
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -84,7 +84,7 @@ def entry_key(paths: Sequence[str], *, descriptor: str, options: dict, height: i
         "height": height,
         "width": width,
         "code_version": CODE_VERSIONS.get(descriptor, 0),
-        "image_reading": images_lib.READ_VERSION,
+        "image_reading": image_files.READ_VERSION,
         "format": FORMAT,
     }
     h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
