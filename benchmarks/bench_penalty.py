@@ -15,6 +15,20 @@ the test rank-1 at each lambda and the best lambda, as a JSON line and a markdow
 
   python benchmarks/bench_penalty.py [--num_ids=200,600,1200] [--images_per_id=2,4]
       [--lams=1e-5,1e-4,1e-3,1e-2] [--seed=1]
+
+``--rule=reference,orl,viper=PATH,cuhk01=PATH`` measures instead the rule that chooses
+lambda per fit (``warca_jax.methods.warca.lam_select``): per split (or, for the reference
+problem, per training seed ``--ref_seeds``) and per WARCA form (``--forms``: chi2,
+chi2_plain, linear; the configs of configs/warca.py, D' the paper's for the dataset), one
+fit per lambda on the training part with ``--val_fraction`` of the people held out (their
+held-out AP, per query) and one per lambda on the whole training set (its test rank-1 and
+mAP). It prints a JSON line per (split, lambda), then the test scores at each fixed lambda
+and under each rule of ``lam_select.choice`` (the rule's fit is the whole-set fit at the
+lambda it chose), mean ± std over the splits. ``--first_split`` and ``--splits`` choose the
+splits; ``--tabulate=OUT1,OUT2`` prints that table again from earlier runs' output.
+
+  python benchmarks/bench_penalty.py --rule=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \
+      --forms=chi2 [--splits=10] [--first_split=0] [--val_fraction=0.2]
 """
 
 from __future__ import annotations
@@ -23,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import time
 
 import numpy as np
@@ -122,8 +137,19 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
     return rows
 
 
+def _rule_lam(row, grid, rule):
+    """The lambda ``rule`` takes on this split: from its held-out APs, or as a logged table
+    recorded it (``rows_from_logs``, a run that logged no per-query AP)."""
+    if row.get("chosen"):
+        return row["chosen"][rule]
+    if not row["held_ap"]:
+        return None
+    return grid[lam_select.choice(grid, [row["held_ap"][lam] for lam in grid], rule)]
+
+
 def rule_table(rows, grid) -> None:
-    """Mean test rank-1 / mAP at each fixed lambda and under each rule (the lambda each chose)."""
+    """Test rank-1 (± std over splits) / mAP at each fixed lambda and under each rule, with
+    the lambdas each rule chose."""
     print("\n| data | form | splits | " + " | ".join(f"{lam:g}" for lam in grid)
           + " | " + " | ".join(f"rule {r}" for r in RULES) + " |")  # fmt: skip
     print("| " + " | ".join(["---"] * (3 + len(grid) + len(RULES))) + " |")
@@ -133,22 +159,55 @@ def rule_table(rows, grid) -> None:
         cells = [key[0], key[1], str(len(part))]
         for lam in grid:
             a = np.asarray([r["test"][lam] for r in part])
-            cells.append(f"{a[:, 0].mean():.2f} / {a[:, 1].mean():.2f}")
+            cells.append(f"{a[:, 0].mean():.2f} ± {a[:, 0].std():.2f} / {a[:, 1].mean():.2f}")
         for rule in RULES:
-            got, chosen = [], []
-            for r in part:
-                if not r["held_ap"]:
-                    continue
-                k = lam_select.choice(grid, [r["held_ap"][lam] for lam in grid], rule)
-                chosen.append(f"{grid[k]:g}")
-                got.append(r["test"][grid[k]])
+            chosen = [_rule_lam(r, grid, rule) for r in part]
+            got = [r["test"][lam] for r, lam in zip(part, chosen, strict=True) if lam is not None]
             if not got:
                 cells.append("n/a")
                 continue
             a = np.asarray(got)
-            cells.append(f"{a[:, 0].mean():.2f} / {a[:, 1].mean():.2f} ({', '.join(chosen)})")
+            counts = ", ".join(f"{lam:g} x{chosen.count(lam)}" for lam in grid if lam in chosen)
+            cells.append(f"{a[:, 0].mean():.2f} ± {a[:, 0].std():.2f} / {a[:, 1].mean():.2f} "
+                         f"({counts})")  # fmt: skip
         print("| " + " | ".join(cells) + " |")
 
+
+def rows_from_logs(paths, grid):
+    """The rule table's rows from the output of earlier ``--rule`` runs: their JSON lines,
+    and, for a run that logged no per-query AP, the lambdas its printed table says each rule
+    chose (in the order of that run's splits)."""
+    rows = []
+    for path in paths:
+        found, tables = {}, {}
+        with open(path, encoding="utf-8") as f:
+            for text in f:
+                if text.startswith("{"):
+                    line = json.loads(text)
+                    key = (line["data"], line["form"], line["split"])
+                    empty = {"data": key[0], "form": key[1], "split": key[2], "held_ap": {}}
+                    row = found.setdefault(key, {**empty, "test": {}})
+                    row["test"][line["lam"]] = (line["rank1"], line["mAP"])
+                    if "held_out_ap" in line:
+                        row["held_ap"][line["lam"]] = np.asarray(line["held_out_ap"])
+                elif text.startswith("| ") and not text.startswith("| data"):
+                    cells = [c.strip() for c in text.strip().strip("|").split("|")]
+                    lists = [re.search(r"\(([^()]*)\)$", c) for c in cells[-len(RULES):]]
+                    if all(lists):
+                        tables[(cells[0], cells[1])] = {
+                            rule: [float(v) for v in m.group(1).split(",")]
+                            for rule, m in zip(RULES, lists, strict=True)
+                        }
+        for key, row in sorted(found.items(), key=lambda kv: str(kv[0])):
+            if len(row["test"]) < len(grid):
+                continue  # a split the run did not finish
+            if len(row["held_ap"]) < len(grid):
+                table = tables[key[:2]]
+                order = sorted(s for (d, f, s) in found if (d, f) == key[:2])
+                at = order.index(key[2])
+                row["chosen"] = {rule: table[rule][at] for rule in RULES}
+            rows.append(row)
+    return rows
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -167,7 +226,12 @@ def main() -> None:
                    help="training seeds of the reference problem in the rule table")
     p.add_argument("--val_fraction", type=float, default=0.2)
     p.add_argument("--cache_dir", default="/tmp/warca_cache", help="descriptor cache")
+    p.add_argument("--tabulate", default="", help="the rule table of earlier --rule runs' "
+                   "output files (comma-separated), with no fit")
     args = p.parse_args()
+    if args.tabulate:
+        rule_table(rows_from_logs(args.tabulate.split(","), args.lams), args.lams)
+        return
     if args.rule:
         print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
         rows = []
