@@ -8,7 +8,7 @@ Two image sets: VIPeR's 1,264 images (``--viper``: the dataset's folder, its cam
 cam_b/ images; default: 1,264 synthetic 48 x 128 BMP images, VIPeR's size and format, in a
 temporary folder) and ``--num_images`` synthetic ones of the same size. For each, a valid
 cache entry of random [n, D] float32 features (D of ``--descriptor``; reading does not
-depend on the values) is written by ``warca_jax.features.descriptor_cache.Entry``, then timed (best
+depend on the values) is written by ``warca_jax.features.cache.Entry``, then timed (best
 of ``--repeats``, milliseconds):
 
 * ``np_load``: a plain ``np.load`` of the entry's array;
@@ -45,7 +45,7 @@ import numpy as np
 from PIL import Image
 
 from warca_jax import datasets
-from warca_jax.features import descriptor_cache
+from warca_jax.features import cache as cache_lib
 
 extract_lib = importlib.import_module("warca_jax.features.extract")
 
@@ -106,8 +106,8 @@ def best_ms(fns: dict, repeats: int, before=None) -> dict:
 def bench(name: str, paths, cache_dir: str, descriptor: str, repeats: int, seed: int):
     desc = extract_lib.get_descriptor(descriptor)
     shape = (len(paths), desc.dim())
-    entry = descriptor_cache.Entry(
-        cache_dir, paths, descriptor=descriptor, options=descriptor_cache.parameters(desc.fn),
+    entry = cache_lib.Entry(
+        cache_dir, paths, descriptor=descriptor, options=cache_lib.parameters(desc.fn),
         height=128, width=48,
     )  # fmt: skip
     entry.take_stamps()
@@ -123,16 +123,16 @@ def bench(name: str, paths, cache_dir: str, descriptor: str, repeats: int, seed:
                 "np_load": lambda: np.load(path, allow_pickle=False),
                 "earlier_read": lambda: earlier_read(paths, path, descriptor),
                 "checked_read": lambda: entry.read(shape),
-                "content_read": lambda: (entry.read(shape), descriptor_cache.image_content(paths)),
+                "content_read": lambda: (entry.read(shape), cache_lib.image_content(paths)),
             },
             repeats,
             before,
         )
         if temperature == "hot":
             parts = {
-                "stat_images": lambda: descriptor_cache.image_stamps(paths),
-                "checksum": lambda: descriptor_cache.array_checksum(feats),
-                "hash_images": lambda: descriptor_cache.image_content(paths),
+                "stat_images": lambda: cache_lib.image_stamps(paths),
+                "checksum": lambda: cache_lib.array_checksum(feats),
+                "hash_images": lambda: cache_lib.image_content(paths),
             }
             t.update(best_ms(parts, repeats))
         rows.append({
@@ -159,7 +159,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     # The images are all written before their entry: their stamps can be trusted at once.
-    descriptor_cache.RACY_NS = 0
+    cache_lib.RACY_NS = 0
     with tempfile.TemporaryDirectory() as tmp:
         if args.viper:
             viper = list(datasets.load("viper", os.path.expanduser(args.viper)).paths)

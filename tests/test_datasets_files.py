@@ -11,7 +11,8 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from warca_jax import data, datasets, identity_splits
+from warca_jax import data, datasets
+from warca_jax import splits as splits_lib
 from warca_jax.datasets import cuhk03, features_files, npz_file
 
 PROTOCOLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols"))
@@ -212,7 +213,7 @@ def _features(num_ids=8, per_id=4):
 @pytest.mark.parametrize("one_based", [True, False])
 def test_mat_features_with_splits(tmp_path, one_based):
     feats, labels, cams = _features()
-    splits = identity_splits.random_splits(labels, cams, num_splits=2, seed=3)
+    splits = splits_lib.random_splits(labels, cams, num_splits=2, seed=3)
     stacked = {k: np.stack([getattr(s, k) for s in splits]) + one_based for k in data.SPLIT_KEYS}
     scipy.io.savemat(
         tmp_path / "f.mat", {"features": feats, "labels": labels[:, None], "cams": cams, **stacked}
@@ -232,7 +233,7 @@ def test_mat_features_with_splits(tmp_path, one_based):
 
 def test_mat_features_column_vector_split_and_random_splits(tmp_path):
     feats, labels, cams = _features()
-    (split,) = identity_splits.random_splits(labels, cams, num_splits=1, seed=0)
+    (split,) = splits_lib.random_splits(labels, cams, num_splits=1, seed=0)
     cols = {k: getattr(split, k)[:, None] + 1 for k in data.SPLIT_KEYS}
     scipy.io.savemat(
         tmp_path / "one.mat", {"features": feats, "labels": labels, "cams": cams, **cols}
@@ -241,7 +242,7 @@ def test_mat_features_column_vector_split_and_random_splits(tmp_path):
     np.testing.assert_array_equal(ds.splits[0].query_idx, split.query_idx)
     scipy.io.savemat(tmp_path / "plain.mat", {"features": feats, "labels": labels, "cams": cams})
     ds = datasets.load("features", tmp_path / "plain.mat", num_splits=3, num_test_ids=4, seed=2)
-    expected = identity_splits.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
+    expected = splits_lib.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
     for a, b in zip(ds.splits, expected, strict=True):
         np.testing.assert_array_equal(a.gallery_idx, b.gallery_idx)
     scipy.io.savemat(tmp_path / "bad.mat", {"features": feats, "labels": labels})

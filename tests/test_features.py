@@ -14,7 +14,7 @@ from PIL import Image
 
 from warca_jax import features
 from warca_jax.features import color_lbp as clbp
-from warca_jax.features import image_files
+from warca_jax.features import images
 
 extract_lib = importlib.import_module("warca_jax.features.extract")
 ORL = fixture_trees.ORL
@@ -243,13 +243,13 @@ def test_load_images_converts_modes_and_resizes(tmp_path):
     Image.new("RGBA", (20, 30), (10, 20, 30, 128)).save(rgba)
     pal = tmp_path / "pal.png"
     Image.new("RGB", (48, 128), (200, 40, 90)).quantize(colors=2).save(pal)
-    x = image_files.load_images([grey, rgba, pal])
+    x = images.load_images([grey, rgba, pal])
     assert x.shape == (3, 128, 48, 3) and x.dtype == np.uint8
     assert np.all(x[0] == 77) and np.all(x[1] == (10, 20, 30))
     np.testing.assert_array_equal(x[2], np.broadcast_to((200, 40, 90), (128, 48, 3)))
     ramp = tmp_path / "ramp.png"
     Image.fromarray(np.tile(np.arange(0, 256, 4, dtype=np.uint8), (8, 1))).save(ramp)
-    small = image_files.load_images([ramp], height=8, width=32)[0, 0, :, 0].astype(int)
+    small = images.load_images([ramp], height=8, width=32)[0, 0, :, 0].astype(int)
     assert np.all(np.diff(small) > 0)  # bilinear resize of a ramp stays increasing
 
 
@@ -257,11 +257,11 @@ def test_load_images_errors_name_the_file(tmp_path):
     good = _write_images(tmp_path, n=1)
     missing = str(tmp_path / "nope.jpg")
     with pytest.raises(FileNotFoundError, match="nope.jpg"):
-        image_files.load_images(good + [missing])
+        images.load_images(good + [missing])
     junk = tmp_path / "junk.png"
     junk.write_bytes(b"this is not an image")
     with pytest.raises(ValueError, match=r"junk\.png.*expected a file Pillow can decode"):
-        image_files.load_images(good + [junk])
+        images.load_images(good + [junk])
 
 
 @pytest.mark.slow
@@ -270,9 +270,7 @@ def test_extract_batches_match_in_memory(tmp_path):
     full = features.extract(paths, batch_size=256)
     small = features.extract(paths, batch_size=2, progress=True)
     np.testing.assert_array_equal(full, small)
-    ref = features.extract_arrays(
-        image_files.load_images(paths), descriptor="color_lbp", batch_size=2
-    )
+    ref = features.extract_arrays(images.load_images(paths), descriptor="color_lbp", batch_size=2)
     np.testing.assert_array_equal(full, ref)
     assert full.shape == (5, 2580) and full.dtype == np.float32
     assert features.DESCRIPTORS["lomo"].dim() == 26960

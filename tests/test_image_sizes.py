@@ -9,7 +9,6 @@ import fixture_trees
 import numpy as np
 import pytest
 from PIL import Image
-
 from warca_jax import datasets, defaults, features
 from warca_jax.features.color_lbp import color_lbp_min_size
 from warca_jax.features.lomo import lomo_min_size
@@ -38,7 +37,7 @@ def test_a_too_small_image_is_refused_before_any_work(tmp_path, monkeypatch, des
     def never(*args, **kwargs):
         raise AssertionError("work started")
 
-    monkeypatch.setattr(extract_lib.image_files, "load_images", never)
+    monkeypatch.setattr(extract_lib.images_lib, "load_images", never)
     monkeypatch.setitem(
         extract_lib.DESCRIPTORS, descriptor, extract_lib.DESCRIPTORS[descriptor]._replace(fn=never)
     )

@@ -29,7 +29,8 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, methods, workdirs
+from warca_jax import datasets, methods
+from warca_jax import workdir as workdir_lib
 from warca_jax.features.extract import check_batch_size
 
 _DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
@@ -133,7 +134,7 @@ def check_settings(config, workdir) -> None:
     Raises:
       ValueError: the first problem, led by its field.
     """
-    workdirs.check_path(workdir)
+    workdir_lib.check_path(workdir)
     with named_fields(config):
         check_method_section(config.method)
         check_batch_size(config.data.get("batch_size", 256))
@@ -147,7 +148,7 @@ def content_fingerprint(dataset: data_lib.Dataset) -> str:
         arrays.extend(split)
     if dataset.same_camera_matches:
         arrays.append(np.ones(1, np.int64))
-    return workdirs.array_fingerprint(*arrays)
+    return workdir_lib.array_fingerprint(*arrays)
 
 
 def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
@@ -160,7 +161,7 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     out = {"name": dataset.name, "content": content_fingerprint(dataset)}
     path = os.path.expanduser(data_cfg.get("path", "") or "")
     if path and os.path.exists(path):
-        out["source"] = {"path": os.path.abspath(path), **workdirs.file_fingerprint(path)}
+        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
     return out
 
 
@@ -176,7 +177,7 @@ def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = N
     """
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     data = {} if dataset is None else data_fingerprint(dataset, config.data)
-    workdirs.check_run_files(workdir, text, data)
+    workdir_lib.check_run_files(workdir, text, data)
 
 
 def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:

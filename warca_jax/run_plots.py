@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib import ticker
 
-from warca_jax import plots, workdirs
+from warca_jax import plots
+from warca_jax import workdir as workdir_lib
 
 # The ranking measure drawn beside the loss: the first of these that a run logs and that
 # moves, with its panel's title.
@@ -146,7 +147,7 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
             ax.legend(fontsize=plots.FONTS["legend"] - 1)
     if title:
         fig.suptitle(title, fontsize=plots.FONTS["title"])
-    workdirs.write_figure(path, fig, format="png", dpi=plots.DPI)
+    workdir_lib.write_figure(path, fig, format="png", dpi=plots.DPI)
     return Path(path)
 
 
@@ -178,7 +179,7 @@ def write_run_figures(
     written = [path]
     metrics = os.path.join(workdir, "metrics.jsonl")
     if iterative and os.path.exists(metrics):
-        rows = workdirs.read_jsonl(metrics)
+        rows = workdir_lib.read_jsonl(metrics)
         if _panels([r for r in rows if isinstance(r.get("step"), int | float)]):
             path = os.path.join(workdir, "curves.png")
             note = "1 split" if len(splits) == 1 else f"{len(splits)} splits thin, their mean bold"

@@ -36,7 +36,8 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from warca_jax import data, identity_splits
+from warca_jax import data
+from warca_jax import splits as splits_lib
 from warca_jax.datasets.base import ImageSet, to_dataset
 from warca_jax.datasets.caviar import load_caviar
 from warca_jax.datasets.cuhk01 import load_cuhk01
@@ -205,7 +206,7 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         features, labels, cams = make_synthetic(
             **{"seed": cfg.seed, **dict(cfg.get("synthetic", {}))}
         )
-        splits = identity_splits.random_splits(labels, cams, **split_args)
+        splits = splits_lib.random_splits(labels, cams, **split_args)
         return data.validated_dataset(features, labels, cams, splits, "synthetic")
     try:
         loader = get_loader(cfg.name)

@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import data, identity_splits, reads
+from warca_jax import data, reads
+from warca_jax import splits as splits_lib
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff")
@@ -100,9 +101,9 @@ def without_small_images(image_set: ImageSet, min_size: tuple[int, int]) -> Imag
     """The `ImageSet` without its images below ``min_size`` (height, width), read from the
     files' headers: their labels and cameras go with them, every split keeps its other
     entries (renumbered), and one log line says how many were skipped and which."""
-    from warca_jax.features import image_files  # Lazy, as in `to_dataset`.
+    from warca_jax.features import images as images_lib  # Lazy, as in `to_dataset`.
 
-    small = image_files.too_small(image_set.paths, min_size)
+    small = images_lib.too_small(image_set.paths, min_size)
     if not small:
         return image_set
     keep = np.ones(len(image_set.paths), bool)
@@ -176,7 +177,7 @@ def protocol_image_set(
             probes_per_id=shots,
             gallery_per_id=shots,
         )
-    splits = identity_splits.probe_gallery_splits(
+    splits = splits_lib.probe_gallery_splits(
         labels, cams, name=name, gallery_draw=gallery_draw, **split_options
     )
     return image_set(paths, labels, cams, splits, name, gallery_draw)

@@ -21,7 +21,8 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data, identity_splits, reads
+from warca_jax import data, reads
+from warca_jax import splits as splits_lib
 from warca_jax.datasets import base, cuhk03, hdf5, npz_file
 
 EXTENSIONS = (".npz", ".mat", ".json")
@@ -99,7 +100,7 @@ def load_mat_features(
     n = len(labels)
     have = [k for k in data.SPLIT_KEYS if k in arrays]
     if not have:
-        splits = identity_splits.random_splits(
+        splits = splits_lib.random_splits(
             labels,
             cams,
             num_splits=num_splits,

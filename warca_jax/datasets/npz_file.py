@@ -28,7 +28,7 @@ from warca_jax.data import (
     validate_arrays,
     validated_dataset,
 )
-from warca_jax.identity_splits import random_splits
+from warca_jax.splits import random_splits
 
 NPZ_EXPECTED = (
     "a .npz archive of named arrays, as numpy.savez writes it, e.g. "

@@ -91,10 +91,10 @@ from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_recip
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.evaluation.torchreid import evaluate_rank
-from warca_jax.mesh_sharding import DATA as DATA
-from warca_jax.mesh_sharding import make_mesh as make_mesh
-from warca_jax.mesh_sharding import replicated as replicated
-from warca_jax.mesh_sharding import rows as rows
+from warca_jax.sharding import DATA as DATA
+from warca_jax.sharding import make_mesh as make_mesh
+from warca_jax.sharding import replicated as replicated
+from warca_jax.sharding import rows as rows
 
 __all__ = [
     "DISTANCES",

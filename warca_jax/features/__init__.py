@@ -26,7 +26,7 @@ from warca_jax.features.extract import (
     extract,
     extract_arrays,
 )
-from warca_jax.features.image_files import load_images
+from warca_jax.features.images import load_images
 from warca_jax.features.lomo import lomo_dim
 
 __all__ = [

@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 
-from warca_jax import methods, workdirs
+from warca_jax import methods
+from warca_jax import workdir as workdir_lib
 from warca_jax.protocol import halving as halving_lib
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import make_job, outcome, safe
@@ -166,6 +167,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    workdirs.makedirs(base)
-    workdirs.write_json(os.path.join(base, "selected.json"), out)
+    workdir_lib.makedirs(base)
+    workdir_lib.write_json(os.path.join(base, "selected.json"), out)
     return out

@@ -14,8 +14,10 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, defaults, identity_splits, workdirs
+from warca_jax import config_checks, datasets, defaults
 from warca_jax import data as data_lib
+from warca_jax import splits as splits_lib
+from warca_jax import workdir as workdir_lib
 from warca_jax.datasets import npz_file
 from warca_jax.protocol.plan import data_config
 
@@ -57,7 +59,7 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
         if missing:
             raise ValueError(f"it has no {missing[:3]}")
     except ValueError as e:
-        raise workdirs.DamagedFileError(
+        raise workdir_lib.DamagedFileError(
             f"{path}: the stored dataset cannot be read back ({e})"
         ) from None
     splits = tuple(
@@ -68,7 +70,7 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
     ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
     fingerprint = config_checks.content_fingerprint(ds)
     if fingerprint != str(z["fingerprint"]):
-        raise workdirs.DamagedFileError(
+        raise workdir_lib.DamagedFileError(
             f"{path}: the stored dataset is damaged: its arrays do not match the "
             "fingerprint stored with them"
         )
@@ -93,14 +95,14 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     reused when it reads back whole (else it is rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    workdirs.makedirs(folder)
+    workdir_lib.makedirs(folder)
     path = os.path.join(folder, f"{name}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)
     if os.path.exists(path):
         try:
             ds, old_key, fingerprint = _read_stored(path, _stamp(path))
-        except workdirs.DamagedFileError as e:
+        except workdir_lib.DamagedFileError as e:
             logging.warning("%s; rebuilding it", e)
         else:
             if old_key == key:
@@ -112,7 +114,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
     fingerprint = config_checks.content_fingerprint(ds)
-    with workdirs.atomic_file(path, "wb") as f:
+    with workdir_lib.atomic_file(path, "wb") as f:
         np.savez(
             f,
             num_splits=len(ds.splits),
@@ -131,7 +133,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed
     the pipeline), their images divided into query and gallery. Indices are into
     ``dataset``."""
     try:
-        return identity_splits.validation_split(
+        return splits_lib.validation_split(
             dataset.labels, dataset.cams, dataset.splits[s].train_idx,
             fraction=fraction, seed=seed + s, field="cv.val_fraction",
         )  # fmt: skip

@@ -17,7 +17,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from warca_jax import evaluation, methods, workdir_lock, workdirs
+from warca_jax import evaluation, methods, workdir_lock
+from warca_jax import workdir as workdir_lib
 from warca_jax.protocol import halving
 from warca_jax.protocol.datasets import load_stored, validation_split
 from warca_jax.protocol.jobs import (
@@ -64,7 +65,7 @@ def run_grid_job(job: dict) -> dict:
     Returns:
       {"status": "done", "failures": [(point job, reason), ...]}.
     """
-    workdirs.makedirs(job["folder"])
+    workdir_lib.makedirs(job["folder"])
     with workdir_lock.WorkdirLock(job["folder"]):
         return _Grid(job).run()
 
@@ -73,7 +74,7 @@ def _write_point(point: dict, res: dict | None, reason: str | None, extra: dict)
     """A grid point's outcome on one split: its result.json, or its failed.json."""
     if reason is None:
         try:
-            workdirs.write_json(point["result"], {**identity(point), **res, **extra})
+            workdir_lib.write_json(point["result"], {**identity(point), **res, **extra})
             _remove(point["failed"])
             return
         except ValueError as e:  # a non-finite score: a failure, as a point job's
@@ -187,7 +188,7 @@ class _Grid:
 
     def _write_timing(self, wall: float) -> None:
         fits = list(self.fits.values())
-        workdirs.write_json(
+        workdir_lib.write_json(
             os.path.join(self.job["folder"], "timing.json"),
             {
                 "dataset": self.job["dataset"],

@@ -35,7 +35,9 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import defaults, evaluation, kernels, losses, progress_report, workdir_lock, workdirs
+from warca_jax import defaults, evaluation, kernels, losses, workdir_lock
+from warca_jax import progress as progress_lib
+from warca_jax import workdir as workdir_lib
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
 
@@ -169,20 +171,20 @@ class _Runs:
     def __init__(self, dataset, config, workdir: str, total: int):
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
-        workdirs.makedirs(self.folder)
+        workdir_lib.makedirs(self.folder)
         bars = defaults.progress_bars(config.progress)
-        self.bar = progress_report.bar(total, "aon study", show=bars, unit="fits")
+        self.bar = progress_lib.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:
         path = os.path.join(self.folder, run_name(penalty, lam, eta, split))
-        done = workdirs.reuse_json(
-            path, workdirs.record_check(penalty=penalty, lam=lam, eta=eta, split=split)
+        done = workdir_lib.reuse_json(
+            path, workdir_lib.record_check(penalty=penalty, lam=lam, eta=eta, split=split)
         )
         if done is not None:
             return done
         rec = run_point(self.dataset, self.config, penalty=penalty, lam=lam, eta=eta, split=split)
-        workdirs.write_json(path, rec)
+        workdir_lib.write_json(path, rec)
         self.trained += 1
         self.bar.update(1)
         rank1, cond = rec["rank1"], rec.get("condition_number")
@@ -331,7 +333,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     results["by_dataset"] = aon_report.by_dataset(
         results, tuple(config.study.get("compare_workdirs", ()))
     )
-    workdirs.write_json(os.path.join(workdir, "results.json"), results)
-    workdirs.write_text(os.path.join(workdir, "results.md"), aon_report.markdown(results))
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
+    workdir_lib.write_text(os.path.join(workdir, "results.md"), aon_report.markdown(results))
     aon_report.write_plots(results, workdir, config.eval.plot_max_rank)
     return results

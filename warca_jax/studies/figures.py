@@ -41,16 +41,8 @@ import numpy as np
 from absl import logging
 
 from warca_jax import data as data_lib
-from warca_jax import (
-    datasets,
-    defaults,
-    evaluation,
-    methods,
-    pipeline,
-    plots,
-    workdir_lock,
-    workdirs,
-)
+from warca_jax import datasets, defaults, evaluation, methods, pipeline, plots, workdir_lock
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
 from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)
@@ -127,7 +119,7 @@ def _rank_k(cmc: np.ndarray, max_rank: int) -> np.ndarray:
 def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dict, Metric]:
     """Fits (or reuses) method ``label`` on split ``s``; returns (its results, its metric)."""
     stem = os.path.join(workdir, "fits", f"{_slug(label)}_split{s}")
-    done = workdirs.reuse_json(stem + ".json", workdirs.record_check(split=s))
+    done = workdir_lib.reuse_json(stem + ".json", workdir_lib.record_check(split=s))
     if done is not None and os.path.exists(stem + ".npz"):
         try:
             return done, Metric.load(stem + ".npz")
@@ -157,7 +149,7 @@ def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dic
         "history": [{k: _plain(v) for k, v in row.items()} for row in history],
     }
     metric.save(stem + ".npz")
-    workdirs.write_json(stem + ".json", out)
+    workdir_lib.write_json(stem + ".json", out)
     logging.info(
         "%s split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
         label,
@@ -239,7 +231,7 @@ def _rank_k_files(summary: dict, config, workdir: str, title: str) -> dict:
     )
     table = markdown_table(summary, num_splits=config.num_splits)
     path = os.path.join(workdir, "rank_k.md")
-    workdirs.write_text(path, f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
+    workdir_lib.write_text(path, f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
     return {"rank_k": str(rank_k), "table": path}
 
 
@@ -315,8 +307,8 @@ def run(config, workdir: str) -> dict:
     dataset = datasets.from_config(config.data, progress=defaults.progress_bars(config.progress))
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
-    workdirs.prepare(workdir)  # made, and locked (one run per workdir)
-    workdirs.makedirs(os.path.join(workdir, "fits"))
+    workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)
+    workdir_lib.makedirs(os.path.join(workdir, "fits"))
     pipeline.check_config_file(workdir, config)
 
     fits, metrics = {}, {}
@@ -346,5 +338,5 @@ def run(config, workdir: str) -> dict:
         "validation_cost": val,
         "files": files,
     }
-    workdirs.write_json(os.path.join(workdir, "results.json"), results)
+    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
     return results

@@ -6,7 +6,8 @@ import os
 from collections.abc import Iterable
 
 from warca_jax import data as data_lib
-from warca_jax import datasets, defaults, evaluation, methods, pipeline, workdirs
+from warca_jax import datasets, defaults, evaluation, methods, pipeline
+from warca_jax import workdir as workdir_lib
 from warca_jax.metric import Metric
 
 
@@ -23,8 +24,8 @@ def open_study(config, workdir: str, learners: Iterable, *, folder: str = "") ->
         validate = methods.get(cfg.name).validate
         for sp in dataset.splits:
             validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], cfg)
-    workdirs.prepare(workdir)  # made, and locked (one run per workdir)
-    workdirs.makedirs(os.path.join(workdir, folder))
+    workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)
+    workdir_lib.makedirs(os.path.join(workdir, folder))
     pipeline.check_config_file(workdir, config)
     return dataset
 

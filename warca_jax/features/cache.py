@@ -27,7 +27,7 @@ Stamps taken within ``RACY_NS`` of the write are not trusted (as git does with i
 on a file system with coarse timestamps, a file rewritten in the same tick with the same
 size would keep its stamp, so such an entry hashes the images' bytes on its next read.
 
-Files are written under a temporary name and moved into place (``workdirs.atomic_file``:
+Files are written under a temporary name and moved into place (``workdir.atomic_file``:
 a link planted at an entry's name is replaced, never written through), the array before
 its JSON; the JSON's checksum binds the two, so a run killed between the
 two writes leaves an entry that the next read recomputes, never a wrong one.
@@ -50,8 +50,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import bounded_reads, reads, workdirs
-from warca_jax.features import image_files
+from warca_jax import bounded_reads, reads, workdir
+from warca_jax.features import images as images_lib
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -84,7 +84,7 @@ def entry_key(paths: Sequence[str], *, descriptor: str, options: dict, height: i
         "height": height,
         "width": width,
         "code_version": CODE_VERSIONS.get(descriptor, 0),
-        "image_reading": image_files.READ_VERSION,
+        "image_reading": images_lib.READ_VERSION,
         "format": FORMAT,
     }
     h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
@@ -192,10 +192,10 @@ class Entry:
         """(None, the JSON record) when it is for these inputs, else (the reason, None)."""
         try:
             reads.regular_file(self.json_path, what="its record")
-            record = workdirs.read_json(self.json_path, what="feature cache record")
+            record = workdir.read_json(self.json_path, what="feature cache record")
         except reads.NotARegularFileError as e:  # a FIFO or device: refused, never opened
             return f"is refused ({e})", None
-        except (workdirs.DamagedFileError, OSError):
+        except (workdir.DamagedFileError, OSError):
             return f"has a damaged record ({self.json_path} does not parse)", None
         if not isinstance(record, dict) or record.get("key") != self.key:
             return (
@@ -214,7 +214,7 @@ class Entry:
             ), None
         if newest < time.time_ns() - RACY_NS:  # same bytes, new stamps (copied, touched)
             try:
-                workdirs.write_json(self.json_path, {**record, "stamps": stamps})
+                workdir.write_json(self.json_path, {**record, "stamps": stamps})
             except OSError:
                 pass  # a read-only cache is still read; its next read hashes again
         return None, record
@@ -249,13 +249,13 @@ class Entry:
             **self.stamps,
         }
         try:
-            workdirs.makedirs(os.path.dirname(self.array_path))
-            with workdirs.atomic_file(self.array_path, "wb") as f:
+            workdir.makedirs(os.path.dirname(self.array_path))
+            with workdir.atomic_file(self.array_path, "wb") as f:
                 np.save(f, features)
-            workdirs.write_json(self.json_path, record)
+            workdir.write_json(self.json_path, record)
         except OSError as e:  # a read-only cache costs the cache, not the features
             if e.errno not in _READ_ONLY:  # a full disk or a size limit: stop, naming it
-                raise workdirs.write_error(self.array_path, e) from e
+                raise workdir.write_error(self.array_path, e) from e
             logging.warning(
                 "feature cache %s not written (%s); continuing uncached", self.array_path, e
             )
