@@ -1,14 +1,10 @@
 """Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter."""
 
-import importlib
-
 import pytest
 
 from warca_jax import cli, datasets, defaults, evaluation
+from warca_jax.features import extraction
 from warca_jax.metric import Metric
-
-# the module, not the function warca_jax.features re-exports under the same name
-extract_lib = importlib.import_module("warca_jax.features.extract")
 
 # The tests check the maths against float64 references and same seed, same result: on a
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points
@@ -52,11 +48,11 @@ def reid_hist():
 def counted(monkeypatch):
     """The colour + LBP descriptor's calls so far (the size of each batch it described)."""
     calls = []
-    real = extract_lib.DESCRIPTORS["color_lbp"]
+    real = extraction.DESCRIPTORS["color_lbp"]
 
     def counting(batch):
         calls.append(len(batch))
         return real.fn(batch)
 
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
+    monkeypatch.setitem(extraction.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
     return calls

@@ -313,15 +313,14 @@ def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_pa
 
 
 def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
-    from warca_jax import config_checks
-    from warca_jax import data as data_lib
+    from warca_jax import config_checks, dataset_arrays
 
     config = defaults.load_config(f"{CONFIGS}/warca.py:chi2")
     config.data.name = "viper"
     feats = np.ones((160, 300), np.float32)
-    split = data_lib.Split(train_idx=np.arange(80), query_idx=np.arange(80, 120),
+    split = dataset_arrays.Split(train_idx=np.arange(80), query_idx=np.arange(80, 120),
                            gallery_idx=np.arange(120, 160))  # fmt: skip
-    ds = data_lib.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
+    ds = dataset_arrays.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
                           cams=np.arange(160) % 2, splits=(split,))  # fmt: skip
     config_checks.fit_dim_to_data(config, ds)
     assert config.method.dim == 80  # the paper's 100 is more than a kernel form's N

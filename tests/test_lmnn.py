@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, defaults, learner_loop
+from warca_jax import dataset_arrays, defaults, learner_loop
 from warca_jax.methods import constraints, held_out, lmnn
 from warca_jax.metric import Metric
 
@@ -23,7 +23,7 @@ def _method(**overrides):
 
 
 def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
     )
     return x, y

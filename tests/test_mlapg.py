@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax.methods import mlapg
 
 get_config = config_module("mlapg").get_config
@@ -17,7 +17,7 @@ def _method(**overrides):
 
 
 def _small_problem(dim=6):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=8, images_per_id=3, dim=dim, signal_dim=2, num_nuisance=1, seed=1
     )
     return x / 10.0, y

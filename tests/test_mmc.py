@@ -10,7 +10,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import mmc
 
@@ -24,7 +24,7 @@ def _method(**overrides):
 
 
 def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
     )
     return x, y
@@ -159,7 +159,7 @@ def test_stops_when_the_step_is_below_tol_and_says_why():
 
 @pytest.mark.slow
 def test_in_a_sklearn_pipeline():
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)

@@ -7,7 +7,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import constraints, rca
 
@@ -19,7 +19,7 @@ def _method(**overrides):
 
 
 def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
     )
     return x, y
@@ -115,7 +115,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
 
 
 def test_in_a_sklearn_pipeline():
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax.methods import rpcca
 from warca_jax.metric import Metric
 
@@ -18,7 +18,7 @@ def _method(variant="linear", **overrides):
 
 
 def _small_problem(hist=False):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=20, images_per_id=4, dim=12, signal_dim=3, num_nuisance=2, histogram=hist
     )
     return x, y

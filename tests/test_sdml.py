@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax.methods import sdml
 
 get_config = config_module("sdml").get_config
@@ -23,7 +23,7 @@ def _method(**overrides):
 
 
 def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
     )
     return x, y

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax.learner_loop import TrainingDivergedError
 from warca_jax.methods import svmml, svmml_released
 from warca_jax.metric import Metric
@@ -19,7 +19,7 @@ def _method(**overrides):
 
 
 def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=seed
     )
     return x, y

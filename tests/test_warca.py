@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, datasets, defaults, evaluation, kernels, learner_loop
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, kernels, learner_loop
 from warca_jax.methods import warca
 
 get_config = config_module("warca").get_config
@@ -73,7 +73,7 @@ def test_options_learn(default_data, overrides):
 
 
 def _small_problem(seed=0, hist=False):
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, histogram=hist, seed=seed
     )
     return x, y
@@ -434,7 +434,7 @@ def test_normalisation_is_carried_by_the_metric():
 
 
 def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
-    x, y, c = data.make_synthetic(
+    x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
@@ -454,7 +454,7 @@ def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
 
 
 def test_lambda_chosen_on_held_out_identities():
-    x, y, c = data.make_synthetic(
+    x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2))

@@ -26,7 +26,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, features, pipeline, workdir, writes
+from warca_jax import cli, features, pipeline, run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import run_protocol
 
@@ -83,7 +83,7 @@ def _readable(folder) -> None:
         path = os.path.join(folder, name)
         assert not name.startswith(".") and ".tmp" not in name, name
         if name.endswith(".json"):
-            workdir.read_json(path)
+            run_files.read_json(path)
         elif name.endswith(".npz"):
             Metric.load(path)
 
@@ -91,7 +91,7 @@ def _readable(folder) -> None:
 WRITERS = {  # what fills the disk, the file named, the learner
     "figure": (lambda mp: mp.setattr(matplotlib.figure.Figure, "savefig", _full_disk), "cmc.png"),
     "model": (lambda mp: mp.setattr(np, "savez", _full_disk), "model_split0.npz"),
-    "json": (lambda mp: mp.setattr(workdir, "open", _open_full_for("split_1"), raising=False),
+    "json": (lambda mp: mp.setattr(run_files, "open", _open_full_for("split_1"), raising=False),
              "split_1.json"),
     "metrics": (lambda mp: mp.setattr(writes, "open", _open_full_for("metrics"), raising=False),
                 "metrics.jsonl"),

@@ -34,8 +34,8 @@ import numpy as np
 from jax import shard_map
 from jax.sharding import Mesh, PartitionSpec
 
+from warca_jax.device_mesh import DATA, replicated, rows
 from warca_jax.distances import block_distances, sq_norms
-from warca_jax.sharding import DATA, replicated, rows
 
 GALLERY_CHUNK = 2048  # default gallery columns per distance tile of ``evaluate``
 

@@ -49,7 +49,7 @@ class Dataset(NamedTuple):
     splits: tuple[Split, ...]
     name: str
     # True: the evaluation ranks a query's same-camera gallery images of its identity as
-    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.splits`), not as junk; the
+    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.identity_splits`), not as junk; the
     # cameras still reach the learners that take them.
     same_camera_matches: bool = False
 
