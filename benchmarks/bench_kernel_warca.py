@@ -23,10 +23,10 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import dataset_arrays, defaults, evaluation
+from warca_jax import config_files, dataset_arrays, evaluation
 from warca_jax.methods import warca
 
-get_config = defaults.load_config_module("configs/warca.py").get_config
+get_config = config_files.load_config_module("configs/warca.py").get_config
 
 
 def main():

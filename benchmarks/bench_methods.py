@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from warca_jax import dataset_arrays, defaults, evaluation, methods
+from warca_jax import config_files, dataset_arrays, evaluation, methods
 
 # the repository's config files (run from anywhere)
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -73,7 +73,7 @@ def _problem(name: str, histogram: bool):
 def _configs(only, problem):
     out, seen = [], []
     for info in pkgutil.iter_modules([CONFIGS]):
-        module = defaults.load_config_module(os.path.join(CONFIGS, f"{info.name}.py"))
+        module = config_files.load_config_module(os.path.join(CONFIGS, f"{info.name}.py"))
         for variant in (None, "chi2", "large"):
             if variant == "large" and problem != "large":
                 continue

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from warca_jax import defaults, evaluation
+from warca_jax import config_files, evaluation
 from warca_jax.methods import warca
 from warca_jax.synthetic import make_reference_problem
 
@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--lams", type=_floats, default=_floats("1e-5,1e-4,1e-3,1e-2"))
     p.add_argument("--seed", type=int, default=1, help="training seed (the data is fixed)")
     args = p.parse_args()
-    base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
+    base = config_files.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
     rows = []
     for num_ids in args.num_ids:
