@@ -298,6 +298,7 @@ def test_opereid_keeps_cameras_and_trains_on_one_camera_identities(tmp_path):
     assert all(9 in s.labels[split.train_idx] for split in s.splits)
 
 
+@pytest.mark.real_data
 @needs_orl
 def test_orl_real_data():
     s = datasets.load("orl", ORL)

@@ -27,6 +27,7 @@ def _real_mat(variant):
 # --- CUHK03 new protocol, real files -----------------------------------------------------
 
 
+@pytest.mark.real_data
 @needs_protocols
 @pytest.mark.parametrize(
     "variant, n, n_train, n_gallery",
@@ -50,6 +51,7 @@ def test_real_new_protocol_files(variant, n, n_train, n_gallery):
     dataset_arrays.check_matches(split, labels, cams, where=variant, every=True)
 
 
+@pytest.mark.real_data
 @needs_protocols
 def test_coursework_json_features_with_real_mat(tmp_path):
     shutil.copy(_real_mat("labeled"), tmp_path)

@@ -312,6 +312,7 @@ def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):
         features.extract(paths)
 
 
+@pytest.mark.real_data
 def test_orl_faces_same_person_is_closer():
     people, shots = range(1, 6), range(1, 5)
     paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]

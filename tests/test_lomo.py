@@ -136,6 +136,7 @@ def test_max_pooling_over_a_row_of_windows():
     assert np.all(silt3[:4, 1:].sum(1) > 0) and np.all(silt3[:, 0] == 100)
 
 
+@pytest.mark.real_data
 def test_orl_faces_lomo():
     people, shots = range(1, 5), range(1, 4)
     paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]

@@ -79,6 +79,7 @@ LINEAR = (
 pytestmark = [
     # every test here trains to a threshold on real descriptors: the slow tier
     pytest.mark.slow,
+    pytest.mark.real_data,
     pytest.mark.skipif(
         not all(os.path.isdir(c.path) for c in SUBSETS.values()),
         reason="data/viper_subset or data/orl_faces missing",

@@ -380,6 +380,7 @@ def test_real_data_variants_need_the_images_folder(tmp_path, study, name, varian
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.real_data
 def test_the_orl_aon_variant_reads_the_repository_faces():
     config = aon_config.get_config("orl")
     assert config.data.descriptor == "lomo" and config.method.kernel == "linear"

@@ -209,6 +209,7 @@ def test_ranked_list_drawing_without_images(tmp_path):
         )
 
 
+@pytest.mark.real_data
 @needs_orl
 def test_ranked_list_drawing_with_real_orl_images(tmp_path):
     faces = datasets.load("orl", ORL, num_splits=1)

@@ -197,6 +197,7 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
 ORL = fixture_trees.ORL
 
 
+@pytest.mark.real_data
 @pytest.mark.slow
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
 def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
