@@ -1,11 +1,13 @@
 """Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter;
-and ``known_defect``, the one way to mark a test that fails today for a known reason."""
+``small_problem``, the learners' small training problem; and ``known_defect``, the one way to
+mark a test that fails today for a known reason."""
 
 import pytest
 
 from warca_jax import cli, datasets, defaults, evaluation
 from warca_jax.features import extraction
 from warca_jax.metric import Metric
+from warca_jax.synthetic import make_synthetic
 
 # The tests check the maths against float64 references and same seed, same result: on a
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points
@@ -54,6 +56,23 @@ def reid():
 def reid_hist():
     """The histogram variant (non-negative, L1-normalised rows) for chi2 methods."""
     return ReidProblem(histogram=True)
+
+
+def small_problem(
+    *, num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, histogram=False, seed=0
+):
+    """(features [n, dim], labels [n]) of a small synthetic problem (``make_synthetic``) that
+    the learners' tests fit in seconds; a test file that needs other sizes passes them."""
+    x, y, _ = make_synthetic(
+        num_ids=num_ids,
+        images_per_id=images_per_id,
+        dim=dim,
+        signal_dim=signal_dim,
+        num_nuisance=num_nuisance,
+        histogram=histogram,
+        seed=seed,
+    )
+    return x, y
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
 from warca_jax import dataset_arrays, defaults
@@ -42,9 +43,7 @@ def _direct_scatter(x, y, knn):
 
 
 def _small_problem():
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1
-    )
+    x, y = small_problem(num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1)
     # Classes smaller than knn + 1 (two images) and a singleton, whose scales are clipped.
     keep = np.ones(len(y), bool)
     keep[np.flatnonzero(y == 0)[2:]] = False

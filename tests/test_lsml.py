@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
@@ -23,11 +24,7 @@ def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
 
 
-def _small_problem(seed=0):
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=20, images_per_id=4, dim=10, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, dim=10)
 
 
 @pytest.mark.slow

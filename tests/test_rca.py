@@ -1,7 +1,10 @@
 """RCA: it learns, it equals a dense NumPy RCA on the same chunklets, seeds, bad input."""
 
+import functools
+
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
@@ -18,11 +21,7 @@ def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
 
 
-def _small_problem(seed=0):
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=30, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, num_ids=30)
 
 
 def _dense_rca(x, y, *, n_chunks, chunk_size, reg, dim, seed):

@@ -13,8 +13,7 @@ from warca_jax import datasets, defaults, plots
 from warca_jax import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
-from warca_jax.studies import aon_report
-from warca_jax.studies import training_time
+from warca_jax.studies import aon_report, training_time
 
 aon_config = config_module("aon_study")
 tt_config = config_module("training_time")
