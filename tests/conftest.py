@@ -58,19 +58,12 @@ def reid_hist():
     return ReidProblem(histogram=True)
 
 
-def small_problem(
-    *, num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, histogram=False, seed=0
-):
-    """(features [n, dim], labels [n]) of a small synthetic problem (``make_synthetic``) that
-    the learners' tests fit in seconds; a test file that needs other sizes passes them."""
+def small_problem(*, num_ids=20, dim=12, signal_dim=4, num_nuisance=2, **options):
+    """(features [n, dim], labels [n]) of a small synthetic problem that the learners' tests
+    fit in seconds; a test file that needs other sizes passes them (``options``: the rest of
+    ``make_synthetic``'s, e.g. ``images_per_id``, ``histogram``, ``seed``)."""
     x, y, _ = make_synthetic(
-        num_ids=num_ids,
-        images_per_id=images_per_id,
-        dim=dim,
-        signal_dim=signal_dim,
-        num_nuisance=num_nuisance,
-        histogram=histogram,
-        seed=seed,
+        num_ids=num_ids, dim=dim, signal_dim=signal_dim, num_nuisance=num_nuisance, **options
     )
     return x, y
 
