@@ -27,7 +27,7 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import evaluation, sharding
+from warca_jax import device_mesh, evaluation
 
 _GEN_BLOCK = 65536  # rows generated at a time
 
@@ -87,7 +87,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    mesh = sharding.make_mesh(args.num_devices)
+    mesh = device_mesh.make_mesh(args.num_devices)
     xq, xg, ql, gl, qc, gc = make_problem(args)
     kw = dict(
         distance=args.metric,

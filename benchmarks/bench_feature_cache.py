@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import os
 import sys
@@ -45,9 +44,7 @@ import numpy as np
 from PIL import Image
 
 from warca_jax import datasets
-from warca_jax.features import cache as cache_lib
-
-extract_lib = importlib.import_module("warca_jax.features.extract")
+from warca_jax.features import extraction, feature_cache
 
 VIPER_IMAGES = 1264
 
@@ -104,10 +101,10 @@ def best_ms(fns: dict, repeats: int, before=None) -> dict:
 
 
 def bench(name: str, paths, cache_dir: str, descriptor: str, repeats: int, seed: int):
-    desc = extract_lib.get_descriptor(descriptor)
+    desc = extraction.get_descriptor(descriptor)
     shape = (len(paths), desc.dim())
-    entry = cache_lib.Entry(
-        cache_dir, paths, descriptor=descriptor, options=cache_lib.parameters(desc.fn),
+    entry = feature_cache.Entry(
+        cache_dir, paths, descriptor=descriptor, options=feature_cache.parameters(desc.fn),
         height=128, width=48,
     )  # fmt: skip
     entry.take_stamps()
@@ -123,16 +120,16 @@ def bench(name: str, paths, cache_dir: str, descriptor: str, repeats: int, seed:
                 "np_load": lambda: np.load(path, allow_pickle=False),
                 "earlier_read": lambda: earlier_read(paths, path, descriptor),
                 "checked_read": lambda: entry.read(shape),
-                "content_read": lambda: (entry.read(shape), cache_lib.image_content(paths)),
+                "content_read": lambda: (entry.read(shape), feature_cache.image_content(paths)),
             },
             repeats,
             before,
         )
         if temperature == "hot":
             parts = {
-                "stat_images": lambda: cache_lib.image_stamps(paths),
-                "checksum": lambda: cache_lib.array_checksum(feats),
-                "hash_images": lambda: cache_lib.image_content(paths),
+                "stat_images": lambda: feature_cache.image_stamps(paths),
+                "checksum": lambda: feature_cache.array_checksum(feats),
+                "hash_images": lambda: feature_cache.image_content(paths),
             }
             t.update(best_ms(parts, repeats))
         rows.append({
@@ -159,7 +156,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     # The images are all written before their entry: their stamps can be trusted at once.
-    cache_lib.RACY_NS = 0
+    feature_cache.RACY_NS = 0
     with tempfile.TemporaryDirectory() as tmp:
         if args.viper:
             viper = list(datasets.load("viper", os.path.expanduser(args.viper)).paths)

@@ -20,7 +20,7 @@ import time
 import jax
 import numpy as np
 
-from warca_jax.features.extract import DESCRIPTORS
+from warca_jax.features.extraction import DESCRIPTORS
 
 
 def bench(name: str, images: np.ndarray, batch_size: int) -> dict:

@@ -50,9 +50,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax import defaults  # noqa: E402
+from warca_jax import config_files, defaults  # noqa: E402
 
-get_config = defaults.load_config_module("configs/itml.py").get_config  # noqa: E402
+get_config = config_files.load_config_module("configs/itml.py").get_config  # noqa: E402
 from warca_jax.methods import itml  # noqa: E402
 
 # argv: x.npy y.npy out.npy [pairs.npy bounds.npy]; with pairs, ITML on those pair

@@ -23,10 +23,10 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import data, defaults, evaluation
+from warca_jax import config_files, dataset_arrays, evaluation
 from warca_jax.methods import warca
 
-get_config = defaults.load_config_module("configs/warca.py").get_config
+get_config = config_files.load_config_module("configs/warca.py").get_config
 
 
 def main():
@@ -43,7 +43,7 @@ def main():
         jax.config.update("jax_compilation_cache_dir", args.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-    x, y, cams = data.make_synthetic(
+    x, y, cams = dataset_arrays.make_synthetic(
         num_ids=600,
         images_per_id=4,
         num_cams=2,

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from warca_jax import data, distances, evaluation
+from warca_jax import dataset_arrays, distances, evaluation
 from warca_jax.methods.kmeans import KMeansMetric
 
 
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--clusters", default="2,10,50")
     ap.add_argument("--dim", type=int, default=2048)
     args = ap.parse_args()
-    x, y, cams = data.make_synthetic(
+    x, y, cams = dataset_arrays.make_synthetic(
         num_ids=700,
         images_per_id=10,
         num_cams=2,

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from warca_jax import defaults, evaluation
+from warca_jax import config_files, evaluation
 from warca_jax.methods import warca
 
-get_config = defaults.load_config_module("configs/warca.py").get_config
+get_config = config_files.load_config_module("configs/warca.py").get_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 

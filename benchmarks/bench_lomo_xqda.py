@@ -43,7 +43,7 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import data, datasets, defaults, evaluation
+from warca_jax import dataset_arrays, datasets, defaults, evaluation
 from warca_jax.features import load_images
 from warca_jax.features.lomo import lomo
 from warca_jax.methods import xqda
@@ -159,7 +159,7 @@ def main():
         print(json.dumps(dict(features=feature, images=len(paths), dim=feats[feature].shape[1],
                               images_per_second=round(speed, 1))), flush=True)
     sets = {
-        probe: data.validated_dataset(
+        probe: dataset_arrays.validated_dataset(
             feats[next(iter(feats))], s.labels, s.cams, s.splits, s.name, s.same_camera_matches
         )
         for probe, s in image_sets.items()

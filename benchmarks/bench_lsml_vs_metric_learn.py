@@ -52,11 +52,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
 from warca_jax import (
+    config_files,  # noqa: E402
     defaults,  # noqa: E402
     linalg,  # noqa: E402
 )
 
-get_config = defaults.load_config_module("configs/lsml.py").get_config  # noqa: E402
+get_config = config_files.load_config_module("configs/lsml.py").get_config  # noqa: E402
 from warca_jax.methods import lsml  # noqa: E402
 
 PCA_DIM = 40  # the covariance-prior rows: the training half's top principal components

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from warca_jax import data, defaults, evaluation, methods
+from warca_jax import config_files, dataset_arrays, evaluation, methods
 
 # the repository's config files (run from anywhere)
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -37,7 +37,7 @@ SHARED = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
 
 def _problem(name: str, histogram: bool):
     if name == "small":
-        x, y, cams = data.make_synthetic(
+        x, y, cams = dataset_arrays.make_synthetic(
             num_ids=400,
             images_per_id=10,
             num_cams=2,
@@ -54,7 +54,7 @@ def _problem(name: str, histogram: bool):
     _, counts = np.unique(
         labels[mat["train_idx"].ravel().astype(np.int64) - 1], return_counts=True
     )  # 767 identities, 7,368 images, <= 10 each
-    x, y, cams = data.make_synthetic(
+    x, y, cams = dataset_arrays.make_synthetic(
         num_ids=len(counts) + 700,
         images_per_id=10,
         num_cams=2,
@@ -73,7 +73,7 @@ def _problem(name: str, histogram: bool):
 def _configs(only, problem):
     out, seen = [], []
     for info in pkgutil.iter_modules([CONFIGS]):
-        module = defaults.load_config_module(os.path.join(CONFIGS, f"{info.name}.py"))
+        module = config_files.load_config_module(os.path.join(CONFIGS, f"{info.name}.py"))
         for variant in (None, "chi2", "large"):
             if variant == "large" and problem != "large":
                 continue

@@ -50,9 +50,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load  # noqa: E402
-from warca_jax import defaults  # noqa: E402
+from warca_jax import config_files, defaults  # noqa: E402
 
-get_config = defaults.load_config_module("configs/mmc.py").get_config  # noqa: E402
+get_config = config_files.load_config_module("configs/mmc.py").get_config  # noqa: E402
 from warca_jax.evaluation import evaluate  # noqa: E402
 from warca_jax.methods import mmc  # noqa: E402
 

@@ -47,9 +47,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax import defaults  # noqa: E402
+from warca_jax import config_files  # noqa: E402
 
-get_config = defaults.load_config_module("configs/nca.py").get_config  # noqa: E402
+get_config = config_files.load_config_module("configs/nca.py").get_config  # noqa: E402
 from warca_jax.methods import nca  # noqa: E402
 
 ML_SCRIPT = """

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import config_files, datasets, defaults, evaluation, pipeline
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import lam_select
 from warca_jax.synthetic import make_reference_problem
@@ -106,7 +106,7 @@ def _real_splits(name: str, path: str, splits: range, cache_dir: str):
 def rule_rows(name, form, splits, grid, val_fraction, dim):
     """Per split: the held-out AP of each lambda (fits on the training part) and the test
     (rank-1, mAP) of each lambda (fits on the whole training set), one JSON line each."""
-    base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
+    base = config_files.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     rows = []
     for s, x, y, cams, scores in splits:
         cfg = base.get_config("linear" if form == "linear" else "chi2").method
@@ -248,7 +248,7 @@ def main() -> None:
                 rows += rule_rows(name, form, splits, args.lams, args.val_fraction, dim)
         rule_table(rows, args.lams)
         return
-    base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
+    base = config_files.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
     rows = []
     for num_ids in args.num_ids:

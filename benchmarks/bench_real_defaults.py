@@ -41,9 +41,9 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, linalg, pipeline
+from warca_jax import config_files, datasets, defaults, evaluation, linalg, pipeline
 
-_warca_config = defaults.load_config_module("configs/warca.py")
+_warca_config = config_files.load_config_module("configs/warca.py")
 ORL_PATH = _warca_config.ORL_PATH
 get_config = _warca_config.get_config
 

@@ -57,10 +57,11 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import config_files, datasets, defaults, evaluation, pipeline
 
 _configs = {
-    name: defaults.load_config_module(f"configs/{name}.py") for name in ("warca", "lfda", "kissme")
+    name: config_files.load_config_module(f"configs/{name}.py")
+    for name in ("warca", "lfda", "kissme")
 }
 ORL_PATH = _configs["warca"].ORL_PATH
 DIMS = {"viper": 100}  # the paper's output dimension (section 4.2); 40 elsewhere

@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from warca_jax import datasets, defaults, evaluation, linalg, pipeline  # noqa: E402
+from warca_jax import config_files, datasets, defaults, evaluation, linalg, pipeline  # noqa: E402
 from warca_jax.metric import Metric  # noqa: E402
 from warca_jax.protocol import plan  # noqa: E402
 
@@ -71,7 +71,7 @@ PEERS = ("nca", "lmnn", "scml", "sdml", "mmc")
 
 def subset(name: str):
     """configs/real_subsets.py's ``name`` subset: what tests/test_real_data.py reads."""
-    module = defaults.load_config_module(os.path.join(ROOT, "configs", "real_subsets.py"))
+    module = config_files.load_config_module(os.path.join(ROOT, "configs", "real_subsets.py"))
     return module.get_config(name)
 
 

@@ -57,9 +57,9 @@ from sklearn.covariance import graphical_lasso
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.digits import load, retrieval  # noqa: E402
-from warca_jax import defaults  # noqa: E402
+from warca_jax import config_files, defaults  # noqa: E402
 
-get_config = defaults.load_config_module("configs/sdml.py").get_config  # noqa: E402
+get_config = config_files.load_config_module("configs/sdml.py").get_config  # noqa: E402
 from warca_jax.methods import constraints, sdml  # noqa: E402
 
 # argv: x.npy y.npy out.npy job.json; job: {"shim": bool, "balance": float or null,

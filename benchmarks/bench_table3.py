@@ -41,9 +41,11 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import config_files, datasets, defaults, evaluation, pipeline
 
-_configs = {n: defaults.load_config_module(f"configs/{n}.py") for n in ("warca", "mlapg", "xqda")}
+_configs = {
+    n: config_files.load_config_module(f"configs/{n}.py") for n in ("warca", "mlapg", "xqda")
+}
 METHODS = (("warca", "lomo"), ("mlapg", "lomo"), ("xqda", "lomo"))
 # rank 1 / 5 / 10 / 20: WARCA's Table 3, MLAPG's paper (as Table 3 quotes it; rank-1 only
 # where the others are not quoted), XQDA from Liao et al.'s released CMCs.

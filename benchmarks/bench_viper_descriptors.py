@@ -31,9 +31,9 @@ import bench_viper_sweep as sweep
 import jax
 import numpy as np
 
-from warca_jax import data, datasets, defaults
+from warca_jax import dataset_arrays, datasets, defaults
 from warca_jax.features import color_lbp as clbp
-from warca_jax.features import images as images_lib
+from warca_jax.features import image_files
 from warca_jax.protocol import plan
 
 MATLAB_CHANNELS = ("R", "G", "B", "H", "S", "V_hsv", "Y", "Cb")  # RGB, HSV, YCbCr's Y and Cb
@@ -87,7 +87,7 @@ def main():
     seeds = [int(s) for s in a.seeds.split(",")]
 
     image_set = datasets.load("viper", a.viper)
-    images = images_lib.load_images(list(image_set.paths), height=128, width=48)
+    images = image_files.load_images(list(image_set.paths), height=128, width=48)
     eval_cfg = defaults.base_config().eval
     print(json.dumps({"machine": platform.processor() or platform.machine(),
                       "backend": jax.default_backend(), "jax": jax.__version__,
@@ -98,7 +98,7 @@ def main():
         start = time.perf_counter()
         feats = describe(images, options)
         seconds = time.perf_counter() - start
-        ds = data.validated_dataset(
+        ds = dataset_arrays.validated_dataset(
             feats, image_set.labels, image_set.cams, image_set.splits, image_set.name
         )
         print(json.dumps({"variant": name, "dim": feats.shape[1], "describe_seconds": seconds}))

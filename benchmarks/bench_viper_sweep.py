@@ -47,13 +47,13 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import config_files, datasets, defaults, evaluation, pipeline
 from warca_jax.datasets import two_camera
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 
 # the protocol's config of each dataset: its output dimension, per-label settings, CV split
-_PROTOCOL_MODULE = defaults.load_config_module("configs/protocol.py")
+_PROTOCOL_MODULE = config_files.load_config_module("configs/protocol.py")
 PROTOCOLS = {name: _PROTOCOL_MODULE.get_config(name) for name in ("viper", "cuhk01")}
 # the protocol's share of training people held out for validation (the same on every dataset)
 VAL_FRACTION = PROTOCOLS["viper"].cv.val_fraction

@@ -109,10 +109,10 @@ def _worker(args: argparse.Namespace) -> None:
     """One warca_jax fit + test embedding in this fresh process; prints one JSON line."""
     import jax
 
-    from warca_jax import defaults
+    from warca_jax import config_files
     from warca_jax.methods import warca
 
-    get_config = defaults.load_config_module("configs/warca.py").get_config
+    get_config = config_files.load_config_module("configs/warca.py").get_config
 
     imports_s = time.perf_counter() - _T_START
     folder = args._worker

@@ -30,10 +30,10 @@ import time
 import jax
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, synthetic
+from warca_jax import config_files, datasets, defaults, evaluation, synthetic
 from warca_jax.methods import warca
 
-get_config = defaults.load_config_module("configs/warca.py").get_config
+get_config = config_files.load_config_module("configs/warca.py").get_config
 
 
 def _floats(text):

@@ -70,10 +70,10 @@ def _labels(rows: np.ndarray, n: int) -> np.ndarray:
 def run(args) -> dict:
     import jax
 
-    from warca_jax import defaults, evaluation
+    from warca_jax import config_files, evaluation
     from warca_jax.methods import warca
 
-    get_config = defaults.load_config_module("configs/warca.py").get_config
+    get_config = config_files.load_config_module("configs/warca.py").get_config
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,19 +1,29 @@
-"""Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter."""
-
-import importlib
+"""Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter;
+``small_problem``, the learners' small training problem; and ``known_defect``, the one way to
+mark a test that fails today for a known reason."""
 
 import pytest
 
 from warca_jax import cli, datasets, defaults, evaluation
+from warca_jax.features import extraction
 from warca_jax.metric import Metric
-
-# the module, not the function warca_jax.features re-exports under the same name
-extract_lib = importlib.import_module("warca_jax.features.extract")
+from warca_jax.synthetic import make_synthetic
 
 # The tests check the maths against float64 references and same seed, same result: on a
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points
 # have them (cli.reproducible_numerics; before JAX's first computation).
 cli.reproducible_numerics()
+
+
+def known_defect(reason: str) -> pytest.MarkDecorator:
+    """A strict expected failure: the test fails today for the known defect ``reason``, and a
+    pass is a failure (XPASS(strict)), so that the mark goes once the defect is fixed.
+
+    A decorator (``@known_defect("...")``), a parameter's mark
+    (``pytest.param(x, marks=known_defect("..."))``), or, where the defect is known only
+    inside the test, ``request.applymarker(known_defect("..."))`` before the assertion.
+    """
+    return pytest.mark.xfail(strict=True, reason=reason)
 
 
 class ReidProblem:
@@ -48,15 +58,25 @@ def reid_hist():
     return ReidProblem(histogram=True)
 
 
+def small_problem(*, num_ids=20, dim=12, signal_dim=4, num_nuisance=2, **options):
+    """(features [n, dim], labels [n]) of a small synthetic problem that the learners' tests
+    fit in seconds; a test file that needs other sizes passes them (``options``: the rest of
+    ``make_synthetic``'s, e.g. ``images_per_id``, ``histogram``, ``seed``)."""
+    x, y, _ = make_synthetic(
+        num_ids=num_ids, dim=dim, signal_dim=signal_dim, num_nuisance=num_nuisance, **options
+    )
+    return x, y
+
+
 @pytest.fixture
 def counted(monkeypatch):
     """The colour + LBP descriptor's calls so far (the size of each batch it described)."""
     calls = []
-    real = extract_lib.DESCRIPTORS["color_lbp"]
+    real = extraction.DESCRIPTORS["color_lbp"]
 
     def counting(batch):
         calls.append(len(batch))
         return real.fn(batch)
 
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
+    monkeypatch.setitem(extraction.DESCRIPTORS, "color_lbp", real._replace(fn=counting))
     return calls

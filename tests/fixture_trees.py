@@ -22,7 +22,7 @@ ORL = Path(__file__).resolve().parents[1] / "data" / "orl_faces"
 
 
 def assert_same_splits(a, b):
-    """Two sequences of `data.Split`s hold the same indices."""
+    """Two sequences of `dataset_arrays.Split`s hold the same indices."""
     assert len(a) == len(b)
     for sa, sb in zip(a, b, strict=True):
         for x, y in zip(sa, sb, strict=True):

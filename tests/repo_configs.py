@@ -6,7 +6,7 @@ started from.
 
 import os
 
-from warca_jax import defaults
+from warca_jax import config_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
@@ -19,7 +19,7 @@ def config_path(name: str) -> str:
 
 def config_module(name: str):
     """configs/<name>.py as a module (``get_config``, ``VARIANTS``, its constants)."""
-    return defaults.load_config_module(config_path(name))
+    return config_files.load_config_module(config_path(name))
 
 
 def tiny_protocol():

@@ -21,7 +21,7 @@ from processes import cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline, workdir
+from warca_jax import cli, datasets, features, pipeline, run_files
 from warca_jax.datasets import npz_file
 from warca_jax.defaults import overridden
 from warca_jax.metric import Metric
@@ -334,7 +334,8 @@ def test_damaged_config_file(tmp_path, good_npz):
     pipeline.train_and_evaluate(_nn_config(good_npz), str(wd))
     text = (wd / "config.json").read_text()
     (wd / "config.json").write_text(text[: len(text) // 2])
-    with pytest.raises(workdir.DamagedFileError, match=r"config.json: the config file .* damaged"):
+    damaged = r"config.json: the config file .* damaged"
+    with pytest.raises(run_files.DamagedFileError, match=damaged):
         pipeline.train_and_evaluate(_nn_config(good_npz), str(wd))
 
 
@@ -470,18 +471,18 @@ def test_non_utf8_paths(tmp_path, arrays):
 
 def test_write_json_refuses_nan(tmp_path):
     with pytest.raises(ValueError, match=r"non-finite number \(nan\) at splits\[1\].rank1"):
-        workdir.write_json(str(tmp_path / "r.json"), {"splits": [{}, {"rank1": float("nan")}]})
+        run_files.write_json(str(tmp_path / "r.json"), {"splits": [{}, {"rank1": float("nan")}]})
     assert not os.listdir(tmp_path)
 
 
 def test_interrupted_write_keeps_the_old_file(tmp_path):
     path = str(tmp_path / "r.json")
-    workdir.write_json(path, {"a": 1})
-    with pytest.raises(KeyboardInterrupt), workdir.atomic_path(path) as tmp:
+    run_files.write_json(path, {"a": 1})
+    with pytest.raises(KeyboardInterrupt), run_files.atomic_path(path) as tmp:
         with open(tmp, "w") as f:
             f.write('{"a": ')
         raise KeyboardInterrupt
-    assert workdir.read_json(path) == {"a": 1} and os.listdir(tmp_path) == ["r.json"]
+    assert run_files.read_json(path) == {"a": 1} and os.listdir(tmp_path) == ["r.json"]
 
 
 # ---------------------------------------------------------------------- feature cache
@@ -528,7 +529,7 @@ def test_read_only_feature_cache(tmp_path, image_paths, caplog, monkeypatch):
     def refuse(*args, **kwargs):  # what a read-only folder answers (root is never refused)
         raise PermissionError(13, "Permission denied", str(tmp_path / "cache"))
 
-    monkeypatch.setattr(workdir, "atomic_path", refuse)
+    monkeypatch.setattr(run_files, "atomic_path", refuse)
     with caplog.at_level(logging.WARNING):
         out = _extract(image_paths, tmp_path / "cache")
     assert "not written" in caplog.text and "Permission denied" in caplog.text
@@ -549,7 +550,7 @@ def test_a_batch_size_below_one_is_refused_before_any_work(
     def no_load(*args, **kwargs):
         raise AssertionError("images loaded despite a bad batch size")
 
-    monkeypatch.setattr(features.images, "load_images", no_load)
+    monkeypatch.setattr(features.image_files, "load_images", no_load)
     with pytest.raises(
         ValueError, match=r"data\.batch_size must be an integer >= 1 \(images .*\); got"
     ):
@@ -580,7 +581,7 @@ def test_a_bad_data_batch_size_is_refused_by_the_driver_before_any_work(
 
 def test_an_empty_workdir_is_refused_before_any_work(good_npz, monkeypatch):
     with pytest.raises(ValueError, match="workdir is empty"):
-        workdir.prepare("")
+        run_files.prepare("")
 
     def no_load(*args, **kwargs):
         raise AssertionError("data loaded for an empty workdir")
@@ -692,12 +693,12 @@ def test_presentation_fields_do_not_make_another_config(tmp_path, good_npz):
 def test_the_feature_cache_folder_does_not_make_another_config(tmp_path):
     old = {"data": {"cache_dir": "/tmp/wcache", "batch_size": 8}, "progress": True}
     moved = {"data": {"cache_dir": "", "batch_size": 8}, "progress": True}
-    workdir.check_run_files(str(tmp_path), json.dumps(old), {})
-    workdir.check_run_files(str(tmp_path), json.dumps(moved), {})  # accepted: same run
-    assert workdir.config_differences(old, moved) == []
+    run_files.check_run_files(str(tmp_path), json.dumps(old), {})
+    run_files.check_run_files(str(tmp_path), json.dumps(moved), {})  # accepted: same run
+    assert run_files.config_differences(old, moved) == []
     other = {"data": {"cache_dir": "", "batch_size": 9}, "progress": True}
     with pytest.raises(ValueError, match=r"data\.batch_size 8 -> 9") as info:
-        workdir.check_run_files(str(tmp_path), json.dumps(other), {})
+        run_files.check_run_files(str(tmp_path), json.dumps(other), {})
     assert "cache_dir" not in str(info.value)
 
 
@@ -706,24 +707,24 @@ def test_a_field_added_since_a_run_resumes_it_at_the_earlier_value(tmp_path):
     (what those runs did), and another run with it True."""
     earlier = {"data": {"name": "viper", "batch_size": 8}, "progress": True}
     now = {"data": {"name": "viper", "batch_size": 8, "skip_small_images": False}}
-    assert workdir.config_differences(earlier, now) == []
-    workdir.check_run_files(str(tmp_path), json.dumps(earlier), {})
-    workdir.check_run_files(str(tmp_path), json.dumps(now), {})  # accepted: the same run
+    assert run_files.config_differences(earlier, now) == []
+    run_files.check_run_files(str(tmp_path), json.dumps(earlier), {})
+    run_files.check_run_files(str(tmp_path), json.dumps(now), {})  # accepted: the same run
     skipping = {"data": {"name": "viper", "batch_size": 8, "skip_small_images": True}}
     with pytest.raises(ValueError, match=r"data\.skip_small_images False -> True"):
-        workdir.check_run_files(str(tmp_path), json.dumps(skipping), {})
+        run_files.check_run_files(str(tmp_path), json.dumps(skipping), {})
 
 
 def test_many_differences_are_named_a_few_at_a_time(tmp_path):
     old = {"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": 1.5, "f": True, "g": None, "progress": 1}
     new = {"a": 2, "b": {"c": [1, 3], "d": "y"}, "e": 2.5, "f": False, "h": 0, "progress": 2}
-    workdir.check_run_files(str(tmp_path), json.dumps(old), {})
+    run_files.check_run_files(str(tmp_path), json.dumps(old), {})
     with pytest.raises(ValueError) as info:
-        workdir.check_run_files(str(tmp_path), json.dumps(new), {})
+        run_files.check_run_files(str(tmp_path), json.dumps(new), {})
     msg = str(info.value)
     assert "a 1 -> 2, b.c [1, 2] -> [1, 3], b.d 'x' -> 'y' and 4 more (e, f, g, h)" in msg
     assert "progress" not in msg
-    assert workdir.config_differences(old, new, ignore=("a", "b", "e", "f", "progress")) == [
+    assert run_files.config_differences(old, new, ignore=("a", "b", "e", "f", "progress")) == [
         "g None -> (absent)",
         "h (absent) -> 0",
     ]

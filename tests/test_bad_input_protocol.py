@@ -21,7 +21,7 @@ from processes import ROOT, cpu_env
 from test_protocol import _run_results, _tiny
 
 from warca_jax import methods, pipeline, protocol
-from warca_jax.protocol import cv as protocol_cv
+from warca_jax.protocol import cross_validation
 
 MEASURES = ("rank1", "rank5", "mAP", "AUC")
 
@@ -241,7 +241,7 @@ def _failing_fit(fit, *, fail_all_warca=False):
 def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
     monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method))
-    monkeypatch.setattr(protocol_cv, "trains_grids", lambda label: False)
+    monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match=r"1 runs failed .* synthetic nn split 1: ValueError"):
         protocol.run_protocol(_tiny(), workdir)
     # the diverged grid point is never selected, and selected.json says why
@@ -275,7 +275,7 @@ def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path,
     monkeypatch.setattr(
         pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True)
     )
-    monkeypatch.setattr(protocol_cv, "trains_grids", lambda label: False)
+    monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match="every grid point of warca:linear"):
         protocol.run_protocol(_tiny(), workdir)
     results = _load(os.path.join(workdir, "results.json"))

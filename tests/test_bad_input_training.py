@@ -11,9 +11,8 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import kernels, learner_loop, methods
-from warca_jax import metric as metric_lib
 from warca_jax.methods import warca
-from warca_jax.metric import Metric
+from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.synthetic import make_synthetic
 
 _SCALE_MSG = "cannot train on features of this scale"
@@ -288,7 +287,7 @@ def test_a_model_file_with_nan_weights_is_refused(tmp_path):
     arrays["projection"] = np.full((2, 3), np.nan, np.float32)
     np.savez(path, **arrays)
     with pytest.raises(
-        metric_lib.DamagedModelError, match=r"nan.npz is damaged.*NaN or inf in \['projection'\]"
+        DamagedModelError, match=r"nan.npz is damaged.*NaN or inf in \['projection'\]"
     ):
         Metric.load(path)
 
@@ -304,18 +303,16 @@ def test_a_model_file_with_nan_weights_is_refused(tmp_path):
 def test_a_damaged_model_file_is_a_damaged_model_error(tmp_path, damage):
     path = _saved(tmp_path)
     path.write_bytes(damage(path.read_bytes()))
-    with pytest.raises(
-        metric_lib.DamagedModelError, match="m.npz is damaged .truncated or corrupt. or not a"
-    ):
+    with pytest.raises(DamagedModelError, match="m.npz is damaged .truncated or corrupt. or not a"):
         Metric.load(path)
 
 
 def test_an_npz_without_the_model_entries_is_a_damaged_model_error(tmp_path):
     path = tmp_path / "other.npz"
     np.savez(path, weights=np.ones((2, 3)))
-    with pytest.raises(metric_lib.DamagedModelError, match="no 'meta' entry"):
+    with pytest.raises(DamagedModelError, match="no 'meta' entry"):
         Metric.load(path)
-    assert issubclass(metric_lib.DamagedModelError, ValueError)
+    assert issubclass(DamagedModelError, ValueError)
 
 
 def test_training_data_check_is_shared_and_rescales_only_extreme_features():

@@ -6,7 +6,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import data, kernels
+from warca_jax import dataset_arrays, kernels
 from warca_jax.methods import baselines
 from warca_jax.metric import Metric
 
@@ -57,7 +57,9 @@ def test_kernel_nn_keeps_an_explicit_gamma(reid):
 
 
 def test_mahalanobis_matrix_is_the_inverse_covariance():
-    x, y, _ = data.make_synthetic(num_ids=12, images_per_id=3, dim=6, signal_dim=2, num_nuisance=1)
+    x, y, _ = dataset_arrays.make_synthetic(
+        num_ids=12, images_per_id=3, dim=6, signal_dim=2, num_nuisance=1
+    )
     x64 = x.astype(np.float64)
     for kind in ("features", "within_class"):
         cfg = _cfg("mahalanobis", covariance=kind, reg=1e-6)
@@ -130,7 +132,9 @@ def test_singular_covariance_is_regularised_with_a_warning():
     ],
 )
 def test_bad_input_is_refused(fit, fields, mutate, match):
-    x, y, _ = data.make_synthetic(num_ids=10, images_per_id=2, dim=8, signal_dim=2, num_nuisance=1)
+    x, y, _ = dataset_arrays.make_synthetic(
+        num_ids=10, images_per_id=2, dim=8, signal_dim=2, num_nuisance=1
+    )
     if mutate == "nan":
         x[3, 2] = np.nan
     elif mutate == "labels":

@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from warca_jax import bounded_reads, pipeline, workdir, workdir_lock
+from warca_jax import bounded_reads, pipeline, run_files, workdir_lock
 from warca_jax.datasets import cuhk03, npz_file
 from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.protocol import jobs
@@ -234,7 +234,7 @@ def _finished_split(wd, model_meta: str, **record) -> None:
     os.makedirs(wd, exist_ok=True)
     split = {"split": 0, "cmc": [50.0, 100.0], **{k: 50.0 for k in pipeline.SUMMARY_KEYS}}
     split.update(record)
-    workdir.write_json(os.path.join(wd, "split_0.json"), split)
+    run_files.write_json(os.path.join(wd, "split_0.json"), split)
     path = os.path.join(wd, "model_split0.npz")
     Metric("identity", 3, name="nn").save(path)
     _replace_members(path, meta=_npy(np.asarray(model_meta)))
@@ -267,12 +267,12 @@ def test_the_protocol_redoes_a_run_job_whose_model_meta_is_deeply_nested(tmp_pat
 def test_a_deeply_nested_workdir_file_is_damaged_and_redone(tmp_path, caplog):
     path = tmp_path / "split_0.json"
     path.write_text(_deep(100000))
-    with pytest.raises(workdir.DamagedFileError) as err:
-        workdir.read_json(str(path), what="split file")
+    with pytest.raises(run_files.DamagedFileError) as err:
+        run_files.read_json(str(path), what="split file")
     msg = _one_line(err)
     assert msg.startswith(f"{path}: the split file is nested 100000 levels deep")
     with caplog.at_level(logging.WARNING):
-        assert workdir.reuse_json(str(path)) is None
+        assert run_files.reuse_json(str(path)) is None
     assert f"{path}: the file is nested" in caplog.text and "redoing it" in caplog.text
 
 
@@ -280,8 +280,8 @@ def test_an_oversized_workdir_file_is_refused_before_it_is_parsed(tmp_path, monk
     monkeypatch.setattr(bounded_reads, "MAX_FILE_JSON_BYTES", 1000)
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"cmc": list(range(1000))}))
-    with pytest.raises(workdir.DamagedFileError) as err:
-        workdir.read_json(str(path))
+    with pytest.raises(run_files.DamagedFileError) as err:
+        run_files.read_json(str(path))
     assert _one_line(err).startswith(f"{path}: the file is larger than 1000 bytes")
 
 
@@ -289,7 +289,7 @@ def test_a_deeply_nested_metrics_line_is_dropped(tmp_path, caplog):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"split": 0, "step": 1}\n' + _deep(100000) + '\n{"split": 0, "step": 2}\n')
     with caplog.at_level(logging.WARNING):
-        rows = workdir.read_jsonl(str(path))
+        rows = run_files.read_jsonl(str(path))
     assert [r["step"] for r in rows] == [1, 2] and "line 2 is damaged" in caplog.text
 
 

@@ -15,7 +15,7 @@ import pytest
 from processes import ROOT, cpu_env
 from repo_configs import CONFIGS
 
-from warca_jax import cli, defaults, plots, run_plots
+from warca_jax import cli, config_files, defaults, plots, run_plots
 
 # entry point -> its config file, a mistyped variant, the variant it is close to, and a
 # mistyped file name
@@ -44,7 +44,7 @@ def _one_error_line(proc) -> str:
 
 def test_a_mistyped_variant_names_the_files_variants_and_the_close_match():
     with pytest.raises(ValueError) as e:
-        defaults.load_config(os.path.join(CONFIGS, "warca.py:chi22"))
+        config_files.load_config(os.path.join(CONFIGS, "warca.py:chi22"))
     assert str(e.value).endswith(
         "warca.py has no variant 'chi22' (did you mean 'chi2'?); its variants are linear, "
         "chi2, kernel, small, orl, lomo"
@@ -53,7 +53,7 @@ def test_a_mistyped_variant_names_the_files_variants_and_the_close_match():
 
 def test_a_mistyped_config_file_names_the_config_files_and_the_close_match():
     with pytest.raises(FileNotFoundError) as e:
-        defaults.load_config(os.path.join(CONFIGS, "warka.py"))
+        config_files.load_config(os.path.join(CONFIGS, "warka.py"))
     message = str(e.value)
     assert f"(did you mean '{os.path.join(CONFIGS, 'warca.py')}'?)" in message
     assert message.endswith(", training_time.py, triplet_sgd.py, warca.py, xqda.py")
@@ -66,7 +66,7 @@ def test_a_mistyped_config_file_or_variant_is_one_line_at_every_entry_point(modu
     file, typo, close, mistyped = ENTRY_POINTS[module]
     workdir = f"--workdir={tmp_path / 'w'}"
     line = _one_error_line(_command(["-m", module, f"--config=configs/{file}:{typo}", workdir]))
-    variants = ", ".join(defaults.load_config_module(os.path.join(CONFIGS, file)).VARIANTS)
+    variants = ", ".join(config_files.load_config_module(os.path.join(CONFIGS, file)).VARIANTS)
     assert line == (
         f"error: --config=configs/{file}:{typo}: configs/{file} has no variant {typo!r} "
         f"(did you mean {close!r}?); its variants are {variants}"
@@ -313,15 +313,14 @@ def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_pa
 
 
 def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
-    from warca_jax import config_checks
-    from warca_jax import data as data_lib
+    from warca_jax import config_checks, dataset_arrays
 
-    config = defaults.load_config(f"{CONFIGS}/warca.py:chi2")
+    config = config_files.load_config(f"{CONFIGS}/warca.py:chi2")
     config.data.name = "viper"
     feats = np.ones((160, 300), np.float32)
-    split = data_lib.Split(train_idx=np.arange(80), query_idx=np.arange(80, 120),
+    split = dataset_arrays.Split(train_idx=np.arange(80), query_idx=np.arange(80, 120),
                            gallery_idx=np.arange(120, 160))  # fmt: skip
-    ds = data_lib.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
+    ds = dataset_arrays.Dataset(name="viper", features=feats, labels=np.arange(160) // 2,
                           cams=np.arange(160) % 2, splits=(split,))  # fmt: skip
     config_checks.fit_dim_to_data(config, ds)
     assert config.method.dim == 80  # the paper's 100 is more than a kernel form's N

@@ -11,8 +11,7 @@ from repo_configs import config_module
 
 from warca_jax import protocol
 from warca_jax.methods.warca import default_config, fitting, grid
-from warca_jax.protocol import cv as cv_lib
-from warca_jax.protocol import halving
+from warca_jax.protocol import cross_validation, successive_halving
 from warca_jax.synthetic import make_synthetic
 
 POINTS = [(1e-4, 1e-2), (1e-2, 1e-1), (1.0, 100.0)]  # the last may diverge
@@ -58,13 +57,13 @@ def test_a_point_is_advanced_only_to_chunk_boundaries():
 
 
 def test_rungs_keep_at_least_three_points_for_the_end():
-    assert halving.rungs(2000, 100, 36, 3) == [200, 700, 2000]  # 36 -> 12 -> 4
-    assert halving.rungs(2000, 100, 9, 3) == [700, 2000]  # 9 -> 3
-    assert halving.rungs(2000, 100, 4, 3) == [2000]  # too few to halve
-    assert halving.rungs(2000, 100, 36, 1) == [2000]  # halving off
-    assert halving.rungs(100, 100, 36, 3) == [100]  # one chunk: nowhere to stop
+    assert successive_halving.rungs(2000, 100, 36, 3) == [200, 700, 2000]  # 36 -> 12 -> 4
+    assert successive_halving.rungs(2000, 100, 9, 3) == [700, 2000]  # 9 -> 3
+    assert successive_halving.rungs(2000, 100, 4, 3) == [2000]  # too few to halve
+    assert successive_halving.rungs(2000, 100, 36, 1) == [2000]  # halving off
+    assert successive_halving.rungs(100, 100, 36, 3) == [100]  # one chunk: nowhere to stop
     means = {0: 50.0, 1: 70.0, 2: 70.0, 3: 10.0, 4: 60.0}
-    assert halving.survivors(means, 3) == [1, 2]  # the best ceil(5 / 3), ties by order
+    assert successive_halving.survivors(means, 3) == [1, 2]  # the best ceil(5 / 3), ties by order
 
 
 def _small(**changes):
@@ -111,7 +110,7 @@ def full_grid(tmp_path_factory):
 
 
 def test_one_grid_job_gives_every_points_own_job_results(full_grid, tmp_path, monkeypatch):
-    monkeypatch.setattr(cv_lib, "trains_grids", lambda label: False)  # a job per point
+    monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)  # a job per point
     workdir = str(tmp_path)
     protocol.run_protocol(_small(halving=1), workdir, stage="cv")
     assert not glob.glob(os.path.join(workdir, "cv", "*", "*", "timing.json"))

@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import data, datasets
+from warca_jax import dataset_arrays, datasets
 
 ORL = str(fixture_trees.ORL)
 needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
@@ -23,7 +23,7 @@ def _check_protocol(image_set):
     """Invariants every split must meet for the evaluation to be right."""
     labels, cams = image_set.labels, image_set.cams
     for split in image_set.splits:
-        data.validate_split(split, labels, n=len(labels))
+        dataset_arrays.validate_split(split, labels, n=len(labels))
         train_ids = set(labels[split.train_idx])
         test_ids = set(labels[split.query_idx]) | set(labels[split.gallery_idx])
         assert not train_ids & test_ids
@@ -173,22 +173,21 @@ def test_cuhk01_gallery_draw_is_the_default(tmp_path):
 def test_gallery_draw_evaluation_ranks_the_same_camera_twin(tmp_path):
     """With same_camera_matches a probe whose only match shares its camera is ranked;
     without, it is skipped as a query with nothing to find."""
-    from warca_jax import data as data_lib
-    from warca_jax import evaluation
+    from warca_jax import dataset_arrays, evaluation
     from warca_jax.metric import Metric
 
     labels = np.repeat(np.arange(4), 4)
     cams = np.tile([0, 0, 1, 1], 4)
     x = np.eye(16, dtype=np.float32)[labels * 4]  # one point per identity
     x = x + 1e-3 * np.arange(16, dtype=np.float32)[:, None]
-    split = data_lib.Split(np.arange(8), np.array([9, 10, 11, 13, 14, 15]), np.array([8, 12]))
-    ds = data_lib.validated_dataset(x, labels, cams, [split], "toy", same_camera_matches=True)
+    split = dataset_arrays.Split(np.arange(8), np.array([9, 10, 11, 13, 14, 15]), np.array([8, 12]))
+    ds = dataset_arrays.validated_dataset(x, labels, cams, [split], "toy", same_camera_matches=True)
     metric = Metric("identity", 16, name="euclidean")
     cfg = ml_collections.ConfigDict(dict(single_shot=False, repeats=1))
     result = evaluation.evaluate_metric(metric, ds, split, cfg)
     assert (result["num_valid"], result["num_skipped"]) == (6, 0)
     assert result["rank1"] == pytest.approx(100.0)
-    plain = data_lib.validated_dataset(x, labels, cams, [split], "toy")
+    plain = dataset_arrays.validated_dataset(x, labels, cams, [split], "toy")
     result = evaluation.evaluate_metric(metric, plain, split, cfg)
     assert (result["num_valid"], result["num_skipped"]) == (4, 2)
 
@@ -299,6 +298,7 @@ def test_opereid_keeps_cameras_and_trains_on_one_camera_identities(tmp_path):
     assert all(9 in s.labels[split.train_idx] for split in s.splits)
 
 
+@pytest.mark.real_data
 @needs_orl
 def test_orl_real_data():
     s = datasets.load("orl", ORL)

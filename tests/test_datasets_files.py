@@ -11,8 +11,7 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from warca_jax import data, datasets
-from warca_jax import splits as splits_lib
+from warca_jax import dataset_arrays, datasets, identity_splits
 from warca_jax.datasets import cuhk03, features_files, npz_file
 
 PROTOCOLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols"))
@@ -28,6 +27,7 @@ def _real_mat(variant):
 # --- CUHK03 new protocol, real files -----------------------------------------------------
 
 
+@pytest.mark.real_data
 @needs_protocols
 @pytest.mark.parametrize(
     "variant, n, n_train, n_gallery",
@@ -48,9 +48,10 @@ def test_real_new_protocol_files(variant, n, n_train, n_gallery):
     # Each identity's images share the name's identity field (pair, id) and camera.
     fields = [nm.split("_") for nm in names[:50]]
     assert all(int(f[2]) == c for f, c in zip(fields, cams[:50], strict=True))
-    data.check_matches(split, labels, cams, where=variant, every=True)
+    dataset_arrays.check_matches(split, labels, cams, where=variant, every=True)
 
 
+@pytest.mark.real_data
 @needs_protocols
 def test_coursework_json_features_with_real_mat(tmp_path):
     shutil.copy(_real_mat("labeled"), tmp_path)
@@ -59,7 +60,7 @@ def test_coursework_json_features_with_real_mat(tmp_path):
     with open(tmp_path / "feature_data.json", "w") as f:
         json.dump(feats.tolist(), f)
     ds = datasets.load("cuhk03", tmp_path)  # auto: no images folder, so the features.
-    assert isinstance(ds, data.Dataset) and ds.name == "cuhk03_labeled"
+    assert isinstance(ds, dataset_arrays.Dataset) and ds.name == "cuhk03_labeled"
     np.testing.assert_allclose(ds.features, feats.astype(np.float32))
     _, labels, cams, split = cuhk03.read_protocol_mat(_real_mat("labeled"))
     np.testing.assert_array_equal(ds.labels, labels)
@@ -213,8 +214,10 @@ def _features(num_ids=8, per_id=4):
 @pytest.mark.parametrize("one_based", [True, False])
 def test_mat_features_with_splits(tmp_path, one_based):
     feats, labels, cams = _features()
-    splits = splits_lib.random_splits(labels, cams, num_splits=2, seed=3)
-    stacked = {k: np.stack([getattr(s, k) for s in splits]) + one_based for k in data.SPLIT_KEYS}
+    splits = identity_splits.random_splits(labels, cams, num_splits=2, seed=3)
+    stacked = {
+        k: np.stack([getattr(s, k) for s in splits]) + one_based for k in dataset_arrays.SPLIT_KEYS
+    }
     scipy.io.savemat(
         tmp_path / "f.mat", {"features": feats, "labels": labels[:, None], "cams": cams, **stacked}
     )
@@ -233,8 +236,8 @@ def test_mat_features_with_splits(tmp_path, one_based):
 
 def test_mat_features_column_vector_split_and_random_splits(tmp_path):
     feats, labels, cams = _features()
-    (split,) = splits_lib.random_splits(labels, cams, num_splits=1, seed=0)
-    cols = {k: getattr(split, k)[:, None] + 1 for k in data.SPLIT_KEYS}
+    (split,) = identity_splits.random_splits(labels, cams, num_splits=1, seed=0)
+    cols = {k: getattr(split, k)[:, None] + 1 for k in dataset_arrays.SPLIT_KEYS}
     scipy.io.savemat(
         tmp_path / "one.mat", {"features": feats, "labels": labels, "cams": cams, **cols}
     )
@@ -242,7 +245,7 @@ def test_mat_features_column_vector_split_and_random_splits(tmp_path):
     np.testing.assert_array_equal(ds.splits[0].query_idx, split.query_idx)
     scipy.io.savemat(tmp_path / "plain.mat", {"features": feats, "labels": labels, "cams": cams})
     ds = datasets.load("features", tmp_path / "plain.mat", num_splits=3, num_test_ids=4, seed=2)
-    expected = splits_lib.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
+    expected = identity_splits.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
     for a, b in zip(ds.splits, expected, strict=True):
         np.testing.assert_array_equal(a.gallery_idx, b.gallery_idx)
     scipy.io.savemat(tmp_path / "bad.mat", {"features": feats, "labels": labels})

@@ -6,8 +6,7 @@ import fixture_trees
 import numpy as np
 import pytest
 
-from warca_jax import data, datasets, features
-from warca_jax import splits as splits_lib
+from warca_jax import dataset_arrays, datasets, features, identity_splits
 
 ORL = str(fixture_trees.ORL)
 
@@ -41,7 +40,9 @@ def test_rest_mode_one_probe_and_the_rest_as_gallery():
     labels = np.repeat(np.arange(10), 4)
     cams = np.arange(40)
     labels[-1] = 42  # One image only: never a test identity.
-    splits = splits_lib.probe_gallery_splits(labels, cams, num_test_ids=5, num_splits=3, seed=1)
+    splits = identity_splits.probe_gallery_splits(
+        labels, cams, num_test_ids=5, num_splits=3, seed=1
+    )
     for split in splits:
         test = np.unique(labels[split.query_idx])
         assert len(test) == 5 and len(split.query_idx) == 5 and 42 not in test
@@ -53,7 +54,7 @@ def test_rest_mode_one_probe_and_the_rest_as_gallery():
 def test_mask_mode_counts_and_num_train_ids():
     labels = np.repeat(np.arange(12), 6)
     cams = np.tile([0, 0, 0, 1, 1, 1], 12)
-    (split,) = splits_lib.probe_gallery_splits(
+    (split,) = identity_splits.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=4,
@@ -72,16 +73,18 @@ def test_mask_mode_counts_and_num_train_ids():
 def test_protocol_errors():
     labels, cams = np.repeat(np.arange(5), 2), np.tile([0, 1], 5)
     with pytest.raises(ValueError, match="num_test_ids = 9 but only 5 of the 5 identities"):
-        splits_lib.probe_gallery_splits(labels, cams, num_test_ids=9)
+        identity_splits.probe_gallery_splits(labels, cams, num_test_ids=9)
     with pytest.raises(ValueError, match="test set 0 names identity 7, which has no images"):
-        splits_lib.probe_gallery_splits(labels, cams, num_test_ids=None, test_id_sets=[[1, 7]])
+        identity_splits.probe_gallery_splits(labels, cams, num_test_ids=None, test_id_sets=[[1, 7]])
     with pytest.raises(ValueError, match="num_splits must be a positive int; got 0"):
-        splits_lib.probe_gallery_splits(labels, cams, num_test_ids=2, num_splits=0)
+        identity_splits.probe_gallery_splits(labels, cams, num_test_ids=2, num_splits=0)
     with pytest.raises(ValueError, match="one probe per identity"):
-        splits_lib.probe_gallery_splits(labels, cams, num_test_ids=2, probes_per_id=2)
-    bad = data.Split(np.arange(4), np.array([4]), np.array([5, 6]))  # 4 and 5: same camera
+        identity_splits.probe_gallery_splits(labels, cams, num_test_ids=2, probes_per_id=2)
+    bad = dataset_arrays.Split(
+        np.arange(4), np.array([4]), np.array([5, 6])
+    )  # 4 and 5: same camera
     with pytest.raises(ValueError, match="probe 4 .*no gallery image of its identity"):
-        data.check_matches(
+        dataset_arrays.check_matches(
             bad, np.array([0, 0, 1, 1, 2, 2, 3]), np.arange(7) % 2 * 0, where="s", every=True
         )
 
@@ -100,7 +103,7 @@ def test_to_dataset_calls_features_extract(tmp_path, monkeypatch):
 
     monkeypatch.setattr(features, "extract", extract)
     ds = datasets.to_dataset(image_set, descriptor="lomo", cache_dir=str(tmp_path), batch_size=8)
-    assert isinstance(ds, data.Dataset) and ds.features.dtype == np.float32
+    assert isinstance(ds, dataset_arrays.Dataset) and ds.features.dtype == np.float32
     assert ds.features.shape == (60, 3) and ds.name == "orl"
     ((paths, kwargs),) = calls
     assert paths == list(image_set.paths)
@@ -122,6 +125,7 @@ def test_to_dataset_rejects_non_finite_features(tmp_path, monkeypatch):
         datasets.to_dataset(image_set)
 
 
+@pytest.mark.real_data
 @pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
 def test_to_dataset_real_features_on_orl():
     s = datasets.load("orl", ORL, num_splits=1)

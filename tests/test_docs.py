@@ -39,7 +39,7 @@ import pytest
 from ml_collections import config_dict
 from repo_configs import ROOT
 
-from warca_jax import defaults
+from warca_jax import config_files
 
 PAGES = ["README.md"] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
@@ -204,7 +204,7 @@ def _all_flags() -> frozenset:
 
 @functools.cache
 def _config_module(path: str):
-    return defaults.load_config_module(os.path.join(ROOT, path))
+    return config_files.load_config_module(os.path.join(ROOT, path))
 
 
 @functools.cache

@@ -161,7 +161,7 @@ EIGHT_DEVICES = """
 import json
 import jax
 import numpy as np
-from warca_jax import evaluation, sharding
+from warca_jax import device_mesh, evaluation
 
 rng = np.random.default_rng(0)
 nq, ng, d, ids = 300, 5000, 32, 400
@@ -174,7 +174,8 @@ out = {"devices": jax.device_count()}
 for metric in ("euclidean", "cosine", "chi2"):
     for n in (1, 8):
         res = evaluation.evaluate(
-            xq, xg, ql, gl, qc, gc, distance=metric, mesh=sharding.make_mesh(n), gallery_chunk=512
+            xq, xg, ql, gl, qc, gc, distance=metric, mesh=device_mesh.make_mesh(n),
+            gallery_chunk=512,
         )
         out[f"{metric}/{n}"] = {k: np.asarray(v).tolist() for k, v in res.items()}
 print(json.dumps(out))

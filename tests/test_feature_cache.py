@@ -1,7 +1,6 @@
-"""The feature cache (warca_jax/features/cache.py): an entry is used only for the exact
+"""The feature cache (warca_jax/features/feature_cache.py): an entry is used only for the exact
 inputs it was computed from, and a damaged or replaced one is recomputed with one warning."""
 
-import importlib
 import logging
 import os
 import shutil
@@ -9,10 +8,9 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
-from warca_jax import features
-from warca_jax.features import cache as cache_lib
 
-extract_lib = importlib.import_module("warca_jax.features.extract")
+from warca_jax import features
+from warca_jax.features import extraction, feature_cache
 
 
 def _write(folder, n=4, seed=0):
@@ -34,7 +32,7 @@ def _extract(paths, cache=None):
 @pytest.fixture
 def settled(monkeypatch):
     """Stamps are trusted at once (tests write their images right before reading them)."""
-    monkeypatch.setattr(cache_lib, "RACY_NS", 0)
+    monkeypatch.setattr(feature_cache, "RACY_NS", 0)
 
 
 def _entry(cache):
@@ -141,8 +139,8 @@ def test_touched_images_are_hashed_once_and_not_recomputed(
     cache = tmp_path / "cache"
     clean = _extract(paths, cache)
     hashed = []
-    real = cache_lib.image_content
-    monkeypatch.setattr(cache_lib, "image_content", lambda p: hashed.append(1) or real(p))
+    real = feature_cache.image_content
+    monkeypatch.setattr(feature_cache, "image_content", lambda p: hashed.append(1) or real(p))
     _extract(paths, cache)
     assert hashed == []  # valid stamps: no image is read
     os.utime(paths[1])
@@ -159,21 +157,21 @@ def test_recent_stamps_are_checked_by_content(tmp_path, counted, monkeypatch):
     cache = tmp_path / "cache"
     _extract(paths, cache)
     hashed = []
-    real = cache_lib.image_content
-    monkeypatch.setattr(cache_lib, "image_content", lambda p: hashed.append(1) or real(p))
+    real = feature_cache.image_content
+    monkeypatch.setattr(feature_cache, "image_content", lambda p: hashed.append(1) or real(p))
     _extract(paths, cache)
     assert hashed == [1] and len(counted) == 1
 
 
 def test_an_image_changed_during_extraction_is_not_cached(tmp_path, monkeypatch, caplog):
     paths = _write(tmp_path / "imgs")
-    real = extract_lib.DESCRIPTORS["color_lbp"]
+    real = extraction.DESCRIPTORS["color_lbp"]
 
     def rewriting(batch):
         Image.fromarray(np.zeros((32, 16, 3), np.uint8)).save(paths[0])
         return real.fn(batch)
 
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", real._replace(fn=rewriting))
+    monkeypatch.setitem(extraction.DESCRIPTORS, "color_lbp", real._replace(fn=rewriting))
     with caplog.at_level(logging.WARNING):
         _extract(paths, tmp_path / "cache")
     assert "changed while they were described" in caplog.text
@@ -182,8 +180,8 @@ def test_an_image_changed_during_extraction_is_not_cached(tmp_path, monkeypatch,
 
 def test_checksum_sees_moved_rows_columns_and_single_values():
     a = np.random.default_rng(0).random((300, 100), dtype=np.float32)  # 117 KB: 14 blocks
-    ref = cache_lib.array_checksum(a)
-    assert cache_lib.array_checksum(a.copy()) == ref
+    ref = feature_cache.array_checksum(a)
+    assert feature_cache.array_checksum(a.copy()) == ref
     b = a.copy()
     b[[10, 200]] = b[[200, 10]]
     c = a.copy()
@@ -193,7 +191,7 @@ def test_checksum_sees_moved_rows_columns_and_single_values():
     e = a.copy()
     e[150, 50] = np.nextafter(e[150, 50], 2)
     variants = [b, c, d, e, a[:-1], a.reshape(100, 300), np.zeros_like(a), a.astype(np.float64)]
-    sums = {cache_lib.array_checksum(x) for x in variants}
+    sums = {feature_cache.array_checksum(x) for x in variants}
     assert ref not in sums and len(sums) == len(variants)
 
 
@@ -201,7 +199,7 @@ def test_the_code_version_is_part_of_the_key(tmp_path, counted, settled, monkeyp
     paths = _write(tmp_path / "imgs")
     cache = tmp_path / "cache"
     _extract(paths, cache)
-    monkeypatch.setitem(cache_lib.CODE_VERSIONS, "color_lbp", 99)
+    monkeypatch.setitem(feature_cache.CODE_VERSIONS, "color_lbp", 99)
     _extract(paths, cache)
     assert len(counted) == 2 and len(os.listdir(cache)) == 4
 
@@ -212,6 +210,6 @@ def test_the_image_reading_version_is_part_of_the_key(tmp_path, counted, settled
     paths = _write(tmp_path / "imgs")
     cache = tmp_path / "cache"
     _extract(paths, cache)
-    monkeypatch.setattr(cache_lib.images_lib, "READ_VERSION", 1)
+    monkeypatch.setattr(feature_cache.image_files, "READ_VERSION", 1)
     _extract(paths, cache)
     assert len(counted) == 2 and len(os.listdir(cache)) == 4

@@ -1,7 +1,6 @@
 """Image loading, the 2,580-d colour + LBP descriptor and the extraction driver."""
 
 import colorsys
-import importlib
 import itertools
 import math
 import os
@@ -14,9 +13,8 @@ from PIL import Image
 
 from warca_jax import features
 from warca_jax.features import color_lbp as clbp
-from warca_jax.features import images
+from warca_jax.features import extraction, image_files
 
-extract_lib = importlib.import_module("warca_jax.features.extract")
 ORL = fixture_trees.ORL
 FLAT_LBP8, FLAT_LBP16 = 57, 241  # the all-ones code is the last uniform pattern
 
@@ -243,13 +241,13 @@ def test_load_images_converts_modes_and_resizes(tmp_path):
     Image.new("RGBA", (20, 30), (10, 20, 30, 128)).save(rgba)
     pal = tmp_path / "pal.png"
     Image.new("RGB", (48, 128), (200, 40, 90)).quantize(colors=2).save(pal)
-    x = images.load_images([grey, rgba, pal])
+    x = image_files.load_images([grey, rgba, pal])
     assert x.shape == (3, 128, 48, 3) and x.dtype == np.uint8
     assert np.all(x[0] == 77) and np.all(x[1] == (10, 20, 30))
     np.testing.assert_array_equal(x[2], np.broadcast_to((200, 40, 90), (128, 48, 3)))
     ramp = tmp_path / "ramp.png"
     Image.fromarray(np.tile(np.arange(0, 256, 4, dtype=np.uint8), (8, 1))).save(ramp)
-    small = images.load_images([ramp], height=8, width=32)[0, 0, :, 0].astype(int)
+    small = image_files.load_images([ramp], height=8, width=32)[0, 0, :, 0].astype(int)
     assert np.all(np.diff(small) > 0)  # bilinear resize of a ramp stays increasing
 
 
@@ -257,11 +255,11 @@ def test_load_images_errors_name_the_file(tmp_path):
     good = _write_images(tmp_path, n=1)
     missing = str(tmp_path / "nope.jpg")
     with pytest.raises(FileNotFoundError, match="nope.jpg"):
-        images.load_images(good + [missing])
+        image_files.load_images(good + [missing])
     junk = tmp_path / "junk.png"
     junk.write_bytes(b"this is not an image")
     with pytest.raises(ValueError, match=r"junk\.png.*expected a file Pillow can decode"):
-        images.load_images(good + [junk])
+        image_files.load_images(good + [junk])
 
 
 @pytest.mark.slow
@@ -270,7 +268,8 @@ def test_extract_batches_match_in_memory(tmp_path):
     full = features.extract(paths, batch_size=256)
     small = features.extract(paths, batch_size=2, progress=True)
     np.testing.assert_array_equal(full, small)
-    ref = features.extract_arrays(images.load_images(paths), descriptor="color_lbp", batch_size=2)
+    images = image_files.load_images(paths)
+    ref = features.extract_arrays(images, descriptor="color_lbp", batch_size=2)
     np.testing.assert_array_equal(full, ref)
     assert full.shape == (5, 2580) and full.dtype == np.float32
     assert features.DESCRIPTORS["lomo"].dim() == 26960
@@ -306,13 +305,14 @@ def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch, counted):
 
 def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):
     paths = _write_images(tmp_path, n=2)
-    real = extract_lib.DESCRIPTORS["color_lbp"]
+    real = extraction.DESCRIPTORS["color_lbp"]
     nan_fn = real._replace(fn=lambda b: real.fn(b).at[1, 3].set(np.nan))
-    monkeypatch.setitem(extract_lib.DESCRIPTORS, "color_lbp", nan_fn)
+    monkeypatch.setitem(extraction.DESCRIPTORS, "color_lbp", nan_fn)
     with pytest.raises(ValueError, match=r"non-finite features for images \[1\]"):
         features.extract(paths)
 
 
+@pytest.mark.real_data
 def test_orl_faces_same_person_is_closer():
     people, shots = range(1, 6), range(1, 5)
     paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]

@@ -1,4 +1,4 @@
-"""How image files are read for the descriptors (warca_jax.features.images): upright by
+"""How image files are read for the descriptors (warca_jax.features.image_files): upright by
 their EXIF orientation, exactly as before without one, and an image declaring more pixels
 than the limit refused before it is decoded, in one line naming the file."""
 
@@ -16,9 +16,9 @@ import pytest
 from PIL import Image, ImageFile
 
 from warca_jax import datasets
-from warca_jax.features import images
+from warca_jax.features import image_files
 
-ENV = images.MAX_IMAGE_PIXELS_ENV
+ENV = image_files.MAX_IMAGE_PIXELS_ENV
 
 
 def _person(height=64, width=32) -> np.ndarray:
@@ -43,11 +43,11 @@ def test_a_jpeg_stored_turned_with_exif_orientation_8_is_read_upright(tmp_path):
     stored = np.rot90(upright, k=-1)  # turned clockwise: orientation 8 turns it back
     turned = _jpeg(tmp_path / "turned.jpg", stored, orientation=8)
     plain = _jpeg(tmp_path / "upright.jpg", upright)
-    assert images.image_size(turned) == (64, 32)  # height x width once upright
-    got, want = images.load_images([turned, plain], height=64, width=32).astype(int)
+    assert image_files.image_size(turned) == (64, 32)  # height x width once upright
+    got, want = image_files.load_images([turned, plain], height=64, width=32).astype(int)
     assert np.abs(got - want).mean() < 2  # the same picture, JPEG's rounding apart
     sideways = _jpeg(tmp_path / "sideways.jpg", stored)  # the same pixels, no tag
-    (unturned,) = images.load_images([sideways], height=64, width=32).astype(int)
+    (unturned,) = image_files.load_images([sideways], height=64, width=32).astype(int)
     assert np.abs(unturned - want).mean() > 40
 
 
@@ -68,8 +68,8 @@ def test_every_exif_orientation_gives_the_upright_image(tmp_path, orientation):
     exif = Image.Exif()
     exif[0x0112] = orientation
     Image.fromarray(np.ascontiguousarray(undo[orientation](upright))).save(path, exif=exif)
-    assert images.image_size(path) == (48, 16)
-    np.testing.assert_array_equal(images.load_image(path, height=48, width=16), upright)
+    assert image_files.image_size(path) == (48, 16)
+    np.testing.assert_array_equal(image_files.load_image(path, height=48, width=16), upright)
 
 
 def _as_before(path, height, width) -> np.ndarray:
@@ -103,7 +103,7 @@ def test_images_without_an_orientation_are_read_exactly_as_before(tmp_path):
         img.save(path)
         for height, width in ((128, 48), (37, 19)):
             np.testing.assert_array_equal(
-                images.load_image(path, height=height, width=width),
+                image_files.load_image(path, height=height, width=width),
                 _as_before(path, height, width),
                 err_msg=name,
             )
@@ -131,7 +131,7 @@ def test_an_image_declaring_too_many_pixels_in_a_dataset_is_one_line_naming_it(
     before = Image.MAX_IMAGE_PIXELS
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with pytest.raises(images.ImageTooLargeError) as err:
+        with pytest.raises(image_files.ImageTooLargeError) as err:
             datasets.read("prid450s", root, num_test_ids=4)
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"{bomb}: the image is {side} x {side}")
@@ -144,13 +144,13 @@ def test_an_image_declaring_too_many_pixels_in_a_dataset_is_one_line_naming_it(
 def test_the_pixel_limit_is_raised_by_its_environment_variable(tmp_path, monkeypatch):
     path = _png_declaring(tmp_path / "big.png", 20000, 20000)
     monkeypatch.setenv(ENV, str(10**9))
-    assert images.image_size(path) == (20000, 20000)  # the header is read, nothing decoded
+    assert image_files.image_size(path) == (20000, 20000)  # the header is read, nothing decoded
     monkeypatch.setenv(ENV, "1000")
-    with pytest.raises(images.ImageTooLargeError, match="more than the 1000 allowed"):
-        images.image_size(path)
+    with pytest.raises(image_files.ImageTooLargeError, match="more than the 1000 allowed"):
+        image_files.image_size(path)
     monkeypatch.setenv(ENV, "many")
     with pytest.raises(ValueError, match=rf"{ENV}='many': expected a positive whole number"):
-        images.image_size(path)
+        image_files.image_size(path)
 
 
 def test_pillows_own_checks_while_decoding_use_the_limit_and_name_the_file(tmp_path, monkeypatch):
@@ -165,8 +165,8 @@ def test_pillows_own_checks_while_decoding_use_the_limit_and_name_the_file(tmp_p
     monkeypatch.setattr(Image.Image, "load", load_a_large_tile)
     monkeypatch.setattr(ImageFile.ImageFile, "load", load_a_large_tile)
     monkeypatch.setenv(ENV, "1000")
-    with pytest.raises(images.ImageTooLargeError) as err:
-        images.load_image(path)
+    with pytest.raises(image_files.ImageTooLargeError) as err:
+        image_files.load_image(path)
     msg = str(err.value)
     assert msg.startswith(f"{path}: the image holds a frame or tile (1600 pixels)")
     assert "more than the 1000 allowed" in msg

@@ -1,7 +1,6 @@
 """Images smaller than a descriptor's smallest size are refused before any work, naming
 them, or skipped with data.skip_small_images, the loaders' bookkeeping kept right."""
 
-import importlib
 import logging
 import os
 
@@ -9,11 +8,11 @@ import fixture_trees
 import numpy as np
 import pytest
 from PIL import Image
+
 from warca_jax import datasets, defaults, features
+from warca_jax.features import extraction
 from warca_jax.features.color_lbp import color_lbp_min_size
 from warca_jax.features.lomo import lomo_min_size
-
-extract_lib = importlib.import_module("warca_jax.features.extract")
 
 
 def _image(path, height, width):
@@ -37,9 +36,9 @@ def test_a_too_small_image_is_refused_before_any_work(tmp_path, monkeypatch, des
     def never(*args, **kwargs):
         raise AssertionError("work started")
 
-    monkeypatch.setattr(extract_lib.images_lib, "load_images", never)
+    monkeypatch.setattr(extraction.image_files, "load_images", never)
     monkeypatch.setitem(
-        extract_lib.DESCRIPTORS, descriptor, extract_lib.DESCRIPTORS[descriptor]._replace(fn=never)
+        extraction.DESCRIPTORS, descriptor, extraction.DESCRIPTORS[descriptor]._replace(fn=never)
     )
     h, w = features.DESCRIPTORS[descriptor].min_size
     paths = [_image(tmp_path / "ok.png", h, w), _image(tmp_path / "dot.png", 1, 1)]
@@ -52,7 +51,7 @@ def test_a_too_small_image_is_refused_before_any_work(tmp_path, monkeypatch, des
     assert f"{paths[1]} (1 x 1)" in msg and f"{paths[2]} ({h} x {w - 1})" in msg
     assert "data.skip_small_images=True" in msg
     assert not os.path.exists(tmp_path / "cache")
-    extract_lib.check_image_sizes(paths[:1], descriptor)  # the smallest size itself passes
+    extraction.check_image_sizes(paths[:1], descriptor)  # the smallest size itself passes
 
 
 def test_an_image_of_the_smallest_size_is_described(tmp_path):

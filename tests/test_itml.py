@@ -4,13 +4,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
-from warca_jax import data, defaults
+from warca_jax import defaults
 from warca_jax.methods import itml
 
 get_config = config_module("itml").get_config
@@ -18,13 +19,6 @@ get_config = config_module("itml").get_config
 
 def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
-
-
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
 
 
 def _dense_sweep(a, lam, xi, v, delta, gamma):
@@ -100,7 +94,7 @@ def test_projection_meets_its_constraint():
 
 @pytest.mark.parametrize("gamma", [1.0, 100.0])
 def test_a_stays_positive_definite(gamma):
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(gamma=gamma, num_constraints=300)
     v, delta, xi0, _ = itml.itml_constraints(x, y, cfg, np.random.default_rng(0))
     a, lam, xi, k, _ = itml.sweeps(
@@ -116,11 +110,11 @@ def test_lost_definiteness_is_an_error():
     # Near-hard constraints that conflict drive A's condition number beyond float32's:
     # refused with the reason, never returned.
     with pytest.raises(FloatingPointError, match="lost positive definiteness.*lower gamma"):
-        itml.fit(*_small_problem(), _method(gamma=1e4, num_constraints=300))
+        itml.fit(*small_problem(), _method(gamma=1e4, num_constraints=300))
 
 
 def test_same_seed_same_result():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(num_constraints=200, max_iter=30)
     a, ha = itml.fit(x, y, cfg, seed=3)
     b, hb = itml.fit(x, y, cfg, seed=3)
@@ -131,7 +125,7 @@ def test_same_seed_same_result():
 
 
 def test_stops_on_the_rule_and_says_why():
-    x, y = _small_problem()
+    x, y = small_problem()
     rows = []
     _, hist = itml.fit(x, y, _method(num_constraints=200), log_fn=rows.append)
     last = hist[-1]
@@ -145,7 +139,7 @@ def test_stops_on_the_rule_and_says_why():
 
 
 def test_covariance_prior_and_euclidean_bounds():
-    x, y = _small_problem()
+    x, y = small_problem()
     metric, hist = itml.fit(x, y, _method(num_constraints=200, prior="covariance"))
     assert metric.is_finite() and np.isfinite(hist[-1]["loss"])
     metric, hist = itml.fit(x, y, _method(num_constraints=200, bounds="euclidean"))
@@ -171,18 +165,18 @@ def test_covariance_prior_and_euclidean_bounds():
 )
 def test_bad_hyperparameters_are_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
-        itml.fit(*_small_problem(), _method(**overrides))
+        itml.fit(*small_problem(), _method(**overrides))
 
 
 def test_singular_covariance_prior_is_refused():
-    x, y = _small_problem()
+    x, y = small_problem()
     x = np.concatenate([x, x[:, :1]], axis=1)  # a repeated column
     with pytest.raises(ValueError, match="prior 'covariance' needs an invertible covariance"):
         itml.fit(x, y, _method(prior="covariance"))
 
 
 def test_sklearn_pipeline():
-    x, y = _small_problem()
+    x, y = small_problem()
     pipe = make_pipeline(
         StandardScaler(),
         warca_jax.sklearn.estimator("itml", num_constraints=200),

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
 
@@ -42,7 +43,7 @@ def _direct_scatter(x, y, knn):
 
 
 def _small_problem():
-    x, y, _ = data.make_synthetic(num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1)
+    x, y = small_problem(num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1)
     # Classes smaller than knn + 1 (two images) and a singleton, whose scales are clipped.
     keep = np.ones(len(y), bool)
     keep[np.flatnonzero(y == 0)[2:]] = False
@@ -113,13 +114,15 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     assert lfda.ridge_rank(64, 400, 100, "rank") == 64
     assert lfda.ridge_rank(2580, 632, 316, "dims") == 2580
     # full-rank S_w (D = 5 < N - #classes): the two scales are the same ridge
-    x, y = data.make_synthetic(num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1)[:2]
+    x, y = dataset_arrays.make_synthetic(
+        num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1
+    )[:2]
     a, _ = lfda.fit(x, y, _method(dim=3))
     b, _ = lfda.fit(x, y, _method(dim=3, reg_scale="dims"))
     np.testing.assert_array_equal(a.projection, b.projection)
     # rank-deficient S_w (2 images per identity, D = 64 > N - #classes = 40): 'rank' is the
     # larger ridge, reg tr(S_w) / 40 against reg tr(S_w) / 64, a different solution
-    x, y, _ = data.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
+    x, y, _ = dataset_arrays.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
     s_w, s_b = lfda.local_scatter(x, np.unique(y, return_inverse=True)[1], knn=7)
     big = lfda.solve(s_w, s_b, dim=4, reg=0.18, embedding="plain", rank=40)
     small = lfda.solve(s_w, s_b, dim=4, reg=0.18 * 64 / 40, embedding="plain", rank=64)
@@ -131,7 +134,7 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
 
 def test_two_images_per_identity_needs_the_ridge():
     # VIPeR-like: 2 images per identity, so S_w has rank N / 2 = 40 < D = 64.
-    x, y, _ = data.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
+    x, y, _ = dataset_arrays.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
     with pytest.warns(RuntimeWarning, match="singular"):
         lfda.fit(x, y, _method(dim=8, reg=0.0))
     metric, _ = lfda.fit(x, y, _method(dim=8))  # the default ridge: no warning (errors here)

@@ -31,7 +31,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import datasets, features, pipeline, reads, workdir, writes
+from warca_jax import datasets, features, pipeline, reads, run_files, writes
 from warca_jax.datasets import hdf5
 from warca_jax.workdir_lock import LOCK_FILE, WorkdirLock
 
@@ -198,7 +198,7 @@ def test_a_link_at_a_temporary_name_is_never_opened(tmp_path, precious, monkeypa
     monkeypatch.setattr(writes.secrets, "token_hex", lambda n: next(names))
     taken = tmp_path / f".r.{os.getpid()}.aaaaaaaa.tmp.json"
     taken.symlink_to(precious)  # the first name tried: O_EXCL refuses it, the next is used
-    workdir.write_json(str(tmp_path / "r.json"), {"a": 1})
+    run_files.write_json(str(tmp_path / "r.json"), {"a": 1})
     assert precious.read_text() == PRECIOUS and taken.is_symlink()
     assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
     assert sorted(os.listdir(tmp_path)) == sorted([taken.name, "outside", "r.json"])

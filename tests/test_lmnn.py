@@ -7,9 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, defaults, learner_loop
+from warca_jax import defaults, learner_loop
 from warca_jax.methods import constraints, held_out, lmnn
 from warca_jax.metric import Metric
 
@@ -20,13 +21,6 @@ def _method(**overrides):
     # The solver's tests train to num_iters / tol, without held-out identities (their
     # own tests below set val_fraction).
     return defaults.overridden(get_config().method, **{"val_fraction": 0.0, **overrides})
-
-
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
 
 
 @pytest.mark.slow
@@ -42,7 +36,7 @@ def test_lmnn_beats_euclidean(reid):
 
 @pytest.mark.slow
 def test_closed_form_gradient_equals_autodiff():
-    x, y = _small_problem()
+    x, y = small_problem()
     with jax.enable_x64(True):
         x = jnp.asarray(x, jnp.float64)
         labels = jnp.asarray(y, jnp.int32)
@@ -155,7 +149,7 @@ def test_blocked_search_equals_brute_force(same):
 
 
 def test_small_classes_use_all_their_images():
-    x, y = _small_problem()
+    x, y = small_problem()
     y = y.copy()
     y[y == 0] = np.array([0, 0, 100, 101])  # class 0 keeps two images; two singletons
     metric, hist = lmnn.fit(x, y, _method(num_iters=10, refresh_every=10))
@@ -163,7 +157,7 @@ def test_small_classes_use_all_their_images():
 
 
 def test_same_seed_same_result():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(num_iters=20, refresh_every=10, dim=6)
     a, ha = lmnn.fit(x, y, cfg, seed=3)
     b, hb = lmnn.fit(x, y, cfg, seed=3)
@@ -186,13 +180,13 @@ def test_same_seed_same_result():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
+    x, y = mutate(*small_problem())
     with pytest.raises(ValueError, match=match):
         lmnn.fit(x, y, _method(**overrides))
 
 
 def test_divergence_is_an_error():
-    x, y = _small_problem()
+    x, y = small_problem()
     with pytest.raises(FloatingPointError, match="diverged|non-finite"):
         lmnn.fit(x, y, _method(num_iters=10, refresh_every=10, learning_rate=1e30))
 
@@ -203,7 +197,7 @@ def _old_default(**overrides):
 
 
 def test_stops_early_when_converged_and_says_why():
-    x, y = _small_problem()
+    x, y = small_problem()
     rows = []
     cfg = _method(num_iters=5000, schedule="constant", tol=1e-3)
     _, hist = lmnn.fit(x, y, cfg, log_fn=rows.append)
@@ -220,7 +214,7 @@ def test_stops_early_when_converged_and_says_why():
 
 @pytest.mark.slow
 def test_num_iters_reached_says_so():
-    x, y = _small_problem()
+    x, y = small_problem()
     _, hist = lmnn.fit(x, y, _method(num_iters=150, refresh_every=10, tol=1e-4))
     assert hist[-1]["step"] == 150
     assert hist[-1]["stopped"].startswith("num_iters reached: 150 steps, relative change")
@@ -230,7 +224,7 @@ def test_num_iters_reached_says_so():
 
 @pytest.mark.slow
 def test_default_beats_old_default_objective():
-    x, y = _small_problem()
+    x, y = small_problem()
     new, hist = lmnn.fit(x, y, _method())
     old, _ = lmnn.fit(x, y, _old_default())
     kw = dict(k=3, mu=1.0, margin=1.0)
@@ -253,7 +247,7 @@ def test_default_beats_old_default_objective():
 )
 def test_bad_stopping_config_is_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
-        lmnn.fit(*_small_problem(), _method(**overrides))
+        lmnn.fit(*small_problem(), _method(**overrides))
 
 
 def test_held_out_split_is_seeded_and_says_when_it_cannot_hold_out():
@@ -290,7 +284,7 @@ def test_held_out_retrieval_map_excludes_the_query_itself():
 
 
 def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(val_fraction=0.25, val_every=20, val_patience=3, num_iters=200, tol=0.0)
     metric, hist = lmnn.fit(x, y, cfg, seed=1)
     chosen = int(hist[-1]["held_out"].split("chose step ")[1].split(" ")[0])
@@ -303,7 +297,7 @@ def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
 
 
 def test_held_out_fallback_is_said_in_the_history():
-    x, y = _small_problem()
+    x, y = small_problem()
     keep = y < 4  # 4 identities: 0.2 of them holds fewer than 2 out
     _, hist = lmnn.fit(x[keep], y[keep], _method(val_fraction=0.2, num_iters=20, num_impostors=8))
     assert hist[-1]["held_out"].startswith("no held-out identities: val_fraction 0.2")
@@ -315,4 +309,4 @@ def test_held_out_fallback_is_said_in_the_history():
 )
 def test_bad_held_out_config_is_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
-        lmnn.fit(*_small_problem(), _method(**overrides))
+        lmnn.fit(*small_problem(), _method(**overrides))

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from warca_jax import features
-from warca_jax.features import lomo as lomo_lib
+from warca_jax.features.lomo import (
+    lomo,
+    lomo_dim,
+    msrcp,
+    siltp_codes,
+    tail_quantiles,
+    window_max_histograms,
+)
 
 ORL = fixture_trees.ORL
 COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
@@ -55,12 +62,12 @@ def _hsv_bin(rgb):
 def test_siltp_codes_match_direct_reference(radius):
     grey = np.random.default_rng(radius).uniform(0.05, 1.0, size=(13, 15)).astype(np.float32)
     grey[4:8, 2:9] = 0.5  # a flat patch: digits 0
-    got = np.asarray(lomo_lib.siltp_codes(grey, tau=0.3, radius=radius))
+    got = np.asarray(siltp_codes(grey, tau=0.3, radius=radius))
     ref = _siltp_reference(grey.astype(np.float64), 0.3, radius)
     np.testing.assert_array_equal(got, ref)
     assert got.max() < 81 and len(np.unique(got)) > 10
     with jax.disable_jit():
-        eager = lomo_lib.siltp_codes(jnp.asarray(grey), tau=0.3, radius=radius)
+        eager = siltp_codes(jnp.asarray(grey), tau=0.3, radius=radius)
     np.testing.assert_array_equal(np.asarray(eager), ref)
 
 
@@ -68,14 +75,14 @@ def test_siltp_codes_match_direct_reference(radius):
 @pytest.mark.parametrize(("h", "w"), [(32, 12), (37, 24), (128, 48)])
 def test_window_max_histograms_match_sliding_windows(h, w):
     codes = np.random.default_rng(h).integers(0, 9, size=(2, h, w)).astype(np.int32)
-    got = np.asarray(lomo_lib.window_max_histograms(jnp.asarray(codes), 9))
+    got = np.asarray(window_max_histograms(jnp.asarray(codes), 9))
     for i in range(2):
         np.testing.assert_array_equal(got[i], _window_reference(codes[i], 9))
 
 
 def test_tail_quantiles_match_jnp_quantile():
     v = jax.random.normal(jax.random.key(0), (3, 1001))
-    lo, hi = lomo_lib.tail_quantiles(v, 0.01)
+    lo, hi = tail_quantiles(v, 0.01)
     ref = jnp.quantile(v, jnp.array([0.01, 0.99]), axis=1)
     np.testing.assert_allclose(lo, ref[0], atol=1e-5)
     np.testing.assert_allclose(hi, ref[1], atol=1e-5)
@@ -84,23 +91,23 @@ def test_tail_quantiles_match_jnp_quantile():
 @pytest.mark.slow
 def test_shapes_norms_and_batching():
     x = np.random.default_rng(0).integers(0, 256, size=(2, 128, 48, 3), dtype=np.uint8)
-    f = np.asarray(lomo_lib.lomo(x))
-    assert f.shape == (2, 26960) == (2, lomo_lib.lomo_dim()) and f.dtype == np.float32
+    f = np.asarray(lomo(x))
+    assert f.shape == (2, 26960) == (2, lomo_dim()) and f.dtype == np.float32
     assert np.all(np.isfinite(f)) and f.min() >= 0
     for part in (COLOUR, SILTP3, SILTP5):
         np.testing.assert_allclose(np.linalg.norm(f[:, part], axis=1), 1.0, rtol=1e-5)
-    single = np.asarray(lomo_lib.lomo(np.concatenate([x[1:], x[:1]])))
+    single = np.asarray(lomo(np.concatenate([x[1:], x[:1]])))
     np.testing.assert_allclose(single[::-1], f, atol=1e-6)  # rows do not mix
-    assert lomo_lib.lomo_dim(height=64, width=24, num_scales=2) == (11 + 5) * 674
+    assert lomo_dim(height=64, width=24, num_scales=2) == (11 + 5) * 674
     with pytest.raises(ValueError, match="too small"):
-        lomo_lib.lomo(x[:, :60, :40])
+        lomo(x[:, :60, :40])
 
 
 @pytest.mark.slow
 def test_constant_colour_is_one_hot_before_normalisation():
     rgb = (200, 40, 90)
     x = np.broadcast_to(np.array(rgb, np.uint8), (2, 128, 48, 3))
-    raw = np.asarray(lomo_lib.lomo(x, retinex="none", normalize=False))
+    raw = np.asarray(lomo(x, retinex="none", normalize=False))
     colour = raw[0, COLOUR].reshape(40, 512)
     expected = np.zeros((40, 512))
     expected[:, _hsv_bin(rgb)] = 100.0  # every 10 x 10 window, every row, every scale
@@ -108,7 +115,7 @@ def test_constant_colour_is_one_hot_before_normalisation():
     silt = raw[0, 20480:].reshape(80, 81)  # flat grey: every SILTP digit is 0
     assert np.all(silt[:, 0] == 100) and np.all(silt[:, 1:] == 0)
     # With the Retinex a constant image is degenerate (no contrast) but stays finite.
-    assert np.all(np.isfinite(np.asarray(lomo_lib.lomo(x))))
+    assert np.all(np.isfinite(np.asarray(lomo(x))))
 
 
 def test_max_pooling_over_a_row_of_windows():
@@ -116,7 +123,7 @@ def test_max_pooling_over_a_row_of_windows():
     x = np.zeros((2, 128, 48, 3), np.uint8)
     x[:] = a
     x[:, 10:15, 20:25] = b  # one 5 x 5 cell: window rows 1 and 2 contain it
-    raw = np.asarray(lomo_lib.lomo(x, retinex="none", normalize=False))
+    raw = np.asarray(lomo(x, retinex="none", normalize=False))
     colour = raw[0, COLOUR].reshape(40, 512)[: ROWS[0]]
     ba, bb = _hsv_bin(a), _hsv_bin(b)
     # A row's maximum of colour a is 100 (windows away from the patch), of b is 25.
@@ -129,6 +136,7 @@ def test_max_pooling_over_a_row_of_windows():
     assert np.all(silt3[:4, 1:].sum(1) > 0) and np.all(silt3[:, 0] == 100)
 
 
+@pytest.mark.real_data
 def test_orl_faces_lomo():
     people, shots = range(1, 5), range(1, 4)
     paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]
@@ -147,7 +155,7 @@ def test_msrcp_keeps_each_pixels_chromaticity():
     output is in [0, 1]."""
     rng = np.random.default_rng(0)
     x = rng.integers(20, 200, size=(2, 128, 48, 3)).astype(np.float32)
-    out = np.asarray(lomo_lib.msrcp(jnp.asarray(x)))
+    out = np.asarray(msrcp(jnp.asarray(x)))
     assert out.shape == x.shape and out.min() >= 0.0 and out.max() <= 1.0
     ratio = out / (x + 1.0)  # one gain per pixel, on I + 1
     np.testing.assert_allclose(ratio.max(axis=-1) - ratio.min(axis=-1), 0.0, atol=1e-6)
@@ -157,7 +165,7 @@ def test_msrcp_keeps_each_pixels_chromaticity():
 @pytest.mark.parametrize("retinex", ["none", "msrcr", "msrcp"])
 def test_every_retinex_gives_a_normalised_descriptor(retinex):
     x = np.random.default_rng(1).integers(0, 256, size=(2, 128, 48, 3)).astype(np.uint8)
-    d = np.asarray(lomo_lib.lomo(x, retinex=retinex))
+    d = np.asarray(lomo(x, retinex=retinex))
     assert d.shape == (2, 26960) and np.isfinite(d).all()
     for part in (COLOUR, SILTP3, SILTP5):
         np.testing.assert_allclose(np.linalg.norm(d[:, part], axis=1), 1.0, rtol=1e-5)
@@ -165,4 +173,4 @@ def test_every_retinex_gives_a_normalised_descriptor(retinex):
 
 def test_unknown_retinex_is_refused():
     with pytest.raises(ValueError, match="unknown retinex 'msr'; expected one of"):
-        lomo_lib.lomo(np.zeros((1, 128, 48, 3), np.uint8), retinex="msr")
+        lomo(np.zeros((1, 128, 48, 3), np.uint8), retinex="msr")

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import known_defect
 from repo_configs import config_module
 
 from warca_jax import methods, protocol
@@ -98,7 +99,7 @@ def test_every_learner_runs_in_the_protocol_runner(protocol_run):
 
 
 # On the L1-normalised histograms the protocol's synthetic data is, two learners do not beat
-# the Euclidean distance; each strict xfail turns into a failure once the learner does.
+# the Euclidean distance; each known defect turns into a failure once the learner does.
 _NOT_BETTER = {
     # ||grad f|| at M = I is already below tol = 1e-3 (distances between histograms are
     # ~1e-2), so LSML stops after one step with M = I to float32 precision: Euclidean.
@@ -111,9 +112,7 @@ _NOT_BETTER = {
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=_NOT_BETTER[name]))
-        if name in _NOT_BETTER
-        else name
+        pytest.param(name, marks=known_defect(_NOT_BETTER[name])) if name in _NOT_BETTER else name
         for name in LEARNERS
     ],
 )

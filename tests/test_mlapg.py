@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import defaults
 from warca_jax.methods import mlapg
 
 get_config = config_module("mlapg").get_config
@@ -17,9 +18,7 @@ def _method(**overrides):
 
 
 def _small_problem(dim=6):
-    x, y, _ = data.make_synthetic(
-        num_ids=8, images_per_id=3, dim=dim, signal_dim=2, num_nuisance=1, seed=1
-    )
+    x, y = small_problem(num_ids=8, images_per_id=3, dim=dim, signal_dim=2, num_nuisance=1, seed=1)
     return x / 10.0, y
 
 

@@ -5,12 +5,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import mmc
 
@@ -21,13 +22,6 @@ EXACT = dict(projection="exact")  # tens of eigendecompositions per try, not tho
 
 def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
-
-
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
 
 
 def _diffs(x, pairs):
@@ -51,7 +45,7 @@ def test_mmc_beats_euclidean(reid):
 
 @pytest.mark.slow
 def test_gradient_equals_autodiff_and_direction_is_orthogonal():
-    x, y = _small_problem()
+    x, y = small_problem()
     pairs = mmc.draw_pairs(y, 0, 0)
     rng = np.random.default_rng(0)
     r = rng.standard_normal((12, 12))
@@ -119,7 +113,7 @@ def test_projections_are_the_dense_ones():
 
 @pytest.mark.slow
 def test_alternating_projections_learn_on_a_small_problem():
-    x, y = _small_problem()
+    x, y = small_problem()
     metric, hist = mmc.fit(x, y, _method(max_iter=10, log_every=2))
     assert hist[-1]["objective"] > 1.05 * hist[0]["objective"]
     assert hist[-1]["stopped"].startswith("max_iter reached: 10 tries, relative step")
@@ -128,7 +122,7 @@ def test_alternating_projections_learn_on_a_small_problem():
 
 @pytest.mark.slow
 def test_pairs_follow_the_seed():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(max_iter=5, **EXACT)
     a, ha = mmc.fit(x, y, cfg, seed=3)
     b, hb = mmc.fit(x, y, cfg, seed=3)
@@ -147,7 +141,7 @@ def test_pairs_follow_the_seed():
 
 @pytest.mark.slow
 def test_stops_when_the_step_is_below_tol_and_says_why():
-    x, y = _small_problem()
+    x, y = small_problem()
     rows = []
     _, hist = mmc.fit(x, y, _method(tol=1e-3, **EXACT), log_fn=rows.append)
     last = hist[-1]
@@ -159,7 +153,7 @@ def test_stops_when_the_step_is_below_tol_and_says_why():
 
 @pytest.mark.slow
 def test_in_a_sklearn_pipeline():
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)
@@ -188,13 +182,13 @@ def test_in_a_sklearn_pipeline():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
+    x, y = mutate(*small_problem())
     with pytest.raises(ValueError, match=match):
         mmc.fit(x, y, _method(**overrides))
 
 
 def test_scale_of_the_features_does_not_matter():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(max_iter=10, **EXACT)
     a, _ = mmc.fit(x, y, cfg)
     b, _ = mmc.fit(x * 1e-30, y, cfg)  # rescaled by a power of two inside, exactly

@@ -6,12 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import nca
 
@@ -20,13 +21,6 @@ get_config = config_module("nca").get_config
 
 def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
-
-
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
 
 
 def _dense_nca(lmap, x, y):
@@ -58,7 +52,7 @@ def test_nca_beats_euclidean(reid):
 @pytest.mark.slow
 def test_blocked_loss_and_closed_form_gradient_are_the_papers():
     block_size = 24  # four blocks of 80 rows, the last one padded
-    x, y = _small_problem()
+    x, y = small_problem()
     x = x * 0.3  # softmax neither one-hot nor flat
     lmap = np.random.default_rng(1).standard_normal((5, 12)) * 0.5
     want_f, want_df = _dense_nca(lmap, x.astype(np.float64), y)
@@ -77,7 +71,7 @@ def test_blocked_loss_and_closed_form_gradient_are_the_papers():
 
 
 def test_objective_is_expected_leave_one_out_accuracy():
-    x, y = _small_problem()
+    x, y = small_problem()
     # A map that sends every class to its own far-apart point: p_i = 1 for all i.
     onehot = np.eye(20)[y] * 100.0
     xs = np.concatenate([onehot, x], axis=1)
@@ -90,7 +84,7 @@ def test_objective_is_expected_leave_one_out_accuracy():
 
 @pytest.mark.slow
 def test_same_seed_same_result():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(num_iters=20)
     a, ha = nca.fit(x, y, cfg, seed=3)
     b, hb = nca.fit(x, y, cfg, seed=3)
@@ -100,7 +94,7 @@ def test_same_seed_same_result():
 
 
 def test_adam_learns_too():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(optimizer="adam", num_iters=100, learning_rate=3e-2, tol=0.0)
     _, hist = nca.fit(x, y, cfg)
     assert hist[-1]["expected_accuracy"] > hist[0]["expected_accuracy"] + 0.05
@@ -109,7 +103,7 @@ def test_adam_learns_too():
 
 @pytest.mark.slow
 def test_stops_when_converged_and_says_why():
-    x, y = _small_problem()
+    x, y = small_problem()
     rows = []
     _, hist = nca.fit(x, y, _method(num_iters=500, tol=1e-7), log_fn=rows.append)
     last = hist[-1]
@@ -123,7 +117,7 @@ def test_stops_when_converged_and_says_why():
 
 @pytest.mark.slow
 def test_in_a_sklearn_pipeline():
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)
@@ -154,13 +148,13 @@ def test_in_a_sklearn_pipeline():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
+    x, y = mutate(*small_problem())
     with pytest.raises(ValueError, match=match):
         nca.fit(x, y, _method(**overrides))
 
 
 def test_divergence_is_an_error():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(optimizer="adam", num_iters=10, learning_rate=1e30, tol=0.0)
     with pytest.raises(FloatingPointError, match="diverged|non-finite|degenerate"):
         nca.fit(x, y, cfg)

@@ -1,5 +1,5 @@
 """Progress without a terminal: a heartbeat line in the log at least every
-``progress.HEARTBEAT_SECONDS`` of long work (training, features, the protocol's jobs)."""
+``progress_report.HEARTBEAT_SECONDS`` of long work (training, features, the protocol's jobs)."""
 
 import logging
 
@@ -7,13 +7,13 @@ import fixture_trees
 import numpy as np
 import pytest
 
-from warca_jax import learner_loop, progress
+from warca_jax import learner_loop, progress_report
 from warca_jax.features import extract
 
 
 @pytest.fixture
 def every_update(monkeypatch, caplog):
-    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 1e-9)  # a line at each update
+    monkeypatch.setattr(progress_report, "HEARTBEAT_SECONDS", 1e-9)  # a line at each update
     caplog.set_level(logging.INFO)
     return caplog
 
@@ -35,14 +35,14 @@ def test_training_without_a_bar_says_its_step_loss_and_time_left(every_update):
 
 def test_short_work_says_nothing(caplog):
     caplog.set_level(logging.INFO)
-    beat = progress.bar(100, "work", show=False, unit="jobs")
+    beat = progress_report.bar(100, "work", show=False, unit="jobs")
     for _ in range(99):
         beat.update(1)
     assert not _lines(caplog)  # under HEARTBEAT_SECONDS in all
 
 
 def test_a_heartbeat_line_counts_from_work_already_done(every_update):
-    beat = progress.bar(10, "cross-validation", show=False, unit="jobs", initial=4)
+    beat = progress_report.bar(10, "cross-validation", show=False, unit="jobs", initial=4)
     beat.set_postfix_str("viper warca-chi2 split 0")
     beat.update(2)
     (line,) = _lines(every_update)

@@ -14,8 +14,7 @@ from PIL import Image
 from processes import ROOT, cpu_env
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, plots, protocol
-from warca_jax import workdir as workdir_lib
+from warca_jax import datasets, defaults, plots, protocol, run_files
 from warca_jax.protocol.report import is_kernel
 
 get_config = config_module("protocol").get_config
@@ -234,10 +233,10 @@ def test_a_presentation_or_cache_change_reuses_every_outcome(tiny_run, tmp_path)
         assert os.path.getmtime(os.path.join(copy, p)) == t, p
     cfg = json.loads(_read(copy, "runs", "synthetic", "nn", "split_0", "config.json"))
     other = dict(cfg, seed=cfg["seed"] + 1)
-    assert workdir_lib.computed_fields(dict(cfg, progress=not cfg.get("progress"))) == (
-        workdir_lib.computed_fields(cfg)
+    assert run_files.computed_fields(dict(cfg, progress=not cfg.get("progress"))) == (
+        run_files.computed_fields(cfg)
     )
-    assert workdir_lib.computed_fields(other) != workdir_lib.computed_fields(cfg)
+    assert run_files.computed_fields(other) != run_files.computed_fields(cfg)
 
 
 def test_a_changed_method_config_is_refused(tiny_run, tmp_path):

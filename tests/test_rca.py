@@ -1,13 +1,16 @@
 """RCA: it learns, it equals a dense NumPy RCA on the same chunklets, seeds, bad input."""
 
+import functools
+
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import constraints, rca
 
@@ -18,11 +21,7 @@ def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
 
 
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=30, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, num_ids=30)
 
 
 def _dense_rca(x, y, *, n_chunks, chunk_size, reg, dim, seed):
@@ -115,7 +114,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
 
 
 def test_in_a_sklearn_pipeline():
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)

@@ -1,12 +1,15 @@
 """rPCCA: closed-form gradients equal autodiff, it learns, it is reproducible, refuses bad input."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import defaults
 from warca_jax.methods import rpcca
 from warca_jax.metric import Metric
 
@@ -17,11 +20,7 @@ def _method(variant="linear", **overrides):
     return defaults.overridden(get_config(variant).method, **overrides)
 
 
-def _small_problem(hist=False):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=3, num_nuisance=2, histogram=hist
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, signal_dim=3)
 
 
 def _pairs(y, seed=0):
@@ -71,7 +70,7 @@ def test_linear_gradient_equals_autodiff_float64():
 
 @pytest.mark.slow
 def test_kernel_gradient_equals_autodiff_and_its_preconditioned_form_float64():
-    x, y = _small_problem(hist=True)
+    x, y = _small_problem(histogram=True)
     i, j, s = _pairs(y)
     with jax.enable_x64(True):
         k = jnp.asarray(x, jnp.float64) @ jnp.asarray(x, jnp.float64).T + jnp.eye(len(x))
@@ -91,7 +90,7 @@ def test_start_is_the_whitened_pca_at_unit_mean_pair_distance(kernel):
     """init 'pca' (Xiong et al.'s start): the untrained map gives the training samples
     uncorrelated coordinates of equal variance, scaled so that the pairs' mean squared
     distance is the loss's threshold 1."""
-    x, y = _small_problem(hist=True)
+    x, y = _small_problem(histogram=True)
     feats = np.asarray(rpcca.kernels.gram_matrix(x, kernel=kernel)[0] if kernel != "none" else x)
     comps = rpcca.whitened_pca_map(feats, 4).astype(np.float64)
     emb = (feats - feats.mean(axis=0)) @ comps.T

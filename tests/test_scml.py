@@ -11,7 +11,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from warca_jax import data, defaults
+from warca_jax import dataset_arrays, defaults
 from warca_jax import sklearn as wsk
 from warca_jax.methods import constraints, scml
 
@@ -27,7 +27,7 @@ def _method(**overrides):
 
 def _split_problem():
     """40 identities x 6 images, 24-d: (train x, train y, test x, test y), 2 test images each."""
-    x, y, _ = data.make_synthetic(
+    x, y, _ = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     test = np.tile([True, True, False, False, False, False], 40)

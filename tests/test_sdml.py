@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 from sklearn.covariance import graphical_lasso
 from sklearn.neighbors import KNeighborsClassifier
@@ -12,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import warca_jax.sklearn
-from warca_jax import data, defaults
+from warca_jax import defaults
 from warca_jax.methods import sdml
 
 get_config = config_module("sdml").get_config
@@ -20,13 +21,6 @@ get_config = config_module("sdml").get_config
 
 def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
-
-
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=20, images_per_id=4, dim=12, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
 
 
 def _well_posed(d=8, alpha=0.1):
@@ -90,7 +84,7 @@ def test_solution_equals_scikit_learn_graphical_lasso():
 
 
 def test_unbounded_problem_is_refused_with_the_balance_that_works():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = defaults.overridden(get_config("metric_learn").method)  # the pairs' sum, eta 0.5
     with pytest.raises(ValueError, match=r"has no minimiser; lower method.balance_param") as err:
         sdml.fit(x, y, cfg)
@@ -100,7 +94,7 @@ def test_unbounded_problem_is_refused_with_the_balance_that_works():
 
 
 def test_same_seed_same_result():
-    x, y = _small_problem()
+    x, y = small_problem()
     cfg = _method(num_constraints=100)
     a, ha = sdml.fit(x, y, cfg, seed=3)
     b, hb = sdml.fit(x, y, cfg, seed=3)
@@ -111,7 +105,7 @@ def test_same_seed_same_result():
 
 
 def test_max_iter_reached_says_so():
-    x, y = _small_problem()
+    x, y = small_problem()
     rows = []
     _, hist = sdml.fit(x, y, _method(max_iter=3, log_every=2, tol=1e-9), log_fn=rows.append)
     assert [r["step"] for r in hist] == [2, 3]
@@ -120,7 +114,7 @@ def test_max_iter_reached_says_so():
 
 
 def test_covariance_prior():
-    x, y = _small_problem()
+    x, y = small_problem()
     metric, hist = sdml.fit(x, y, _method(prior="covariance"))
     assert metric.is_finite() and hist[-1]["stopped"].startswith("converged")
 
@@ -141,11 +135,11 @@ def test_covariance_prior():
 )
 def test_bad_hyperparameters_are_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
-        sdml.fit(*_small_problem(), _method(**overrides))
+        sdml.fit(*small_problem(), _method(**overrides))
 
 
 def test_bad_data_is_refused():
-    x, y = _small_problem()
+    x, y = small_problem()
     with pytest.raises(ValueError, match="at least 2 feature dimensions"):
         sdml.fit(x[:, :1], y, _method())
     with pytest.raises(ValueError, match="prior 'covariance' needs an invertible covariance"):
@@ -153,7 +147,7 @@ def test_bad_data_is_refused():
 
 
 def test_sklearn_pipeline():
-    x, y = _small_problem()
+    x, y = small_problem()
     pipe = make_pipeline(
         StandardScaler(),
         warca_jax.sklearn.estimator("sdml", balance_param=0.9),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from processes import ROOT, cpu_env, run_python
 
-from warca_jax import defaults, sharding
+from warca_jax import defaults, device_mesh
 from warca_jax.methods import warca
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
@@ -60,14 +60,14 @@ for name, over in cases.items():
 # The compiled step on 8 devices keeps the [B, N] violator search split by candidate: no
 # collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
 import re
-from warca_jax import sampling, sharding
+from warca_jax import device_mesh, sampling
 from warca_jax.methods.warca import prepare
 cfg = defaults.method_config("warca:small")
-mesh = sharding.make_mesh(8)
+mesh = device_mesh.make_mesh(8)
 chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
 w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])
 feats, w = prepare.place(mesh, x, w)
-rep = sharding.replicated(mesh)
+rep = device_mesh.replicated(mesh)
 hyper = jax.device_put(warca.hyperparams(cfg), rep)
 state = jax.device_put(warca.init_state(cfg, hyper, w), rep)
 table = jax.device_put(sampling.make_pair_table(y), rep)
@@ -124,7 +124,7 @@ def _cfg(**over):
 def test_a_mesh_of_one_is_the_default_here(reid):
     # The suite runs on one CPU device: num_devices=0 (all) and 1 are the same mesh.
     x, y = reid.x_train, reid.y_train
-    assert sharding.make_mesh(0).devices.size == len(jax.devices())
+    assert device_mesh.make_mesh(0).devices.size == len(jax.devices())
     m0, _ = warca.fit(x, y, _cfg(num_devices=0), seed=1)
     m1, _ = warca.fit(x, y, _cfg(num_devices=1), seed=1)
     np.testing.assert_array_equal(m0.projection, m1.projection)
@@ -141,10 +141,10 @@ def test_more_devices_than_there_are_is_a_clear_error(reid):
 
 def test_make_mesh_checks_its_argument():
     with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
-        sharding.make_mesh(-2)
-    mesh = sharding.make_mesh(1)
-    assert mesh.axis_names == (sharding.DATA,)
-    assert sharding.pad_to_multiple(7, mesh) == 7
+        device_mesh.make_mesh(-2)
+    mesh = device_mesh.make_mesh(1)
+    assert mesh.axis_names == (device_mesh.DATA,)
+    assert device_mesh.pad_to_multiple(7, mesh) == 7
 
 
 @pytest.mark.slow

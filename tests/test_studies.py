@@ -13,8 +13,7 @@ from warca_jax import datasets, defaults, plots
 from warca_jax import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
-from warca_jax.studies import aon_report
-from warca_jax.studies import training_time
+from warca_jax.studies import aon_report, training_time
 
 aon_config = config_module("aon_study")
 tt_config = config_module("training_time")
@@ -380,6 +379,7 @@ def test_real_data_variants_need_the_images_folder(tmp_path, study, name, varian
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.real_data
 def test_the_orl_aon_variant_reads_the_repository_faces():
     config = aon_config.get_config("orl")
     assert config.data.descriptor == "lomo" and config.method.kernel == "linear"

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import data, datasets, evaluation, pipeline, plots
+from warca_jax import dataset_arrays, datasets, evaluation, pipeline, plots
 from warca_jax.protocol import plan
 from warca_jax.studies import figures as study_figures
 
@@ -209,11 +209,12 @@ def test_ranked_list_drawing_without_images(tmp_path):
         )
 
 
+@pytest.mark.real_data
 @needs_orl
 def test_ranked_list_drawing_with_real_orl_images(tmp_path):
     faces = datasets.load("orl", ORL, num_splits=1)
     # The paths line up with a dataset of the same samples (what the command draws from).
-    fake = data.Dataset(
+    fake = dataset_arrays.Dataset(
         np.zeros((len(faces.labels), 1), np.float32), faces.labels, faces.cams, (), "orl"
     )
     config = get_config("orl")

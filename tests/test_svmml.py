@@ -1,12 +1,15 @@
 """SVMML: it learns, its distances are the decision function, it saves and loads, bad input."""
 
+import functools
+
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, defaults
+from warca_jax import defaults
 from warca_jax.learner_loop import TrainingDivergedError
 from warca_jax.methods import svmml, svmml_released
 from warca_jax.metric import Metric
@@ -18,11 +21,7 @@ def _method(**overrides):
     return defaults.overridden(get_config().method, **overrides)
 
 
-def _small_problem(seed=0):
-    x, y, _ = data.make_synthetic(
-        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=seed
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 
 
 @pytest.fixture(scope="module")

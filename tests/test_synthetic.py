@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from warca_jax import splits as splits_lib
+from warca_jax import identity_splits
 from warca_jax.synthetic import make_synthetic
 
 
@@ -69,7 +69,7 @@ def test_make_synthetic_rejects_bad_dimensions():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_synthetic_is_hard_for_euclidean_and_learnable(seed):
     features, labels, cams = make_synthetic(seed=seed)
-    split = splits_lib.random_splits(labels, cams, num_splits=1, seed=seed)[0]
+    split = identity_splits.random_splits(labels, cams, num_splits=1, seed=seed)[0]
     euclidean = _rank1(features, labels, cams, split)
     projection = _lda_projection(features[split.train_idx], labels[split.train_idx], 8)
     learned = _rank1(features @ projection, labels, cams, split)

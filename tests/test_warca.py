@@ -1,11 +1,14 @@
 """WARCA training: it learns, it is reproducible, its paths agree, it refuses bad input."""
 
+import functools
+
 import jax
 import numpy as np
 import pytest
+from conftest import small_problem
 from repo_configs import config_module
 
-from warca_jax import data, datasets, defaults, evaluation, kernels, learner_loop
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, kernels, learner_loop
 from warca_jax.methods import warca
 from warca_jax.methods.warca import lam_select
 
@@ -75,11 +78,7 @@ def test_options_learn(default_data, overrides):
     assert _split_eval(metric, ds, split)["rank1"] >= _split_eval(None, ds, split)["rank1"] + 25
 
 
-def _small_problem(seed=0, hist=False):
-    x, y, _ = data.make_synthetic(
-        num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, histogram=hist, seed=seed
-    )
-    return x, y
+_small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 
 
 @pytest.mark.slow
@@ -316,7 +315,7 @@ def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
 
 
 def test_nystroem_features_reproduce_the_kernel():
-    x, _ = _small_problem(hist=True)
+    x, _ = _small_problem(histogram=True)
     cfg = _method("chi2", kernel="chi2_rbf", num_landmarks=len(x), dim=6)
     phi, landmarks, proj, gamma = warca.nystroem_features(x, cfg, seed=0)
     k = np.asarray(kernels.kernel_matrix(x, x, kernel="chi2_rbf", gamma=gamma))
@@ -437,7 +436,7 @@ def test_normalisation_is_carried_by_the_metric():
 
 
 def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
-    x, y, c = data.make_synthetic(
+    x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
@@ -450,14 +449,15 @@ def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
     # cameras that pair no identity across cameras: every pair, not a refusal
     one_cam, _ = warca.fit(x, y, cfg, cams=np.zeros_like(c), seed=1)
     np.testing.assert_array_equal(one_cam.projection, plain.projection)
-    with pytest.raises(ValueError, match=r"cams has 119 entries but the training features have 120"):
+    too_few = r"cams has 119 entries but the training features have 120"
+    with pytest.raises(ValueError, match=too_few):
         warca.fit(x, y, cfg, cams=c[:-1], seed=1)
     with pytest.raises(ValueError, match="unknown positives"):
         warca.fit(x, y, defaults.overridden(cfg, positives="same_camera"), cams=c, seed=1)
 
 
 def test_lambda_chosen_on_held_out_identities():
-    x, y, c = data.make_synthetic(
+    x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(

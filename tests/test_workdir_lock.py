@@ -261,7 +261,7 @@ def test_protocol_shards_at_once_and_workers_share_the_grid(tmp_path):
 
 
 def test_taking_a_lock_already_held_warns_of_nothing(tmp_path, caplog):
-    # the main job takes its workdir's lock, then workdir.prepare asks for it again: that
+    # the main job takes its workdir's lock, then run_files.prepare asks for it again: that
     # is not a lock "left by" a run that ended, and a foreign config's refusal must not
     # come after such a warning naming this very process
     lock = WorkdirLock(str(tmp_path))

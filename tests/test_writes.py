@@ -26,7 +26,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, features, pipeline, workdir, writes
+from warca_jax import cli, features, pipeline, run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import run_protocol
 
@@ -83,7 +83,7 @@ def _readable(folder) -> None:
         path = os.path.join(folder, name)
         assert not name.startswith(".") and ".tmp" not in name, name
         if name.endswith(".json"):
-            workdir.read_json(path)
+            run_files.read_json(path)
         elif name.endswith(".npz"):
             Metric.load(path)
 
@@ -91,7 +91,7 @@ def _readable(folder) -> None:
 WRITERS = {  # what fills the disk, the file named, the learner
     "figure": (lambda mp: mp.setattr(matplotlib.figure.Figure, "savefig", _full_disk), "cmc.png"),
     "model": (lambda mp: mp.setattr(np, "savez", _full_disk), "model_split0.npz"),
-    "json": (lambda mp: mp.setattr(workdir, "open", _open_full_for("split_1"), raising=False),
+    "json": (lambda mp: mp.setattr(run_files, "open", _open_full_for("split_1"), raising=False),
              "split_1.json"),
     "metrics": (lambda mp: mp.setattr(writes, "open", _open_full_for("metrics"), raising=False),
                 "metrics.jsonl"),
@@ -226,7 +226,7 @@ def test_a_write_errno_raised_by_another_package_is_one_line(capsys):
 # ----------------------------------------------------------------- the real ones, slow
 
 
-def _main(workdir, *flags, file_size_limit=0):
+def _run_main(workdir, *flags, file_size_limit=0):
     """``python -m experiments.main`` on nn:small; with ``file_size_limit`` bytes set first
     (``RLIMIT_FSIZE``, in the child itself: Python ignores SIGXFSZ, so a write past it
     fails with EFBIG as under ``ulimit -f``)."""
@@ -255,13 +255,13 @@ def _single_error_line(proc) -> str:
 
 @pytest.mark.slow
 def test_the_file_size_limit_is_one_line_and_the_rerun_finishes(tmp_path):
-    line = _single_error_line(_main(tmp_path / "w", file_size_limit=20_000))
+    line = _single_error_line(_run_main(tmp_path / "w", file_size_limit=20_000))
     assert f"cannot write {tmp_path / 'w' / 'cmc.png'}: File too large [EFBIG]" in line, line
     assert json.loads((tmp_path / "w" / "results.json").read_text())["num_splits"] > 0
-    proc = _main(tmp_path / "w", "--verbosity=0")
+    proc = _run_main(tmp_path / "w", "--verbosity=0")
     assert proc.returncode == 0 and "split 0 already done" in proc.stderr, proc.stderr[-3000:]
     assert (tmp_path / "w" / "cmc.png").exists()
-    traced = _main(tmp_path / "v", "--traceback", file_size_limit=20_000)
+    traced = _run_main(tmp_path / "v", "--traceback", file_size_limit=20_000)
     assert "Traceback" in traced.stderr and "WriteError: cannot write" in traced.stderr
 
 
@@ -295,5 +295,5 @@ def test_a_workdir_under_a_read_only_mount_is_one_line(tmp_path):
     ids=["300-byte-name", "5000-characters"],
 )
 def test_a_name_too_long_is_one_line_from_the_command_line(tmp_path, path, problem):
-    line = _single_error_line(_main(os.path.join(tmp_path, path)))
+    line = _single_error_line(_run_main(os.path.join(tmp_path, path)))
     assert line.startswith(f"error: workdir {tmp_path}") and problem in line, line

@@ -4,7 +4,7 @@
 
 * a ``--config`` naming no config file, or a variant that its file's ``VARIANTS`` lack,
   is one line naming the config files there are or the file's variants, with the close
-  match (``defaults.load_config``), instead of ml_collections' traceback; a relative
+  match (``config_files.load_config``), instead of ml_collections' traceback; a relative
   path that exists only from the repository's root names the root to run from;
 * a ``--config.a.b=v`` override naming a field the config does not have makes
   ml_collections raise a bare ``AttributeError: 'b'`` from deep inside flag parsing; here
@@ -46,7 +46,7 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import defaults, stops, workdir_lock, writes
+from warca_jax import config_files, stops, workdir_lock, writes
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -91,7 +91,7 @@ def _unknown_field(argv: list[str]) -> str | None:
                 continue
             path = arg[len(name) + 3 :].split("=", 1)[0]
             try:
-                config = defaults.load_config(files[name])
+                config = config_files.load_config(files[name])
             except Exception:  # noqa: BLE001 - the file's own error is reported by absl
                 return None
             node, done = config, []
@@ -106,7 +106,7 @@ def _unknown_field(argv: list[str]) -> str | None:
                         f"{arg}: {section} is a value ({node!r}), not a section: it has no "
                         f"field {part!r}"
                     )
-                close = defaults._close_match(part, node.keys())
+                close = config_files._close_match(part, node.keys())
                 return (
                     f"{arg}: unknown config field {part!r} in {section}{close}; its fields "
                     f"are {', '.join(sorted(node.keys()))}"
@@ -116,7 +116,7 @@ def _unknown_field(argv: list[str]) -> str | None:
 
 def _check_config_files(argv: list[str]) -> None:
     """Exits with one line, ``error: --config=<value>: <why>``, when a ``--config`` value
-    names no config file or a variant the file lacks (``defaults.load_config``: what
+    names no config file or a variant the file lacks (``config_files.load_config``: what
     exists, with the close match), or the file's ``get_config`` refuses it; ml_collections
     would show its own traceback (``--traceback`` lets it)."""
     if "--traceback" in argv:
@@ -130,7 +130,7 @@ def _check_config_files(argv: list[str]) -> None:
             else:
                 continue
             try:
-                defaults.load_config(value)
+                config_files.load_config(value)
             except (ValueError, OSError) as e:
                 sys.stderr.write(f"error: {arg}: {one_line(e)}\n")
                 sys.exit(1)

@@ -28,10 +28,8 @@ import numpy as np
 from absl import logging as absl_logging
 from ml_collections import config_dict
 
-from warca_jax import data as data_lib
-from warca_jax import datasets, methods
-from warca_jax import workdir as workdir_lib
-from warca_jax.features.extract import check_batch_size
+from warca_jax import dataset_arrays, datasets, methods, run_files
+from warca_jax.features.extraction import check_batch_size
 
 _DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
 # the repository's configs/, named in a hint (never read or imported)
@@ -134,13 +132,13 @@ def check_settings(config, workdir) -> None:
     Raises:
       ValueError: the first problem, led by its field.
     """
-    workdir_lib.check_path(workdir)
+    run_files.check_path(workdir)
     with named_fields(config):
         check_method_section(config.method)
         check_batch_size(config.data.get("batch_size", 256))
 
 
-def content_fingerprint(dataset: data_lib.Dataset) -> str:
+def content_fingerprint(dataset: dataset_arrays.Dataset) -> str:
     """The SHA-256 of a dataset's features, labels, cameras and splits, and of its
     ``same_camera_matches`` when set (another evaluation of the same arrays)."""
     arrays = [dataset.features, dataset.labels, dataset.cams]
@@ -148,10 +146,10 @@ def content_fingerprint(dataset: data_lib.Dataset) -> str:
         arrays.extend(split)
     if dataset.same_camera_matches:
         arrays.append(np.ones(1, np.int64))
-    return workdir_lib.array_fingerprint(*arrays)
+    return run_files.array_fingerprint(*arrays)
 
 
-def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
+def data_fingerprint(dataset: dataset_arrays.Dataset, data_cfg) -> dict:
     """What identifies the data of a run: a hash of its arrays and splits, and its source.
 
     ``content`` (compared on restart) hashes the features, labels, cameras and every
@@ -161,11 +159,11 @@ def data_fingerprint(dataset: data_lib.Dataset, data_cfg) -> dict:
     out = {"name": dataset.name, "content": content_fingerprint(dataset)}
     path = os.path.expanduser(data_cfg.get("path", "") or "")
     if path and os.path.exists(path):
-        out["source"] = {"path": os.path.abspath(path), **workdir_lib.file_fingerprint(path)}
+        out["source"] = {"path": os.path.abspath(path), **run_files.file_fingerprint(path)}
     return out
 
 
-def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = None) -> None:
+def check_config_file(workdir: str, config, dataset: dataset_arrays.Dataset | None = None) -> None:
     """Records config.json (and data.json), or refuses a workdir of another run.
 
     A workdir whose config.json differs from ``config`` in any field but the
@@ -177,10 +175,10 @@ def check_config_file(workdir: str, config, dataset: data_lib.Dataset | None = N
     """
     text = config.to_json_best_effort(indent=1, sort_keys=True)
     data = {} if dataset is None else data_fingerprint(dataset, config.data)
-    workdir_lib.check_run_files(workdir, text, data)
+    run_files.check_run_files(workdir, text, data)
 
 
-def fit_dim_to_data(config, dataset: data_lib.Dataset) -> None:
+def fit_dim_to_data(config, dataset: dataset_arrays.Dataset) -> None:
     """The main job's D' when the user set none (``auto_dim``): on a dataset whose paper
     D' is known (``datasets.PAPER_DIMS``) that D', and never more than the features'
     dimension; logged, and written to config.json with the rest. Only a method whose config

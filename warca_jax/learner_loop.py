@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from warca_jax import progress as progress_lib
+from warca_jax import progress_report
 from warca_jax.metric import Metric
 from warca_jax.model_checks import (  # noqa: F401 (re-exported: learner_loop.check_model)
     MAX_LOSS_GROWTH,
@@ -217,7 +217,7 @@ def run_in_chunks(
     """
     t0 = time.perf_counter() if t0 is None else t0
     history = []
-    bar = progress_lib.bar(
+    bar = progress_report.bar(
         num_iters, f"{method} training", show=progress, unit="steps", leave=False
     )
     done = 0

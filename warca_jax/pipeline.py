@@ -40,17 +40,17 @@ from absl import logging
 
 from warca_jax import (
     config_checks,
+    dataset_arrays,
     datasets,
     defaults,
     evaluation,
+    identity_splits,
     methods,
     model_checks,
+    run_files,
     run_plots,
     workdir_lock,
 )
-from warca_jax import data as data_lib
-from warca_jax import splits as splits_lib
-from warca_jax import workdir as workdir_lib
 from warca_jax.config_checks import check_config_file
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
@@ -101,12 +101,14 @@ def fit_method(
     )
 
 
-def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Split | None:
+def validation_split(
+    dataset: dataset_arrays.Dataset, s: int, config
+) -> dataset_arrays.Split | None:
     """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
 
     The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
     ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
-    identities are those ``splits.held_out_ids`` draws from the split's training seed
+    identities are those ``identity_splits.held_out_ids`` draws from the split's training seed
     ``config.seed + s``, the people a learner's own held-out choice (WARCA's lambda) draws
     at the same fraction.
     """
@@ -114,7 +116,7 @@ def validation_split(dataset: data_lib.Dataset, s: int, config) -> data_lib.Spli
     if not fraction:
         return None
     try:
-        return splits_lib.validation_split(
+        return identity_splits.validation_split(
             dataset.labels,
             dataset.cams,
             dataset.splits[s].train_idx,
@@ -147,7 +149,7 @@ def _jsonable(result: dict) -> dict:
     return out
 
 
-def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_lib.Dataset:
+def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> dataset_arrays.Dataset:
     """Every check of a run before any work (nothing is trained or written); the dataset.
 
     The workdir path, the ``method`` section against the method it names and
@@ -183,15 +185,15 @@ def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> data_li
 def _drop_split_lines(path: str, split: int) -> None:
     """Drops an unfinished split's metrics.jsonl lines (and damaged ones); a link: replaced."""
     if os.path.lexists(path):  # a link, dangling or not, is never read nor appended to
-        rows = [] if os.path.islink(path) else workdir_lib.read_jsonl(path)
-        workdir_lib.write_jsonl(path, [r for r in rows if r.get("split") != split])
+        rows = [] if os.path.islink(path) else run_files.read_jsonl(path)
+        run_files.write_jsonl(path, [r for r in rows if r.get("split") != split])
 
 
 def _split_check(s: int):
     """The check a reused split_{s}.json must pass: split s's, every measure finite."""
 
     def check(obj):
-        reason = workdir_lib.finite_numbers(obj, ("split", *SUMMARY_KEYS))
+        reason = run_files.finite_numbers(obj, ("split", *SUMMARY_KEYS))
         if reason:
             return reason
         if obj["split"] != s:
@@ -212,7 +214,7 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     A damaged, non-finite or misplaced file is logged and None is returned: the caller
     redoes the split and overwrites both files.
     """
-    res = workdir_lib.reuse_json(os.path.join(workdir, f"split_{s}.json"), _split_check(s))
+    res = run_files.reuse_json(os.path.join(workdir, f"split_{s}.json"), _split_check(s))
     if res is None:
         return None
     model = os.path.join(workdir, f"model_split{s}.npz")
@@ -258,7 +260,7 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
         return scores
 
     def log_fn(row):  # opened per row: a learner without a history writes no file
-        with workdir_lib.appending(metrics_path) as append:
+        with run_files.appending(metrics_path) as append:
             append(json.dumps({"split": s, **row}) + "\n")
 
     t0 = time.perf_counter()
@@ -312,7 +314,7 @@ def run_split(dataset, s: int, config, workdir: str) -> dict:
             seed=seed,
         )
         out["baseline_euclidean"] = _jsonable(base)
-    workdir_lib.write_json(os.path.join(workdir, f"split_{s}.json"), out)
+    run_files.write_json(os.path.join(workdir, f"split_{s}.json"), out)
     return out
 
 
@@ -340,7 +342,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
       The dict written to results.json.
     """
     dataset = check_run_config(config, workdir, auto_dim=auto_dim)
-    workdir_lib.prepare(workdir)
+    run_files.prepare(workdir)
     check_config_file(workdir, config, dataset)
     per_split = []
     for s in range(len(dataset.splits)):
@@ -375,7 +377,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
             ]
         )
         results["baseline_euclidean"] = {"mean": base["mean"], "std": base["std"]}
-    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
+    run_files.write_json(os.path.join(workdir, "results.json"), results)
     run_plots.write_run_figures(  # cmc.png, and curves.png of an iterative learner
         workdir,
         results,

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from warca_jax import workdir as workdir_lib
+from warca_jax import run_files
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
     plot_condition_numbers,
     plot_rank1_by_dataset,
@@ -133,7 +133,7 @@ def plot_cmc(
         ax.legend(loc="lower right", **legend)
     else:  # beside the axes, where it hides no curve
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), **legend)
-    workdir_lib.write_figure(path, fig, format="png", dpi=DPI)
+    run_files.write_figure(path, fig, format="png", dpi=DPI)
     return path
 
 
@@ -194,7 +194,7 @@ def plot_methods_cmc(
     ax.set_ylim(*fitted_range(*(np.asarray(c, dtype=float)[:last] for c in curves.values())))
     beside = {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)} if rest else {}
     ax.legend(handles, labels, fontsize=FONTS["legend"], **(beside or {"loc": "lower right"}))
-    workdir_lib.write_figure(path, fig, format="png", dpi=DPI)
+    run_files.write_figure(path, fig, format="png", dpi=DPI)
     return path
 
 
@@ -240,10 +240,10 @@ def _ranked_arrays(query_labels, ranked_labels, matches, distances, query_images
 def _image_drawer():
     """``show(ax, image_path)``, which draws an image file into ``ax`` as the descriptors
     read it (``features.images.open_image``: upright, its pixel count bounded)."""
-    from warca_jax.features import images  # only this drawing reads pixels
+    from warca_jax.features import image_files  # only this drawing reads pixels
 
     def show(ax, image_path):  # a FIFO or device in an image's place: refused, not opened
-        with images.open_image(image_path) as im:
+        with image_files.open_image(image_path) as im:
             ax.imshow(np.asarray(im.convert("RGB")), aspect="auto")
 
     return show
@@ -314,5 +314,5 @@ def plot_ranked_lists(
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    workdir_lib.write_figure(path, fig, format="png", dpi=100)
+    run_files.write_figure(path, fig, format="png", dpi=100)
     return path

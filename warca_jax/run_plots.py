@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import ticker
 
-from warca_jax import plots
-from warca_jax import workdir as workdir_lib
+from warca_jax import plots, run_files
 
 # The ranking measure drawn beside the loss: the first of these that a run logs and that
 # moves, with its panel's title.
@@ -147,7 +146,7 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
             ax.legend(fontsize=plots.FONTS["legend"] - 1)
     if title:
         fig.suptitle(title, fontsize=plots.FONTS["title"])
-    workdir_lib.write_figure(path, fig, format="png", dpi=plots.DPI)
+    run_files.write_figure(path, fig, format="png", dpi=plots.DPI)
     return Path(path)
 
 
@@ -179,7 +178,7 @@ def write_run_figures(
     written = [path]
     metrics = os.path.join(workdir, "metrics.jsonl")
     if iterative and os.path.exists(metrics):
-        rows = workdir_lib.read_jsonl(metrics)
+        rows = run_files.read_jsonl(metrics)
         if _panels([r for r in rows if isinstance(r.get("step"), int | float)]):
             path = os.path.join(workdir, "curves.png")
             note = "1 split" if len(splits) == 1 else f"{len(splits)} splits thin, their mean bold"

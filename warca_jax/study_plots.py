@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from warca_jax import workdir as workdir_lib
+from warca_jax import run_files
 
 
 def _axes(figsize: tuple[float, float]):
@@ -34,7 +34,7 @@ def _finish(fig, ax, path, title: str | None, legend: dict, *, note: str | None 
         fig.tight_layout(rect=(0, 0.03 + 0.03 * note.count("\n"), 1, 1))
     else:
         fig.tight_layout()
-    workdir_lib.write_figure(path, fig, format="png", dpi=100)
+    run_files.write_figure(path, fig, format="png", dpi=100)
     return path
 
 
@@ -132,7 +132,7 @@ def plot_validation_cost(
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    workdir_lib.write_figure(path, fig, format="png", dpi=100)
+    run_files.write_figure(path, fig, format="png", dpi=100)
     return path
 
 

@@ -186,7 +186,7 @@ def release_all() -> None:
 
 
 # The locks of the runs in progress in this process whose folder did not exist when they
-# started, by absolute path: ``hold`` takes one when ``workdir.prepare`` makes its folder.
+# started, by absolute path: ``hold`` takes one when ``run_files.prepare`` makes its folder.
 _PENDING: dict[str, WorkdirLock] = {}
 
 

@@ -2,13 +2,13 @@
 
 `load(name, root, **options)` calls the loader `LOADERS[name]`. Image loaders return an
 `ImageSet` (paths, labels, cams, splits); `to_dataset` computes its descriptors with
-`warca_jax.features` and returns a `warca_jax.data.Dataset`, which feature-file loaders
+`warca_jax.features` and returns a `warca_jax.dataset_arrays.Dataset`, which feature-file loaders
 return directly. `read` does both, and `from_config` does it for a config's `data`
 section (or builds the synthetic data). Each loader's module docstring gives the layout
 it reads and the protocol of its splits (WARCA paper, section 4.1).
 
-Imports point one way: this package reads files into `warca_jax.data`'s types and checks
-them with its validators; `warca_jax.data` never imports it.
+Imports point one way: this package reads files into `warca_jax.dataset_arrays`'s types and checks
+them with its validators; `warca_jax.dataset_arrays` never imports it.
 
 | name       | layout                                          | test ids  | splits       |
 |------------|-------------------------------------------------|-----------|--------------|
@@ -36,8 +36,7 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from warca_jax import data
-from warca_jax import splits as splits_lib
+from warca_jax import dataset_arrays, identity_splits
 from warca_jax.datasets.base import ImageSet, to_dataset
 from warca_jax.datasets.caviar import load_caviar
 from warca_jax.datasets.cuhk01 import load_cuhk01
@@ -146,7 +145,7 @@ def read(
     progress=False,
     skip_small_images=False,
     **options,
-) -> data.Dataset:
+) -> dataset_arrays.Dataset:
     """`load` followed by `to_dataset`: features, labels, cams and splits of a dataset.
 
     Args:
@@ -169,7 +168,7 @@ def read(
     )
 
 
-def from_config(cfg, *, progress: bool = False) -> data.Dataset:
+def from_config(cfg, *, progress: bool = False) -> dataset_arrays.Dataset:
     """The dataset a config's ``data`` section names.
 
     Args:
@@ -206,8 +205,8 @@ def from_config(cfg, *, progress: bool = False) -> data.Dataset:
         features, labels, cams = make_synthetic(
             **{"seed": cfg.seed, **dict(cfg.get("synthetic", {}))}
         )
-        splits = splits_lib.random_splits(labels, cams, **split_args)
-        return data.validated_dataset(features, labels, cams, splits, "synthetic")
+        splits = identity_splits.random_splits(labels, cams, **split_args)
+        return dataset_arrays.validated_dataset(features, labels, cams, splits, "synthetic")
     try:
         loader = get_loader(cfg.name)
     except (ValueError, TypeError):

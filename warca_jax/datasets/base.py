@@ -2,7 +2,7 @@
 
 An image loader reads a dataset's published folder layout and returns an `ImageSet`:
 absolute image paths, identity labels, camera ids and the protocol's splits, with no pixel
-read. `to_dataset` turns it into a `warca_jax.data.Dataset` by computing image descriptors
+read. `to_dataset` turns it into a `warca_jax.dataset_arrays.Dataset` by computing image descriptors
 with `warca_jax.features.extract` (imported only then, so the loaders work without it).
 
 `protocol_image_set` draws the splits of the WARCA paper's protocol for the loaders of
@@ -27,8 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import data, reads
-from warca_jax import splits as splits_lib
+from warca_jax import dataset_arrays, identity_splits, reads
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff")
@@ -40,9 +39,9 @@ class ImageSet(NamedTuple):
     paths: tuple[str, ...]  # [N] absolute image paths
     labels: np.ndarray  # [N] int64 identities (-1: junk, ignored by the evaluation)
     cams: np.ndarray  # [N] int64 camera ids
-    splits: tuple[data.Split, ...]
+    splits: tuple[dataset_arrays.Split, ...]
     name: str
-    same_camera_matches: bool = False  # `data.Dataset`'s field of that name
+    same_camera_matches: bool = False  # `dataset_arrays.Dataset`'s field of that name
 
 
 def to_dataset(
@@ -53,7 +52,7 @@ def to_dataset(
     batch_size=256,
     progress=False,
     skip_small_images=False,
-) -> data.Dataset:
+) -> dataset_arrays.Dataset:
     """Computes the descriptors of an `ImageSet`'s images and returns a validated `Dataset`.
 
     Args:
@@ -71,17 +70,17 @@ def to_dataset(
       `Dataset(features [N, D] float32, labels, cams, splits, name)`, checked by
       `data.validate_arrays` and `data.validate_split`.
     """
-    if isinstance(image_set, data.Dataset):
+    if isinstance(image_set, dataset_arrays.Dataset):
         return image_set
     if not isinstance(image_set, ImageSet):
         raise TypeError(
             f"to_dataset expects an ImageSet (or a Dataset); got {type(image_set).__name__}"
         )
-    from warca_jax import features as features_lib  # Lazy: loaders work without it.
+    from warca_jax import features  # Lazy: loaders work without it.
 
-    if skip_small_images and descriptor in features_lib.DESCRIPTORS:
-        image_set = without_small_images(image_set, features_lib.DESCRIPTORS[descriptor].min_size)
-    feats = features_lib.extract(
+    if skip_small_images and descriptor in features.DESCRIPTORS:
+        image_set = without_small_images(image_set, features.DESCRIPTORS[descriptor].min_size)
+    feats = features.extract(
         list(image_set.paths),
         descriptor=descriptor,
         batch_size=batch_size,
@@ -94,16 +93,16 @@ def to_dataset(
     )  # fmt: skip
 
 
-validated_dataset = data.validated_dataset
+validated_dataset = dataset_arrays.validated_dataset
 
 
 def without_small_images(image_set: ImageSet, min_size: tuple[int, int]) -> ImageSet:
     """The `ImageSet` without its images below ``min_size`` (height, width), read from the
     files' headers: their labels and cameras go with them, every split keeps its other
     entries (renumbered), and one log line says how many were skipped and which."""
-    from warca_jax.features import images as images_lib  # Lazy, as in `to_dataset`.
+    from warca_jax.features import image_files  # Lazy, as in `to_dataset`.
 
-    small = images_lib.too_small(image_set.paths, min_size)
+    small = image_files.too_small(image_set.paths, min_size)
     if not small:
         return image_set
     keep = np.ones(len(image_set.paths), bool)
@@ -118,12 +117,14 @@ def without_small_images(image_set: ImageSet, min_size: tuple[int, int]) -> Imag
     splits = []
     for s, split in enumerate(image_set.splits):
         kept = []
-        for key in data.SPLIT_KEYS:
+        for key in dataset_arrays.SPLIT_KEYS:
             idx = np.asarray(getattr(split, key), np.int64)
             kept.append(renumber[idx[keep[idx]]])
-        splits.append(data.Split(*kept))
+        splits.append(dataset_arrays.Split(*kept))
         where = f"{image_set.name} split {s} without its {len(small)} small images"
-        data.validate_split(splits[-1], image_set.labels[keep], n=int(keep.sum()), where=where)
+        dataset_arrays.validate_split(
+            splits[-1], image_set.labels[keep], n=int(keep.sum()), where=where
+        )
     paths = tuple(p for p, k in zip(image_set.paths, keep, strict=True) if k)
     return image_set._replace(
         paths=paths, labels=image_set.labels[keep], cams=image_set.cams[keep], splits=tuple(splits)
@@ -141,7 +142,7 @@ def image_set(paths, labels, cams, splits, name: str, same_camera_matches=False)
             f"{len(paths)}, {len(labels)}, {len(cams)}"
         )
     for s, split in enumerate(splits):
-        data.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
+        dataset_arrays.validate_split(split, labels, n=len(labels), where=f"{name} split {s}")
     return ImageSet(paths, labels, cams, tuple(splits), name, bool(same_camera_matches))
 
 
@@ -177,7 +178,7 @@ def protocol_image_set(
             probes_per_id=shots,
             gallery_per_id=shots,
         )
-    splits = splits_lib.probe_gallery_splits(
+    splits = identity_splits.probe_gallery_splits(
         labels, cams, name=name, gallery_draw=gallery_draw, **split_options
     )
     return image_set(paths, labels, cams, splits, name, gallery_draw)

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import bounded_reads, data, reads
+from warca_jax import bounded_reads, dataset_arrays, reads
 from warca_jax.datasets import base
 
 VARIANTS = ("labeled", "detected")
@@ -45,7 +45,7 @@ def _check_variant(variant) -> None:
         raise ValueError(f"CUHK03 variant must be one of {list(VARIANTS)}; got {variant!r}")
 
 
-def read_protocol_mat(path) -> tuple[list[str], np.ndarray, np.ndarray, data.Split]:
+def read_protocol_mat(path) -> tuple[list[str], np.ndarray, np.ndarray, dataset_arrays.Split]:
     """Reads a CUHK03 new-protocol .mat file.
 
     Args:
@@ -84,8 +84,8 @@ def read_protocol_mat(path) -> tuple[list[str], np.ndarray, np.ndarray, data.Spl
             bad = idx[(idx < 1) | (idx > n)][0]
             raise ValueError(f"{path}: {key} has index {bad} outside the 1-based range [1, {n}]")
         parts.append(idx - 1)
-    split = data.Split(*parts)
-    data.validate_split(split, labels, n=n, where=f"{path} split")
+    split = dataset_arrays.Split(*parts)
+    dataset_arrays.validate_split(split, labels, n=n, where=f"{path} split")
     return names, labels, cams, split
 
 

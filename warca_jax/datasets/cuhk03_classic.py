@@ -27,8 +27,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from warca_jax import splits as splits_lib
-from warca_jax import workdir
+from warca_jax import identity_splits, run_files
 from warca_jax.datasets import base, hdf5
 
 MAT_NAME = "cuhk-03.mat"
@@ -36,7 +35,7 @@ MAT_NAME = "cuhk-03.mat"
 
 def _write_png(path: str, image: np.ndarray) -> None:
     # Atomic: an interrupted run leaves no half-written image; a failure names the file.
-    with workdir.atomic_file(path, "wb") as f:
+    with run_files.atomic_file(path, "wb") as f:
         Image.fromarray(image).save(f, format="PNG")
 
 
@@ -79,7 +78,7 @@ def load_cuhk03_classic(
     cams = np.asarray(cams, dtype=np.int64)
     per_id = None if multi_shot else 1
     name = f"cuhk03_{variant}_classic"
-    splits = splits_lib.probe_gallery_splits(
+    splits = identity_splits.probe_gallery_splits(
         labels,
         cams,
         num_test_ids=None,
@@ -134,7 +133,7 @@ def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, l
     """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
     written to ``image_dir`` as PNG once (an image already there is kept)."""
     items = _image_items(mat, path, variant)
-    workdir.makedirs(image_dir)
+    run_files.makedirs(image_dir)
     paths, labels, cams = [], [], []
     for p, i, j, item in items:
         view = 1 if j < 5 else 2

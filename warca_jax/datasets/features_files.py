@@ -21,8 +21,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import data, reads
-from warca_jax import splits as splits_lib
+from warca_jax import dataset_arrays, identity_splits, reads
 from warca_jax.datasets import base, cuhk03, hdf5, npz_file
 
 EXTENSIONS = (".npz", ".mat", ".json")
@@ -73,7 +72,7 @@ def _split_array(x: np.ndarray, key: str, path: str) -> np.ndarray:
 
 def load_mat_features(
     path, *, one_based=None, num_splits=10, num_train_ids=None, num_test_ids=None, seed=0
-) -> data.Dataset:
+) -> dataset_arrays.Dataset:
     """Reads features, labels, cams and optional splits from a .mat file (module docstring).
 
     Args:
@@ -89,18 +88,18 @@ def load_mat_features(
     reads.regular_file(path, what="feature file", expected="a regular .mat file")
     arrays = _read_mat(path)
     expected = (
-        f"variables present: {sorted(arrays)}; required: {list(data.REQUIRED_KEYS)}; "
-        f"optional (all three or none): {list(data.SPLIT_KEYS)}"
+        f"variables present: {sorted(arrays)}; required: {list(dataset_arrays.REQUIRED_KEYS)}; "
+        f"optional (all three or none): {list(dataset_arrays.SPLIT_KEYS)}"
     )
-    for key in data.REQUIRED_KEYS:
+    for key in dataset_arrays.REQUIRED_KEYS:
         if key not in arrays:
-            raise data.MissingKeyError(f"{path}: missing variable {key!r}; {expected}")
+            raise dataset_arrays.MissingKeyError(f"{path}: missing variable {key!r}; {expected}")
     labels = np.asarray(arrays["labels"]).ravel()
     cams = np.asarray(arrays["cams"]).ravel()
     n = len(labels)
-    have = [k for k in data.SPLIT_KEYS if k in arrays]
+    have = [k for k in dataset_arrays.SPLIT_KEYS if k in arrays]
     if not have:
-        splits = splits_lib.random_splits(
+        splits = identity_splits.random_splits(
             labels,
             cams,
             num_splits=num_splits,
@@ -108,9 +107,9 @@ def load_mat_features(
             num_train_ids=num_train_ids,
             num_test_ids=num_test_ids,
         )
-    elif len(have) < len(data.SPLIT_KEYS):
-        missing = [k for k in data.SPLIT_KEYS if k not in arrays]
-        raise data.MissingKeyError(
+    elif len(have) < len(dataset_arrays.SPLIT_KEYS):
+        missing = [k for k in dataset_arrays.SPLIT_KEYS if k not in arrays]
+        raise dataset_arrays.MissingKeyError(
             f"{path}: fixed splits need all three variables; missing {missing}; {expected}"
         )
     else:
@@ -119,14 +118,14 @@ def load_mat_features(
                 f"{path} holds split indices: pass one_based=True (MATLAB, "
                 f"1..N) or one_based=False (0..N-1); got {one_based!r}"
             )
-        parts = [_split_array(arrays[k], k, path) for k in data.SPLIT_KEYS]
+        parts = [_split_array(arrays[k], k, path) for k in dataset_arrays.SPLIT_KEYS]
         if len({len(p) for p in parts}) != 1:
             raise ValueError(
                 f"{path}: train_idx, query_idx and gallery_idx disagree on the "
                 f"number of splits: {[len(p) for p in parts]}"
             )
         lo, hi = (1, n) if one_based else (0, n - 1)
-        for key, p in zip(data.SPLIT_KEYS, parts, strict=True):
+        for key, p in zip(dataset_arrays.SPLIT_KEYS, parts, strict=True):
             bad = (p < lo) | (p > hi)
             if bad.any():
                 hint = "one_based=False" if one_based else "one_based=True"
@@ -137,12 +136,12 @@ def load_mat_features(
                 )
         offset = 1 if one_based else 0
         parts = [p.astype(np.int64) - offset for p in parts]
-        splits = tuple(data.Split(*(p[s] for p in parts)) for s in range(len(parts[0])))
+        splits = tuple(dataset_arrays.Split(*(p[s] for p in parts)) for s in range(len(parts[0])))
     name = os.path.splitext(os.path.basename(path))[0]
     return base.validated_dataset(arrays["features"], labels, cams, splits, name)
 
 
-def load_json_features(path, *, protocol_mat=None) -> data.Dataset:
+def load_json_features(path, *, protocol_mat=None) -> dataset_arrays.Dataset:
     """Reads the coursework's feature list with the CUHK03 new protocol (module docstring).
 
     Args:
@@ -177,7 +176,7 @@ def load_features_file(
     seed=0,
     one_based=None,
     protocol_mat=None,
-) -> data.Dataset:
+) -> dataset_arrays.Dataset:
     """Reads a feature file by its extension: `.npz`, `.mat` or `.json` (module docstring).
 
     Args:

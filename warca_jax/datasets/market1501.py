@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from warca_jax import data
+from warca_jax import dataset_arrays
 from warca_jax.datasets import base
 
 NAME = "market1501"
@@ -55,5 +55,7 @@ def load_market1501(root) -> base.ImageSet:
             labels.append(label)
             cams.append(int(match.group(2)))
         parts[folder] = np.arange(start, len(paths), dtype=np.int64)
-    split = data.Split(parts["bounding_box_train"], parts["query"], parts["bounding_box_test"])
+    split = dataset_arrays.Split(
+        parts["bounding_box_train"], parts["query"], parts["bounding_box_test"]
+    )
     return base.image_set(paths, labels, cams, (split,), NAME)

@@ -19,7 +19,7 @@ import zlib
 import numpy as np
 
 from warca_jax import bounded_reads, reads
-from warca_jax.data import (
+from warca_jax.dataset_arrays import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
     Dataset,
@@ -28,7 +28,7 @@ from warca_jax.data import (
     validate_arrays,
     validated_dataset,
 )
-from warca_jax.splits import random_splits
+from warca_jax.identity_splits import random_splits
 
 NPZ_EXPECTED = (
     "a .npz archive of named arrays, as numpy.savez writes it, e.g. "

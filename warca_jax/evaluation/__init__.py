@@ -78,6 +78,10 @@ true match at all are refused with a ValueError saying what and where.
 
 # Besides the API, the names that the single-module evaluation exposed (it imported them
 # for its own use) stay importable from here, as explicit re-exports: no caller breaks.
+from warca_jax.device_mesh import DATA as DATA
+from warca_jax.device_mesh import make_mesh as make_mesh
+from warca_jax.device_mesh import replicated as replicated
+from warca_jax.device_mesh import rows as rows
 from warca_jax.distances import DISTANCES, pairwise_distances, row_block
 from warca_jax.distances import block_distances as block_distances
 from warca_jax.distances import blocked_distances as blocked_distances
@@ -91,10 +95,6 @@ from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_recip
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.evaluation.torchreid import evaluate_rank
-from warca_jax.sharding import DATA as DATA
-from warca_jax.sharding import make_mesh as make_mesh
-from warca_jax.sharding import replicated as replicated
-from warca_jax.sharding import rows as rows
 
 __all__ = [
     "DISTANCES",

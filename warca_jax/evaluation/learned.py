@@ -8,7 +8,7 @@ ranked by the sort (``evaluate_distances``); single-shot and re-ranking as ``eva
 
 from __future__ import annotations
 
-from warca_jax.data import Dataset, Split, evaluation_cams
+from warca_jax.dataset_arrays import Dataset, Split, evaluation_cams
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances

@@ -11,7 +11,7 @@ For one block of ``b`` queries with ``k`` same-identity slots each (``_GallerySw
    (``c = gallery_chunk``) and adds up, per slot, the entries that come before it (one
    fused compare-and-sum over the tile per slot); it also returns the tile's own distance
    at each same-identity column. The gallery is sharded by rows over a 1-D device mesh
-   (``warca_jax.sharding``); each device scans its own chunks and the counts and distances
+   (``warca_jax.device_mesh``); each device scans its own chunks and the counts and distances
    are summed over devices (integers, and one nonzero term per distance: exact). The tile
    shape does not depend on the number of devices, so 1 and N devices give the same numbers.
 3. Where a threshold is not bit for bit the sweep's own distance, the block is swept again
@@ -34,8 +34,8 @@ import numpy as np
 from jax import shard_map
 from jax.sharding import Mesh, PartitionSpec
 
+from warca_jax.device_mesh import DATA, replicated, rows
 from warca_jax.distances import block_distances, sq_norms
-from warca_jax.sharding import DATA, replicated, rows
 
 GALLERY_CHUNK = 2048  # default gallery columns per distance tile of ``evaluate``
 
@@ -163,7 +163,7 @@ class _GallerySweep:
 
         Args:
           y: [ng, d] float32 gallery features. kept: [g] indices of the rows to rank (g > 0).
-          mesh: 1-D mesh over ``sharding.DATA``. distance: one of ``DISTANCES``.
+          mesh: 1-D mesh over ``device_mesh.DATA``. distance: one of ``DISTANCES``.
           chunk: gallery columns per distance tile.
         """
         self.mesh, self.chunk, self.num_cols = mesh, chunk, len(kept)

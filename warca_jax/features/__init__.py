@@ -19,14 +19,14 @@ from warca_jax.features.color_lbp import (
     EXTENDED_CHANNELS,
     color_lbp_dim,
 )
-from warca_jax.features.extract import (
+from warca_jax.features.extraction import (
     DESCRIPTORS,
     Descriptor,
     check_image_sizes,
     extract,
     extract_arrays,
 )
-from warca_jax.features.images import load_images
+from warca_jax.features.image_files import load_images
 from warca_jax.features.lomo import lomo_dim
 
 __all__ = [

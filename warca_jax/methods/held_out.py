@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, splits
+from warca_jax import evaluation, identity_splits
 from warca_jax.metric import Metric
 
 
@@ -43,14 +43,14 @@ class Held(NamedTuple):
 
 
 def split(labels: np.ndarray, fraction: float, *, seed: int) -> Held | str:
-    """Holds out the identities ``splits.held_out_ids`` draws (the project's one draw).
+    """Holds out the identities ``identity_splits.held_out_ids`` draws (the project's one draw).
 
     Returns:
       a ``Held``, or a sentence saying why nothing could be held out (fewer than 2
       identities to hold out, or fewer than 2 left to train on).
     """
     labels = np.asarray(labels)
-    chosen, eligible = splits.held_out_ids(labels, fraction, seed=seed)
+    chosen, eligible = identity_splits.held_out_ids(labels, fraction, seed=seed)
     num_val, num_ids = len(chosen), len(np.unique(labels))
     if num_val < 2 or num_ids - num_val < 2:
         return (

@@ -57,8 +57,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import data as data_lib
-from warca_jax import learner_loop, linalg
+from warca_jax import dataset_arrays, learner_loop, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
@@ -150,7 +149,7 @@ def _views(cams, y, cfg) -> np.ndarray | None:
     is "all", no cameras were given, or no identity is seen by two cameras."""
     if cams is None or cfg.get("pairs", "all") == "all":
         return None
-    cams = data_lib.integer_ids(cams, "cams", len(y), f"the features have {len(y)} rows")
+    cams = dataset_arrays.integer_ids(cams, "cams", len(y), f"the features have {len(y)} rows")
     key = np.unique(np.stack([y, cams]), axis=1)[0]  # one entry per (identity, camera)
     return cams if len(key) > len(np.unique(key)) else None
 

@@ -50,7 +50,7 @@ import zlib
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import bounded_reads, distances, kernels, reads, workdir
+from warca_jax import bounded_reads, distances, kernels, reads, run_files
 from warca_jax.metric import fields
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
@@ -331,7 +331,7 @@ class Metric:
         meta = {k: v for k, v in values.items() if k not in arrays and v is not None}
         meta["array_fields"] = sorted(arrays)
         # a file object: np.savez adds no ".npz" to a path that lacks it
-        with workdir.atomic_file(os.fspath(path), "wb") as f:
+        with run_files.atomic_file(os.fspath(path), "wb") as f:
             np.savez(f, meta=np.asarray(json.dumps(meta)), **arrays)
 
     @classmethod

@@ -14,10 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, datasets, defaults
-from warca_jax import data as data_lib
-from warca_jax import splits as splits_lib
-from warca_jax import workdir as workdir_lib
+from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits, run_files
 from warca_jax.datasets import npz_file
 from warca_jax.protocol.plan import data_config
 
@@ -36,7 +33,7 @@ def _stamp(path: str) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4)
-def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, str, str]:
+def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[dataset_arrays.Dataset, str, str]:
     """(dataset, data config it was made from, fingerprint) of ``data/<name>.npz``.
 
     ``stamp`` (mtime, size) keys the cache, so a file rebuilt since is read again.
@@ -59,25 +56,25 @@ def _read_stored(path: str, stamp: tuple[int, int]) -> tuple[data_lib.Dataset, s
         if missing:
             raise ValueError(f"it has no {missing[:3]}")
     except ValueError as e:
-        raise workdir_lib.DamagedFileError(
+        raise run_files.DamagedFileError(
             f"{path}: the stored dataset cannot be read back ({e})"
         ) from None
     splits = tuple(
-        data_lib.Split(idx[f"train_{s}"], idx[f"query_{s}"], idx[f"gallery_{s}"])
+        dataset_arrays.Split(idx[f"train_{s}"], idx[f"query_{s}"], idx[f"gallery_{s}"])
         for s in range(num)
     )
     same = bool(z.get("same_camera_matches", False))  # absent in older stores
-    ds = data_lib.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
+    ds = dataset_arrays.Dataset(z["features"], z["labels"], z["cams"], splits, str(z["name"]), same)
     fingerprint = config_checks.content_fingerprint(ds)
     if fingerprint != str(z["fingerprint"]):
-        raise workdir_lib.DamagedFileError(
+        raise run_files.DamagedFileError(
             f"{path}: the stored dataset is damaged: its arrays do not match the "
             "fingerprint stored with them"
         )
     return ds, str(z["config"]), fingerprint
 
 
-def load_stored(path: str, sha256: str | None = None) -> data_lib.Dataset:
+def load_stored(path: str, sha256: str | None = None) -> dataset_arrays.Dataset:
     """The stored dataset at ``path``; with ``sha256``, it must be that data."""
     ds, _, fingerprint = _read_stored(path, _stamp(path))
     if sha256 is not None and fingerprint != sha256:
@@ -95,14 +92,14 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     reused when it reads back whole (else it is rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    workdir_lib.makedirs(folder)
+    run_files.makedirs(folder)
     path = os.path.join(folder, f"{name}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)
     if os.path.exists(path):
         try:
             ds, old_key, fingerprint = _read_stored(path, _stamp(path))
-        except workdir_lib.DamagedFileError as e:
+        except run_files.DamagedFileError as e:
             logging.warning("%s; rebuilding it", e)
         else:
             if old_key == key:
@@ -114,7 +111,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
         arrays.update({f"train_{s}": sp.train_idx, f"query_{s}": sp.query_idx})
         arrays[f"gallery_{s}"] = sp.gallery_idx
     fingerprint = config_checks.content_fingerprint(ds)
-    with workdir_lib.atomic_file(path, "wb") as f:
+    with run_files.atomic_file(path, "wb") as f:
         np.savez(
             f,
             num_splits=len(ds.splits),
@@ -127,13 +124,13 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     return DataInfo(path, fingerprint, len(ds.splits))
 
 
-def validation_split(dataset: data_lib.Dataset, s: int, *, fraction: float, seed: int):
+def validation_split(dataset: dataset_arrays.Dataset, s: int, *, fraction: float, seed: int):
     """A validation split inside the training part of split ``s``: the identities
-    ``splits.held_out_ids`` draws from ``seed + s`` (the training seed of split ``s``, as in
+    ``identity_splits.held_out_ids`` draws from ``seed + s`` (the training seed of split ``s``, as in
     the pipeline), their images divided into query and gallery. Indices are into
     ``dataset``."""
     try:
-        return splits_lib.validation_split(
+        return identity_splits.validation_split(
             dataset.labels, dataset.cams, dataset.splits[s].train_idx,
             fraction=fraction, seed=seed + s, field="cv.val_fraction",
         )  # fmt: skip

@@ -17,9 +17,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from warca_jax import evaluation, methods, workdir_lock
-from warca_jax import workdir as workdir_lib
-from warca_jax.protocol import halving
+from warca_jax import evaluation, methods, run_files, workdir_lock
+from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import load_stored, validation_split
 from warca_jax.protocol.jobs import (
     TRAINING_FAILURES,
@@ -65,7 +64,7 @@ def run_grid_job(job: dict) -> dict:
     Returns:
       {"status": "done", "failures": [(point job, reason), ...]}.
     """
-    workdir_lib.makedirs(job["folder"])
+    run_files.makedirs(job["folder"])
     with workdir_lock.WorkdirLock(job["folder"]):
         return _Grid(job).run()
 
@@ -74,7 +73,7 @@ def _write_point(point: dict, res: dict | None, reason: str | None, extra: dict)
     """A grid point's outcome on one split: its result.json, or its failed.json."""
     if reason is None:
         try:
-            workdir_lib.write_json(point["result"], {**identity(point), **res, **extra})
+            run_files.write_json(point["result"], {**identity(point), **res, **extra})
             _remove(point["failed"])
             return
         except ValueError as e:  # a non-finite score: a failure, as a point job's
@@ -89,7 +88,7 @@ class _Grid:
         self.job = job
         self.grid = [tuple(g) for g in job["grid"]]
         self.splits = range(job["num_splits"])
-        # the point jobs by (CV split, grid index), as cv.grid_job lists them
+        # the point jobs by (CV split, grid index), as cross_validation.grid_job lists them
         self.points = {(p["split"], i % len(self.grid)): p for i, p in enumerate(job["points"])}
         first = self.points[(0, 0)]
         self.run_cfg = ml_collections.ConfigDict(first["config"])
@@ -167,7 +166,7 @@ class _Grid:
         scored = [p for p in live if all((c, p) in results for c in self.splits)]
         measure = self.job["measure"]
         means = {p: float(np.mean([results[(c, p)][measure] for c in self.splits])) for p in scored}
-        going = scored if last else halving.survivors(means, self.job["halving"])
+        going = scored if last else successive_halving.survivors(means, self.job["halving"])
         for p in live:
             if p not in going or last:
                 self._stop(p, step, results, halted=p not in going)
@@ -188,7 +187,7 @@ class _Grid:
 
     def _write_timing(self, wall: float) -> None:
         fits = list(self.fits.values())
-        workdir_lib.write_json(
+        run_files.write_json(
             os.path.join(self.job["folder"], "timing.json"),
             {
                 "dataset": self.job["dataset"],

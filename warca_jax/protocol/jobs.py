@@ -19,8 +19,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, learner_loop, pipeline, workdir_lock
-from warca_jax import workdir as workdir_lib
+from warca_jax import evaluation, learner_loop, pipeline, run_files, workdir_lock
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded
@@ -66,7 +65,7 @@ def make_job(
     # what the job computes: the fields that only change how it looks or where it keeps
     # things are left out, and so are fields at the value runs had before they existed,
     # so that an outcome is reused exactly when ``claim`` accepts the folder's config
-    canonical = workdir_lib.computed_fields(config)
+    canonical = run_files.computed_fields(config)
     return dict(
         kind=kind,
         dataset=name,
@@ -113,7 +112,7 @@ def _wrong_job(job: dict, obj) -> str | None:
 
 
 def _check_cv_result(job: dict, obj) -> str | None:
-    reason = _wrong_job(job, obj) or workdir_lib.finite_numbers(obj, CV_KEYS)
+    reason = _wrong_job(job, obj) or run_files.finite_numbers(obj, CV_KEYS)
     if reason:
         return reason
     bad = [k for k in CV_KEYS[:-1] if not 0 <= obj[k] <= 100]
@@ -139,7 +138,7 @@ def outcome(job: dict) -> tuple[str, object] | None:
     and treated as absent, so that the job is redone.
     """
     if job["kind"] == "cv":
-        res = workdir_lib.reuse_json(job["result"], functools.partial(_check_cv_result, job))
+        res = run_files.reuse_json(job["result"], functools.partial(_check_cv_result, job))
     else:
         res = pipeline.reuse_split(job["folder"], job["split"])
         reason = None if res is None else _wrong_job(job, res)
@@ -148,7 +147,7 @@ def outcome(job: dict) -> tuple[str, object] | None:
             res = None
     if res is not None:
         return "done", res
-    failed = workdir_lib.reuse_json(job["failed"], functools.partial(_check_failed, job))
+    failed = run_files.reuse_json(job["failed"], functools.partial(_check_failed, job))
     if failed is not None:
         return "failed", failed["error"]
     return None
@@ -178,7 +177,7 @@ def _job_cv(job: dict) -> None:
         **{k: float(res[k]) for k in ("rank1", "rank5", "rank10", "mAP")},
         "job_seconds": time.perf_counter() - t_job,
     }
-    workdir_lib.write_json(job["result"], out)  # a ValueError (a failure) if not finite
+    run_files.write_json(job["result"], out)  # a ValueError (a failure) if not finite
 
 
 def _job_run(job: dict) -> None:
@@ -188,7 +187,7 @@ def _job_run(job: dict) -> None:
     ds = load_stored(job["data"], job["data_sha256"])
     out = pipeline.run_split(ds, job["split"], run_cfg, job["folder"])
     out["job_seconds"] = time.perf_counter() - t_job
-    workdir_lib.write_json(job["result"], {**identity(job), **out})
+    run_files.write_json(job["result"], {**identity(job), **out})
 
 
 def _remove(path: str) -> None:
@@ -205,7 +204,7 @@ def run_job(job: dict) -> dict:
     The job's folder is locked while it runs (``workdir_lock``): a job another process is
     running is a ``WorkdirInUseError`` naming that process.
     """
-    workdir_lib.makedirs(job["folder"])
+    run_files.makedirs(job["folder"])
     with workdir_lock.WorkdirLock(job["folder"]):
         return _run_locked(job)
 
@@ -215,7 +214,7 @@ def _run_locked(job: dict) -> dict:
     if not reason:
         try:
             (_job_cv if job["kind"] == "cv" else _job_run)(job)
-        except workdir_lib.DamagedFileError:
+        except run_files.DamagedFileError:
             raise  # a damaged file, not an outcome of the job: never recorded as one
         except TRAINING_FAILURES as e:
             reason = f"{type(e).__name__}: {e}"
@@ -229,7 +228,7 @@ def _run_locked(job: dict) -> dict:
 def record_failure(job: dict, reason: str) -> None:
     """The job's failed.json with ``reason``; its result file, which cannot be sound, removed."""
     _remove(job["result"])
-    workdir_lib.write_json(job["failed"], {**identity(job), "status": "failed", "error": reason})
+    run_files.write_json(job["failed"], {**identity(job), "status": "failed", "error": reason})
 
 
 def claim(folder: str, run_cfg) -> None:
@@ -241,20 +240,20 @@ def claim(folder: str, run_cfg) -> None:
     presentation only (``workdir.IGNORED_FIELDS``: progress bars, the plot's ranks, the
     feature cache's folder) is refused, naming the fields.
     """
-    workdir_lib.makedirs(folder)
+    run_files.makedirs(folder)
     path = os.path.join(folder, "config.json")
     text = run_cfg.to_json_best_effort(indent=1, sort_keys=True)
-    old = workdir_lib.reuse_json(
+    old = run_files.reuse_json(
         path, lambda o: None if isinstance(o, dict) else f"a JSON {json_kind(o)}, not a config"
     )
     if old is None:
-        workdir_lib.write_text(path, text)
+        run_files.write_text(path, text)
         return
     # what differs, presentation-only fields (progress) left out, as the main job does
-    diffs = workdir_lib.config_differences(old, json.loads(text))
+    diffs = run_files.config_differences(old, json.loads(text))
     if diffs:
         raise ValueError(
             f"{folder} holds a run with a different config ({path}): "
-            f"{workdir_lib.describe_differences(diffs)}; use a new workdir or remove it to "
+            f"{run_files.describe_differences(diffs)}; use a new workdir or remove it to "
             "start over"
         )

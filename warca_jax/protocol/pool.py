@@ -18,8 +18,7 @@ import time
 import ml_collections
 from absl import logging
 
-from warca_jax import progress as progress_lib
-from warca_jax import workdir_lock
+from warca_jax import progress_report, workdir_lock
 from warca_jax.protocol import grid_job
 from warca_jax.protocol.jobs import claim, outcome
 
@@ -137,7 +136,7 @@ def execute(
       failed.json recorded a failure before (they are not run again).
     """
     todo, failures = _pending(jobs, desc)
-    bar = progress_lib.bar(
+    bar = progress_report.bar(
         len(jobs), desc, show=progress, unit="jobs", initial=len(jobs) - len(todo)
     )
 

@@ -16,8 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from warca_jax import plots
-from warca_jax import workdir as workdir_lib
+from warca_jax import plots, run_files
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import outcome
 from warca_jax.protocol.plan import Plan, run_method_config
@@ -189,7 +188,7 @@ def _md_table(header: list[str], rows: Iterable[list[str]]) -> str:
 
 
 def _write_csv(path: str, rows: list[list]) -> None:
-    with workdir_lib.atomic_file(path, "w", newline="") as f:
+    with run_files.atomic_file(path, "w", newline="") as f:
         csv.writer(f).writerows(rows)
 
 
@@ -240,7 +239,7 @@ def _write_table2(plan: Plan, workdir: str, results: dict) -> list[str]:
         written.append(path)
     parts += notes.lines()
     path = os.path.join(workdir, "table2.md")
-    workdir_lib.write_text(path, "\n".join(parts))
+    run_files.write_text(path, "\n".join(parts))
     written.append(path)
     return written
 
@@ -298,7 +297,7 @@ def _write_study(plan: Plan, workdir: str, results: dict) -> list[str]:
     csv_path = os.path.join(workdir, "study.csv")
     _write_csv(csv_path, csv_rows)
     path = os.path.join(workdir, "study.md")
-    workdir_lib.write_text(path, "\n".join(parts))
+    run_files.write_text(path, "\n".join(parts))
     return [csv_path, path]
 
 
@@ -348,6 +347,6 @@ def write_report(plan: Plan, workdir: str, results: dict) -> list[str]:
     written += _write_study(plan, workdir, results)
     written += _write_cmc_plots(plan, workdir, results)
     path = os.path.join(workdir, "results.json")
-    workdir_lib.write_json(path, results)
+    run_files.write_json(path, results)
     written.append(path)
     return written

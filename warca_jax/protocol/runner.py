@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from absl import logging
 
-from warca_jax import defaults
-from warca_jax import workdir as workdir_lib
-from warca_jax.protocol.cv import cv_jobs
+from warca_jax import defaults, run_files
+from warca_jax.protocol.cross_validation import cv_jobs
 from warca_jax.protocol.datasets import prepare_dataset
 from warca_jax.protocol.plan import Plan
 from warca_jax.protocol.pool import execute, shard
@@ -50,7 +49,7 @@ def run_protocol(
     plan = Plan(config, explicit=explicit)
     if not isinstance(workdir, str) or not workdir:
         raise ValueError(f"workdir must be a folder path, got {workdir!r}")
-    workdir_lib.prepare(workdir)
+    run_files.prepare(workdir)
     data = {name: prepare_dataset(config, name, workdir) for name in plan.datasets}
     check_applicable(plan, data)  # every learner checks every split before any training
     kw = dict(num_workers=num_workers, progress=defaults.progress_bars(config.progress))

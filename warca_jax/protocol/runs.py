@@ -12,7 +12,11 @@ import os
 from absl import logging
 
 from warca_jax import methods
-from warca_jax.protocol.cv import CrossValidationFailed, CrossValidationMissing, select
+from warca_jax.protocol.cross_validation import (
+    CrossValidationFailed,
+    CrossValidationMissing,
+    select,
+)
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 from warca_jax.protocol.jobs import make_job, safe
 from warca_jax.protocol.plan import Plan, run_config, run_method_config

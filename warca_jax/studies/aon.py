@@ -34,10 +34,16 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import data as data_lib
-from warca_jax import defaults, evaluation, kernels, losses, workdir_lock
-from warca_jax import progress as progress_lib
-from warca_jax import workdir as workdir_lib
+from warca_jax import (
+    dataset_arrays,
+    defaults,
+    evaluation,
+    kernels,
+    losses,
+    progress_report,
+    run_files,
+    workdir_lock,
+)
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
 
@@ -129,7 +135,7 @@ def run_name(penalty: str, lam: float, eta: float, split: int) -> str:
 
 
 def run_point(
-    dataset: data_lib.Dataset, config, *, penalty: str, lam: float, eta: float, split: int
+    dataset: dataset_arrays.Dataset, config, *, penalty: str, lam: float, eta: float, split: int
 ) -> dict:
     """Trains linear WARCA with one (penalty, lambda, eta) on one split and evaluates it.
 
@@ -171,20 +177,20 @@ class _Runs:
     def __init__(self, dataset, config, workdir: str, total: int):
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
-        workdir_lib.makedirs(self.folder)
+        run_files.makedirs(self.folder)
         bars = defaults.progress_bars(config.progress)
-        self.bar = progress_lib.bar(total, "aon study", show=bars, unit="fits")
+        self.bar = progress_report.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0
 
     def get(self, penalty: str, lam: float, eta: float, split: int) -> dict:
         path = os.path.join(self.folder, run_name(penalty, lam, eta, split))
-        done = workdir_lib.reuse_json(
-            path, workdir_lib.record_check(penalty=penalty, lam=lam, eta=eta, split=split)
+        done = run_files.reuse_json(
+            path, run_files.record_check(penalty=penalty, lam=lam, eta=eta, split=split)
         )
         if done is not None:
             return done
         rec = run_point(self.dataset, self.config, penalty=penalty, lam=lam, eta=eta, split=split)
-        workdir_lib.write_json(path, rec)
+        run_files.write_json(path, rec)
         self.trained += 1
         self.bar.update(1)
         rank1, cond = rec["rank1"], rec.get("condition_number")
@@ -333,7 +339,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     results["by_dataset"] = aon_report.by_dataset(
         results, tuple(config.study.get("compare_workdirs", ()))
     )
-    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
-    workdir_lib.write_text(os.path.join(workdir, "results.md"), aon_report.markdown(results))
+    run_files.write_json(os.path.join(workdir, "results.json"), results)
+    run_files.write_text(os.path.join(workdir, "results.md"), aon_report.markdown(results))
     aon_report.write_plots(results, workdir, config.eval.plot_max_rank)
     return results

@@ -12,8 +12,7 @@ import os
 
 import numpy as np
 
-from warca_jax import plots
-from warca_jax import workdir as workdir_lib
+from warca_jax import plots, run_files
 
 PLOTS = (
     "condition_number.png",
@@ -48,7 +47,7 @@ def by_dataset(results: dict, compare_workdirs) -> list[dict]:
                 f"study.compare_workdirs: {path} not found; expected the folder of a finished "
                 "AON study (python -m experiments.aon_study ... --workdir=FOLDER)"
             )
-        other = workdir_lib.read_json(path, what="AON study results")
+        other = run_files.read_json(path, what="AON study results")
         if not isinstance(other, dict) or "best" not in other or "dataset" not in other:
             raise ValueError(f"study.compare_workdirs: {path} is not an AON study's results.json")
         rows.append({"dataset": other["dataset"], "workdir": folder, "rank1": best_rank1(other)})

@@ -40,9 +40,17 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import data as data_lib
-from warca_jax import datasets, defaults, evaluation, methods, pipeline, plots, workdir_lock
-from warca_jax import workdir as workdir_lib
+from warca_jax import (
+    dataset_arrays,
+    datasets,
+    defaults,
+    evaluation,
+    methods,
+    pipeline,
+    plots,
+    run_files,
+    workdir_lock,
+)
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
 from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)
@@ -119,7 +127,7 @@ def _rank_k(cmc: np.ndarray, max_rank: int) -> np.ndarray:
 def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dict, Metric]:
     """Fits (or reuses) method ``label`` on split ``s``; returns (its results, its metric)."""
     stem = os.path.join(workdir, "fits", f"{_slug(label)}_split{s}")
-    done = workdir_lib.reuse_json(stem + ".json", workdir_lib.record_check(split=s))
+    done = run_files.reuse_json(stem + ".json", run_files.record_check(split=s))
     if done is not None and os.path.exists(stem + ".npz"):
         try:
             return done, Metric.load(stem + ".npz")
@@ -149,7 +157,7 @@ def fit_one(dataset, s: int, label: str, cfg, config, workdir: str) -> tuple[dic
         "history": [{k: _plain(v) for k, v in row.items()} for row in history],
     }
     metric.save(stem + ".npz")
-    workdir_lib.write_json(stem + ".json", out)
+    run_files.write_json(stem + ".json", out)
     logging.info(
         "%s split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
         label,
@@ -187,7 +195,7 @@ def markdown_table(summary: dict[str, dict], *, num_splits: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_data(config, cfgs, dataset: data_lib.Dataset) -> None:
+def _check_data(config, cfgs, dataset: dataset_arrays.Dataset) -> None:
     """Checks that need the data, before any fit."""
     if config.num_splits > len(dataset.splits):
         raise ValueError(
@@ -211,7 +219,7 @@ def _check_data(config, cfgs, dataset: data_lib.Dataset) -> None:
     split = dataset.splits[0]
     pick_queries(split, dataset, config.ranked.num_queries, config.ranked.seed)
     q, g = split.query_idx, split.gallery_idx
-    cams_q, cams_g = data_lib.evaluation_cams(dataset, q, g)
+    cams_q, cams_g = dataset_arrays.evaluation_cams(dataset, q, g)
     kept = _kept(dataset.labels[q], cams_q, dataset.labels[g], cams_g)
     fewest = int(kept.sum(axis=1).min())
     if config.ranked.top_k > fewest:
@@ -231,7 +239,7 @@ def _rank_k_files(summary: dict, config, workdir: str, title: str) -> dict:
     )
     table = markdown_table(summary, num_splits=config.num_splits)
     path = os.path.join(workdir, "rank_k.md")
-    workdir_lib.write_text(path, f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
+    run_files.write_text(path, f"Rank-k matching rates and mAP (%) on {title}.\n\n{table}")
     return {"rank_k": str(rank_k), "table": path}
 
 
@@ -243,7 +251,11 @@ def _ranked_list(dataset, metric: Metric, paths, config, workdir: str) -> tuple[
     dist = metric.pairwise_distances(dataset.features[q], dataset.features[g])
     lab = dataset.labels
     index, dists, matches = ranked_lists(
-        dist, lab[q], lab[g], *data_lib.evaluation_cams(dataset, q, g), top_k=config.ranked.top_k
+        dist,
+        lab[q],
+        lab[g],
+        *dataset_arrays.evaluation_cams(dataset, q, g),
+        top_k=config.ranked.top_k,
     )
     shown = g[index]  # dataset indices of the ranked entries
     figure = plots.plot_ranked_lists(
@@ -307,8 +319,8 @@ def run(config, workdir: str) -> dict:
     dataset = datasets.from_config(config.data, progress=defaults.progress_bars(config.progress))
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
-    workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)
-    workdir_lib.makedirs(os.path.join(workdir, "fits"))
+    run_files.prepare(workdir)  # made, and locked (one run per workdir)
+    run_files.makedirs(os.path.join(workdir, "fits"))
     pipeline.check_config_file(workdir, config)
 
     fits, metrics = {}, {}
@@ -338,5 +350,5 @@ def run(config, workdir: str) -> dict:
         "validation_cost": val,
         "files": files,
     }
-    workdir_lib.write_json(os.path.join(workdir, "results.json"), results)
+    run_files.write_json(os.path.join(workdir, "results.json"), results)
     return results

@@ -13,8 +13,7 @@ import os
 
 import numpy as np
 
-from warca_jax import data as data_lib
-from warca_jax import datasets
+from warca_jax import dataset_arrays, datasets
 
 
 def _kept(ql, qc, gl, gc) -> np.ndarray:
@@ -66,10 +65,10 @@ def ranked_lists(dist, query_labels, gallery_labels, query_cams, gallery_cams, *
     return index, distances, gl[index] == ql[:, None]
 
 
-def pick_queries(split: data_lib.Split, dataset: data_lib.Dataset, num: int, seed: int):
+def pick_queries(split: dataset_arrays.Split, dataset: dataset_arrays.Dataset, num: int, seed: int):
     """``num`` positions into ``split.query_idx`` drawn from ``seed`` among valid queries."""
     q, g = split.query_idx, split.gallery_idx
-    lab, (cam_q, cam_g) = dataset.labels, data_lib.evaluation_cams(dataset, q, g)
+    lab, (cam_q, cam_g) = dataset.labels, dataset_arrays.evaluation_cams(dataset, q, g)
     valid = np.flatnonzero(valid_queries(lab[q], cam_q, lab[g], cam_g))
     if num > len(valid):
         raise ValueError(
@@ -79,7 +78,7 @@ def pick_queries(split: data_lib.Split, dataset: data_lib.Dataset, num: int, see
     return np.random.default_rng(seed).choice(valid, size=num, replace=False)
 
 
-def image_paths(data_cfg, dataset: data_lib.Dataset) -> tuple[str, ...] | None:
+def image_paths(data_cfg, dataset: dataset_arrays.Dataset) -> tuple[str, ...] | None:
     """The image path of every sample when the dataset is read from images, else None."""
     if data_cfg.name == "synthetic":
         return None

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from warca_jax import data as data_lib
-from warca_jax import datasets, defaults, evaluation, methods, pipeline
-from warca_jax import workdir as workdir_lib
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline, run_files
 from warca_jax.metric import Metric
 
 
-def open_study(config, workdir: str, learners: Iterable, *, folder: str = "") -> data_lib.Dataset:
+def open_study(
+    config, workdir: str, learners: Iterable, *, folder: str = ""
+) -> dataset_arrays.Dataset:
     """The study's dataset (``config.data``), checked, and its workdir, ready.
 
     Every config of ``learners`` (a ``method`` section) is validated on the training part
@@ -24,13 +24,13 @@ def open_study(config, workdir: str, learners: Iterable, *, folder: str = "") ->
         validate = methods.get(cfg.name).validate
         for sp in dataset.splits:
             validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], cfg)
-    workdir_lib.prepare(workdir)  # made, and locked (one run per workdir)
-    workdir_lib.makedirs(os.path.join(workdir, folder))
+    run_files.prepare(workdir)  # made, and locked (one run per workdir)
+    run_files.makedirs(os.path.join(workdir, folder))
     pipeline.check_config_file(workdir, config)
     return dataset
 
 
-def euclidean_rank1(dataset: data_lib.Dataset, eval_cfg) -> list[float]:
+def euclidean_rank1(dataset: dataset_arrays.Dataset, eval_cfg) -> list[float]:
     """Rank-1 of the Euclidean distance (nothing learned) on every split's test part."""
     ident = Metric("identity", dataset.features.shape[1], name="euclidean")
     return [

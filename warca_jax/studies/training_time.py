@@ -30,9 +30,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import data as data_lib
-from warca_jax import evaluation, methods, plots, workdir_lock
-from warca_jax import workdir as workdir_lib
+from warca_jax import dataset_arrays, evaluation, methods, plots, run_files, workdir_lock
 from warca_jax.studies import shared
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config
@@ -82,7 +80,13 @@ def warm_up(fit: Callable, x, y, cfg, *, seed: int) -> float:
 
 
 def rank1_curve(
-    dataset: data_lib.Dataset, split: int, cfg, eval_cfg, *, seed: int, fit: Callable | None = None
+    dataset: dataset_arrays.Dataset,
+    split: int,
+    cfg,
+    eval_cfg,
+    *,
+    seed: int,
+    fit: Callable | None = None,
 ) -> dict:
     """Trains ``cfg`` on one split and samples test rank-1 after every logged chunk.
 
@@ -137,7 +141,7 @@ def _method_curves(name: str, dataset, config, workdir: str) -> dict:
     per_split = []
     for s, sp in enumerate(dataset.splits):
         path = os.path.join(workdir, "curves", f"{name}_split{s}.json")
-        done = workdir_lib.reuse_json(path, workdir_lib.record_check(split=s))
+        done = run_files.reuse_json(path, run_files.record_check(split=s))
         if done is not None:
             per_split.append(done)
             continue
@@ -146,7 +150,7 @@ def _method_curves(name: str, dataset, config, workdir: str) -> dict:
         warm = warm_up(fit, x, y, cfg, seed=seed)
         curve = rank1_curve(dataset, s, cfg, config.eval, seed=seed, fit=fit)
         curve = {"split": s, "warm_up_first_chunk_seconds": warm, **curve}
-        workdir_lib.write_json(path, curve)
+        run_files.write_json(path, curve)
         logging.info(
             "%s split %d: rank1 %.1f after %.2fs of training (warm-up chunk %.2fs)",
             name,
@@ -195,7 +199,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
     if config.eval.baseline:
         r1 = shared.euclidean_rank1(dataset, config.eval)
         results["baseline_euclidean"] = {"rank1": r1, "rank1_mean": float(np.mean(r1))}
-    workdir_lib.write_json(os.path.join(workdir, "curves.json"), results)
+    run_files.write_json(os.path.join(workdir, "curves.json"), results)
     plots.plot_rank1_vs_seconds(
         {name: [(c["seconds"], c["rank1"]) for c in out[name]["splits"]] for name in METHODS},
         os.path.join(workdir, PLOT),

@@ -6,8 +6,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import data as data_lib
-from warca_jax import kernels, losses, optim, sampling
+from warca_jax import dataset_arrays, kernels, losses, optim, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import lam_select, prepare
 
@@ -208,7 +207,7 @@ def pair_cams(cams, labels, cfg):
     """
     if cams is None or cfg.positives == "all":
         return None
-    cams = data_lib.integer_ids(
+    cams = dataset_arrays.integer_ids(
         cams, "cams", len(labels), f"the training features have {len(labels)} rows"
     )
     # some identity is seen by two cameras iff it has two distinct (label, camera) pairs

@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from warca_jax import kernels, learner_loop, sampling
-from warca_jax import sharding as sharding_lib
+from warca_jax import device_mesh, kernels, learner_loop, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import config, lam_select, prepare, step
 from warca_jax.methods.warca.nystroem import nystroem_features
@@ -124,7 +123,7 @@ def _forms(cfg) -> tuple[bool, bool]:
 def _pair_table(labels, cams, cfg, mesh) -> sampling.PairTable:
     """The positive pairs S (cross-camera ones with ``cams``, ``config.pair_cams``) on the mesh."""
     table = sampling.make_pair_table(labels, config.pair_cams(cams, labels, cfg))
-    return jax.device_put(table, sharding_lib.replicated(mesh))
+    return jax.device_put(table, device_mesh.replicated(mesh))
 
 
 def _warn_full_candidates(cfg, n: int) -> None:
@@ -152,7 +151,7 @@ def fit(
     """Learns a WARCA metric.
 
     Training runs on a mesh of ``cfg.num_devices`` devices (0: all; see
-    ``warca_jax.sharding``): one device is a mesh of one, and N devices give the
+    ``warca_jax.device_mesh``): one device is a mesh of one, and N devices give the
     one-device result up to float rounding (same seed, same draws). With
     ``cfg.kernel_approx == "nystroem"`` the kernel form is replaced by linear WARCA on
     the Nystroem features of ``cfg.num_landmarks`` landmarks (``nystroem_features``),
@@ -241,14 +240,14 @@ class Prepared(NamedTuple):
 
     def hyper(self, cfg) -> step.Hyperparams:
         """lambda and eta of ``cfg`` on the mesh, as the compiled chunk takes them."""
-        return jax.device_put(step.hyperparams(cfg), sharding_lib.replicated(self.mesh))
+        return jax.device_put(step.hyperparams(cfg), device_mesh.replicated(self.mesh))
 
     def init_state(self, cfg):
         """Step 0 at ``cfg``'s hyperparameters: a copy of the initial parameters (the chunk
         donates its state), a fresh optimiser state, on the mesh."""
         params = jnp.array(self.params, copy=True)
         state = step.init_state(cfg, step.hyperparams(cfg), params)
-        return jax.device_put(state, sharding_lib.replicated(self.mesh))
+        return jax.device_put(state, device_mesh.replicated(self.mesh))
 
     def metric(self, params) -> Metric:
         """The ``Metric`` of parameters learned on this problem."""
@@ -261,7 +260,7 @@ class Prepared(NamedTuple):
 def prepare_fit(data, cfg, *, seed: int, cams) -> Prepared:
     """The shared part of ``fit`` on validated ``data`` (``config.validate``)."""
     x = data.x
-    mesh = sharding_lib.make_mesh(cfg.num_devices)
+    mesh = device_mesh.make_mesh(cfg.num_devices)
     nystroem, kernel_form = _forms(cfg)
     table = _pair_table(data.y, cams, cfg, mesh)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
@@ -285,7 +284,7 @@ def prepare_fit(data, cfg, *, seed: int, cams) -> Prepared:
     chunk = step.compiled_chunk(structural, kernel_form, mesh)
     # every input of the compiled chunk on the mesh from the start, as its outputs will be,
     # so that the second call does not compile again for new input shardings
-    key_train = jax.device_put(key_train, sharding_lib.replicated(mesh))
+    key_train = jax.device_put(key_train, device_mesh.replicated(mesh))
     return Prepared(
         cfg, data, problem, feats, params, table, key_train, structural, chunk, mesh,
         kernel_form, t0,

@@ -7,8 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import linalg, sampling
-from warca_jax import sharding as sharding_lib
+from warca_jax import device_mesh, linalg, sampling
 
 # A mean squared distance below this fraction of the mean squared norm (of the mean kernel
 # diagonal) is rounding, not spread: float64 sums of float32 features, float32 kernels.
@@ -199,7 +198,7 @@ def place(mesh, feats, params, scale: float = 1.0):
     # On several devices, whole blocks of the violator selection on each, so that the
     # [B, N] search stays split by candidate (unaligned blocks make XLA gather the rows).
     block = sampling.SELECT_WIDTH if mesh.devices.size > 1 else 1
-    rows = sharding_lib.pad_to_multiple(n, mesh, block=block)
+    rows = device_mesh.pad_to_multiple(n, mesh, block=block)
     shape = (rows, *feats.shape[1:])
 
     def scaled(a):
@@ -215,5 +214,5 @@ def place(mesh, feats, params, scale: float = 1.0):
         out[:take] = scaled(feats[start : start + take])
         return out[(slice(None), *index[1:])]
 
-    feats = jax.make_array_from_callback(shape, sharding_lib.rows(mesh), block)
-    return feats, jax.device_put(params, sharding_lib.replicated(mesh))
+    feats = jax.make_array_from_callback(shape, device_mesh.rows(mesh), block)
+    return feats, jax.device_put(params, device_mesh.replicated(mesh))

@@ -37,8 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from warca_jax import learner_loop, losses, optim, sampling
-from warca_jax import sharding as sharding_lib
+from warca_jax import device_mesh, learner_loop, losses, optim, sampling
 
 
 class Hyperparams(NamedTuple):
@@ -146,7 +145,7 @@ def _search(cfg, table, draw: _Draw, ea, ep, ec, *, rows: int, constrain) -> _Se
     d_ij = losses.distance(ea - ep)
     # the violator search runs where its candidates live: split by candidate over
     # all N, by pair over a pool.
-    spec = (sharding_lib.DATA, None) if draw.cand is not None else (None, sharding_lib.DATA)
+    spec = (device_mesh.DATA, None) if draw.cand is not None else (None, device_mesh.DATA)
     d_ik = constrain(losses.candidate_distances(ea, ec), *spec)
     negative = constrain(negative, *spec)
     viol = sampling.find_violators(
@@ -218,7 +217,7 @@ def primal_step(cfg, mesh=None) -> Callable:
         w = state.params
         draw = _draw(cfg, table, bits)
         if draw.cand is None:  # embed every training point once
-            emb = constrain(x @ w.T, sharding_lib.DATA, None)
+            emb = constrain(x @ w.T, device_mesh.DATA, None)
             ea, ep, ec = emb[draw.i], emb[draw.j], emb
         else:  # embed only the minibatch and the pool
             ea, ep, ec = x[draw.i] @ w.T, x[draw.j] @ w.T, x[draw.cand] @ w.T
@@ -248,7 +247,7 @@ def kernel_step(cfg, mesh=None) -> Callable:
         a = state.params
         n, rows = table.labels.shape[0], gram.shape[0]
         draw = _draw(cfg, table, bits)
-        emb = constrain(gram @ a.T, sharding_lib.DATA, None)  # [rows, D']: K A^T
+        emb = constrain(gram @ a.T, device_mesh.DATA, None)  # [rows, D']: K A^T
         ea, ep = emb[draw.i], emb[draw.j]
         ec = emb if draw.cand is None else emb[draw.cand]
         s = _search(cfg, table, draw, ea, ep, ec, rows=rows, constrain=constrain)

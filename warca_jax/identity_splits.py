@@ -1,7 +1,7 @@
 """Identity splits: the one home of the random draws that cut a dataset into splits.
 
 Every split is a pure function of labels, cameras and a seed, checked by
-``data.validate_split``:
+``validate_split``:
 
 * ``random_splits``: split s draws (``np.random.default_rng([seed, s])``) its test
   identities at random, all images of the others for training; each test identity's images
@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax import data
+from warca_jax.dataset_arrays import Split, check_matches, integer_ids, validate_split
 
 
 def random_splits(
     labels, cams, *, num_splits, num_train_ids=None, num_test_ids=None, seed=0
-) -> tuple[data.Split, ...]:
+) -> tuple[Split, ...]:
     """Draws random identity splits for the single-shot cross-camera protocol.
 
     Split s permutes the identities with `np.random.default_rng([seed, s])`; the first
@@ -56,8 +56,8 @@ def random_splits(
     Returns:
       S validated splits with sorted int64 indices.
     """
-    labels = data.integer_ids(labels, "labels")
-    cams = data.integer_ids(cams, "cams")
+    labels = integer_ids(labels, "labels")
+    cams = integer_ids(cams, "cams")
     if len(labels) != len(cams):
         raise ValueError(f"labels and cams differ in length: {len(labels)} vs {len(cams)}")
     if int(num_splits) < 1:
@@ -102,8 +102,8 @@ def random_splits(
                 "identities has two or more images"
             )
         train = np.sort(np.concatenate(train)).astype(np.int64)
-        split = data.Split(train, query, gallery)
-        data.validate_split(split, labels, n=len(labels), where=f"random split {s}")
+        split = Split(train, query, gallery)
+        validate_split(split, labels, n=len(labels), where=f"random split {s}")
         splits.append(split)
     return tuple(splits)
 
@@ -155,7 +155,7 @@ def held_out_ids(labels, fraction: float, *, seed: int) -> tuple[np.ndarray, int
 
 def validation_split(
     labels, cams, train_idx, *, fraction: float, seed: int, field: str = "val_fraction"
-) -> data.Split:
+) -> Split:
     """The identities ``held_out_ids`` draws from ``seed`` held out of a training part, their
     images divided into query and gallery (`query_gallery`); the rest stay for training.
 
@@ -175,9 +175,9 @@ def validation_split(
       ValueError: `fraction` outside (0, 1), fewer than 2 identities held out or left
         for training, or a part without what it needs (a query, a positive pair).
     """
-    labels = data.integer_ids(labels, "labels")
-    cams = data.integer_ids(cams, "cams")
-    train_idx = data.integer_ids(train_idx, "train_idx")
+    labels = integer_ids(labels, "labels")
+    cams = integer_ids(cams, "cams")
+    train_idx = integer_ids(train_idx, "train_idx")
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"{field} must be in (0, 1) to hold identities out; got {fraction}")
@@ -198,8 +198,8 @@ def validation_split(
     groups = [train_idx[labels[train_idx] == i] for i in held]
     rng = np.random.default_rng([int(seed), HELD_OUT_SALT, 1])  # the query cameras
     query, gallery = query_gallery(groups, cams, rng)
-    split = data.Split(np.sort(train_idx[~is_val]), query, gallery)
-    data.validate_split(split, labels, n=len(labels), where=f"{field}={fraction}: validation split")
+    split = Split(np.sort(train_idx[~is_val]), query, gallery)
+    validate_split(split, labels, n=len(labels), where=f"{field}={fraction}: validation split")
     return split
 
 
@@ -234,7 +234,7 @@ def probe_gallery_splits(
     test_id_sets=None,
     gallery_draw=False,
     name="dataset",
-) -> tuple[data.Split, ...]:
+) -> tuple[Split, ...]:
     """Draws identity splits with one (or a few) probes per test identity (module docstring).
 
     Args:
@@ -298,9 +298,9 @@ def probe_gallery_splits(
             rest = np.sort(rng.choice(rest, n_train, replace=False))
         per_id, where = (probes_per_id, gallery_per_id), f"{name} split {s}"
         split = _draw_split(rng, groups, test, rest, masks, *per_id, gallery_draw)
-        data.validate_split(split, labels, n=len(labels), where=where)
+        validate_split(split, labels, n=len(labels), where=where)
         same = bool(gallery_draw)
-        data.check_matches(split, labels, cams, where=where, every=True, same_camera_matches=same)
+        check_matches(split, labels, cams, where=where, every=True, same_camera_matches=same)
         splits.append(split)
     return tuple(splits)
 
@@ -380,7 +380,7 @@ def _fixed_test_sets(test_id_sets, ids, eligible, rule: str, name: str) -> list[
 
 def _draw_split(
     rng, groups, test, rest, masks, probes_per_id, gallery_per_id, gallery_draw=False
-) -> data.Split:
+) -> Split:
     """The split of test identities ``test`` and training identities ``rest`` (positions
     into ``groups``): each test identity's probes and gallery drawn from ``rng``."""
     query, gallery = [], []
@@ -395,6 +395,6 @@ def _draw_split(
             single.append(idx[one : one + 1])
             others.append(np.delete(idx, one))
     train = [groups[g] for g in rest] or [np.zeros(0, np.int64)]
-    return data.Split(
+    return Split(
         *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))
     )

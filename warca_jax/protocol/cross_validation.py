@@ -19,9 +19,8 @@ import os
 
 import numpy as np
 
-from warca_jax import methods
-from warca_jax import workdir as workdir_lib
-from warca_jax.protocol import halving as halving_lib
+from warca_jax import methods, run_files
+from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.jobs import make_job, outcome, safe
 from warca_jax.protocol.plan import Plan, method_config, run_config, run_method_config
@@ -88,7 +87,7 @@ def grid_job(plan: Plan, workdir: str, info: DataInfo, name: str, label: str) ->
         grid=[list(p) for p in plan.grid(label)],
         num_splits=cv.num_splits,
         halving=halving,
-        rungs=halving_lib.rungs(num_iters, log_every, len(plan.grid(label)), halving),
+        rungs=successive_halving.rungs(num_iters, log_every, len(plan.grid(label)), halving),
         measure=cv.measure,
     )
 
@@ -167,6 +166,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    workdir_lib.makedirs(base)
-    workdir_lib.write_json(os.path.join(base, "selected.json"), out)
+    run_files.makedirs(base)
+    run_files.write_json(os.path.join(base, "selected.json"), out)
     return out

@@ -50,8 +50,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import bounded_reads, reads, workdir
-from warca_jax.features import images as images_lib
+from warca_jax import bounded_reads, reads, run_files
+from warca_jax.features import image_files
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -84,7 +84,7 @@ def entry_key(paths: Sequence[str], *, descriptor: str, options: dict, height: i
         "height": height,
         "width": width,
         "code_version": CODE_VERSIONS.get(descriptor, 0),
-        "image_reading": images_lib.READ_VERSION,
+        "image_reading": image_files.READ_VERSION,
         "format": FORMAT,
     }
     h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
@@ -192,10 +192,10 @@ class Entry:
         """(None, the JSON record) when it is for these inputs, else (the reason, None)."""
         try:
             reads.regular_file(self.json_path, what="its record")
-            record = workdir.read_json(self.json_path, what="feature cache record")
+            record = run_files.read_json(self.json_path, what="feature cache record")
         except reads.NotARegularFileError as e:  # a FIFO or device: refused, never opened
             return f"is refused ({e})", None
-        except (workdir.DamagedFileError, OSError):
+        except (run_files.DamagedFileError, OSError):
             return f"has a damaged record ({self.json_path} does not parse)", None
         if not isinstance(record, dict) or record.get("key") != self.key:
             return (
@@ -214,7 +214,7 @@ class Entry:
             ), None
         if newest < time.time_ns() - RACY_NS:  # same bytes, new stamps (copied, touched)
             try:
-                workdir.write_json(self.json_path, {**record, "stamps": stamps})
+                run_files.write_json(self.json_path, {**record, "stamps": stamps})
             except OSError:
                 pass  # a read-only cache is still read; its next read hashes again
         return None, record
@@ -249,13 +249,13 @@ class Entry:
             **self.stamps,
         }
         try:
-            workdir.makedirs(os.path.dirname(self.array_path))
-            with workdir.atomic_file(self.array_path, "wb") as f:
+            run_files.makedirs(os.path.dirname(self.array_path))
+            with run_files.atomic_file(self.array_path, "wb") as f:
                 np.save(f, features)
-            workdir.write_json(self.json_path, record)
+            run_files.write_json(self.json_path, record)
         except OSError as e:  # a read-only cache costs the cache, not the features
             if e.errno not in _READ_ONLY:  # a full disk or a size limit: stop, naming it
-                raise workdir.write_error(self.array_path, e) from e
+                raise run_files.write_error(self.array_path, e) from e
             logging.warning(
                 "feature cache %s not written (%s); continuing uncached", self.array_path, e
             )

@@ -1,17 +1,18 @@
-"""Tests for warca_jax/data.py."""
+"""Tests for warca_jax/dataset_arrays.py."""
 
 import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import data, datasets, defaults, pipeline
-from warca_jax import splits as splits_lib
-from warca_jax.data import Split
+from warca_jax import dataset_arrays, datasets, defaults, identity_splits, pipeline
+from warca_jax.dataset_arrays import Split
 from warca_jax.datasets import npz_file
 
 
 def _small(num_ids=10, seed=0):
-    return data.make_synthetic(num_ids=num_ids, dim=16, signal_dim=4, num_nuisance=2, seed=seed)
+    return dataset_arrays.make_synthetic(
+        num_ids=num_ids, dim=16, signal_dim=4, num_nuisance=2, seed=seed
+    )
 
 
 def _assert_splits_equal(a, b):
@@ -28,8 +29,8 @@ def _assert_splits_equal(a, b):
 @pytest.mark.parametrize("num_splits", [1, 3])
 def test_npz_round_trip(tmp_path, num_splits):
     features, labels, cams = _small()
-    splits = splits_lib.random_splits(labels, cams, num_splits=num_splits, seed=4)
-    stacked = [np.stack([getattr(s, k) for s in splits]) for k in data.SPLIT_KEYS]
+    splits = identity_splits.random_splits(labels, cams, num_splits=num_splits, seed=4)
+    stacked = [np.stack([getattr(s, k) for s in splits]) for k in dataset_arrays.SPLIT_KEYS]
     if num_splits == 1:
         stacked = [x[0] for x in stacked]
         assert stacked[0].ndim == 1
@@ -39,7 +40,7 @@ def test_npz_round_trip(tmp_path, num_splits):
         features=features.astype(np.float64),
         labels=labels,
         cams=cams,
-        **dict(zip(data.SPLIT_KEYS, stacked, strict=True)),
+        **dict(zip(dataset_arrays.SPLIT_KEYS, stacked, strict=True)),
     )
     ds = npz_file.load_npz(path, num_splits=7)
     assert ds.name == "feats"
@@ -55,7 +56,7 @@ def test_npz_without_splits_draws_random_splits(tmp_path):
     path = tmp_path / "plain.npz"
     np.savez(path, features=features, labels=labels.astype(np.float32), cams=cams)
     ds = npz_file.load_npz(path, num_splits=3, num_test_ids=4, seed=2)
-    expected = splits_lib.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
+    expected = identity_splits.random_splits(labels, cams, num_splits=3, num_test_ids=4, seed=2)
     _assert_splits_equal(ds.splits, expected)
     assert len(np.unique(ds.labels[ds.splits[0].query_idx])) == 4
 
@@ -82,7 +83,9 @@ def test_npz_without_cameras_has_one_camera_per_image_and_trains(tmp_path):
     split = ds.splits[0]
     cfg = defaults.overridden(defaults.method_config("warca"), dim=4, num_iters=20, log_every=10)
     metric, _ = pipeline.fit_method(
-        ds.features[split.train_idx], ds.labels[split.train_idx], cfg,
+        ds.features[split.train_idx],
+        ds.labels[split.train_idx],
+        cfg,
         cams=ds.cams[split.train_idx],
     )
     assert np.all(np.isfinite(metric.projection))
@@ -90,7 +93,7 @@ def test_npz_without_cameras_has_one_camera_per_image_and_trains(tmp_path):
 
 def test_npz_some_split_keys_missing(tmp_path):
     features, labels, cams = _small()
-    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
+    split = identity_splits.random_splits(labels, cams, num_splits=1)[0]
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -106,7 +109,7 @@ def test_npz_some_split_keys_missing(tmp_path):
 
 def test_npz_split_count_mismatch(tmp_path):
     features, labels, cams = _small()
-    splits = splits_lib.random_splits(labels, cams, num_splits=3)
+    splits = identity_splits.random_splits(labels, cams, num_splits=3)
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -123,7 +126,7 @@ def test_npz_split_count_mismatch(tmp_path):
 
 def test_npz_bad_split_names_the_split(tmp_path):
     features, labels, cams = _small()
-    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
+    split = identity_splits.random_splits(labels, cams, num_splits=1)[0]
     path = tmp_path / "x.npz"
     np.savez(
         path,
@@ -180,12 +183,14 @@ def _bad_arrays(case):
 )
 def test_validate_arrays_errors(case, pattern):
     with pytest.raises(ValueError, match=pattern):
-        data.validate_arrays(*_bad_arrays(case))
+        dataset_arrays.validate_arrays(*_bad_arrays(case))
 
 
 def test_validate_arrays_converts():
     features, labels, cams = _small()
-    f, y, c = data.validate_arrays(features.astype(np.float64), labels.astype(float), cams)
+    f, y, c = dataset_arrays.validate_arrays(
+        features.astype(np.float64), labels.astype(float), cams
+    )
     assert (f.dtype, y.dtype, c.dtype) == (np.float32, np.int64, np.int64)
     np.testing.assert_array_equal(y, labels)
 
@@ -235,10 +240,12 @@ def _bad_split(case, split, labels):
 )
 def test_validate_split_errors(case, pattern):
     _, labels, cams = _small()
-    split = splits_lib.random_splits(labels, cams, num_splits=1)[0]
-    data.validate_split(split, labels, n=len(labels))
+    split = identity_splits.random_splits(labels, cams, num_splits=1)[0]
+    dataset_arrays.validate_split(split, labels, n=len(labels))
     with pytest.raises(ValueError, match="split 5: " + pattern):
-        data.validate_split(_bad_split(case, split, labels), labels, n=len(labels), where="split 5")
+        dataset_arrays.validate_split(
+            _bad_split(case, split, labels), labels, n=len(labels), where="split 5"
+        )
 
 
 # --- random_splits -----------------------------------------------------------------------
@@ -246,9 +253,9 @@ def test_validate_split_errors(case, pattern):
 
 def test_random_splits_deterministic():
     _, labels, cams = _small(num_ids=30)
-    a = splits_lib.random_splits(labels, cams, num_splits=3, seed=1)
-    _assert_splits_equal(a, splits_lib.random_splits(labels, cams, num_splits=3, seed=1))
-    b = splits_lib.random_splits(labels, cams, num_splits=3, seed=2)
+    a = identity_splits.random_splits(labels, cams, num_splits=3, seed=1)
+    _assert_splits_equal(a, identity_splits.random_splits(labels, cams, num_splits=3, seed=1))
+    b = identity_splits.random_splits(labels, cams, num_splits=3, seed=2)
     assert not np.array_equal(a[0].train_idx, b[0].train_idx)
     assert not np.array_equal(a[0].train_idx, a[1].train_idx)
 
@@ -261,7 +268,7 @@ def test_random_splits_properties():
     cams[labels < 6] = 1
     keep = ~((labels == 0) & (np.arange(len(labels)) % 5 > 0))
     labels, cams = labels[keep], cams[keep]
-    for split in splits_lib.random_splits(labels, cams, num_splits=5, seed=3):
+    for split in identity_splits.random_splits(labels, cams, num_splits=5, seed=3):
         tr, q, g = split
         all_idx = np.concatenate([tr, q, g])
         np.testing.assert_array_equal(np.sort(all_idx), np.arange(len(labels)))
@@ -283,7 +290,9 @@ def test_random_splits_properties():
 
 def test_random_splits_sizes():
     _, labels, cams = _small(num_ids=20)
-    split = splits_lib.random_splits(labels, cams, num_splits=1, num_train_ids=5, num_test_ids=7)[0]
+    split = identity_splits.random_splits(
+        labels, cams, num_splits=1, num_train_ids=5, num_test_ids=7
+    )[0]
     assert len(np.unique(labels[split.train_idx])) == 5
     assert len(np.unique(labels[np.concatenate(split[1:])])) == 7
 
@@ -299,7 +308,7 @@ def test_random_splits_sizes():
 def test_random_splits_errors(labels, kwargs, pattern):
     cams = np.arange(len(labels)) % 2
     with pytest.raises(ValueError, match=pattern):
-        splits_lib.random_splits(labels, cams, num_splits=3, **kwargs)
+        identity_splits.random_splits(labels, cams, num_splits=3, **kwargs)
 
 
 # --- validation_split --------------------------------------------------------------------
@@ -307,9 +316,9 @@ def test_random_splits_errors(labels, kwargs, pattern):
 
 def test_validation_split_holds_identities_out_of_a_training_part():
     _, labels, cams = _small(num_ids=30)
-    (split,) = splits_lib.random_splits(labels, cams, num_splits=1, seed=0)
-    val = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
-    again = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
+    (split,) = identity_splits.random_splits(labels, cams, num_splits=1, seed=0)
+    val = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
+    again = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
     _assert_splits_equal([val], [again])
     held = np.concatenate([val.query_idx, val.gallery_idx])
     np.testing.assert_array_equal(np.sort(np.concatenate([val.train_idx, held])), split.train_idx)
@@ -321,7 +330,7 @@ def test_validation_split_holds_identities_out_of_a_training_part():
             val.gallery_idx[labels[val.gallery_idx] == i],
         )
         assert len(np.unique(cams[q])) == 1 and not np.isin(cams[g], cams[q]).any()
-    other = splits_lib.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=1)
+    other = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=1)
     assert not np.array_equal(other.train_idx, val.train_idx)
 
 
@@ -342,7 +351,7 @@ def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
         for val in (
             pipeline.validation_split(dataset, s, config),
             protocol.validation_split(dataset, s, fraction=0.2, seed=config.seed),
-            splits_lib.validation_split(
+            identity_splits.validation_split(
                 dataset.labels, dataset.cams, train, fraction=0.2, seed=fit_seed
             ),
         ):
@@ -365,7 +374,9 @@ def test_validation_split_errors(num_ids, fraction, pattern):
     labels = np.repeat(np.arange(num_ids), 2)
     cams = np.arange(len(labels)) % 2
     with pytest.raises(ValueError, match=pattern):
-        splits_lib.validation_split(labels, cams, np.arange(len(labels)), fraction=fraction, seed=0)
+        identity_splits.validation_split(
+            labels, cams, np.arange(len(labels)), fraction=fraction, seed=0
+        )
 
 
 # --- make_synthetic ----------------------------------------------------------------------
@@ -399,10 +410,10 @@ def _config(**overrides):
 
 def test_load_dataset_synthetic():
     ds = datasets.from_config(_config())
-    x, y, c = data.make_synthetic(**_config().synthetic.to_dict(), seed=5)
+    x, y, c = dataset_arrays.make_synthetic(**_config().synthetic.to_dict(), seed=5)
     np.testing.assert_array_equal(ds.features, x)
     assert ds.name == "synthetic" and len(ds.splits) == 2
-    _assert_splits_equal(ds.splits, splits_lib.random_splits(y, c, num_splits=2, seed=5))
+    _assert_splits_equal(ds.splits, identity_splits.random_splits(y, c, num_splits=2, seed=5))
 
 
 def test_load_dataset_npz(tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import data, datasets, evaluation, methods, pipeline, plots, run_plots
+from warca_jax import dataset_arrays, datasets, evaluation, methods, pipeline, plots, run_plots
 from warca_jax.metric import Metric
 
 get_config = config_module("warca").get_config
@@ -160,7 +160,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_user_npz_with_fixed_splits(tmp_path):
-    x, y, cams = data.make_synthetic(
+    x, y, cams = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=1
     )
     train_idx = np.nonzero(y < 20)[0]
@@ -197,6 +197,7 @@ def test_bad_data_is_refused_before_any_training(tmp_path):
 ORL = fixture_trees.ORL
 
 
+@pytest.mark.real_data
 @pytest.mark.slow
 @pytest.mark.skipif(not ORL.is_dir(), reason=f"the ORL faces are not at {ORL}")
 def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
@@ -377,7 +378,7 @@ def test_closed_form_learner_refuses_val_fraction(tmp_path):
     with pytest.raises(ValueError, match=r"needs an iterative learner.*method 'kissme'"):
         pipeline.train_and_evaluate(_val_config("kissme"), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
-    x, y, _ = data.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
+    x, y, _ = dataset_arrays.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
     with pytest.raises(ValueError, match="'kissme' takes no callback"):
         pipeline.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
 

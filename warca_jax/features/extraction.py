@@ -25,9 +25,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from warca_jax import progress as progress_lib
-from warca_jax.features import cache as cache_lib
-from warca_jax.features import images as images_lib
+from warca_jax import progress_report
+from warca_jax.features import feature_cache, image_files
 from warca_jax.features.color_lbp import color_lbp, color_lbp_dim, color_lbp_min_size
 from warca_jax.features.lomo import lomo, lomo_dim, lomo_min_size
 
@@ -60,7 +59,7 @@ def check_image_sizes(paths: Sequence[str], descriptor: str) -> None:
     """A ValueError naming the images below the descriptor's ``min_size`` (their sizes and
     the smallest size it accepts); checked from the files' headers, before any work."""
     min_h, min_w = get_descriptor(descriptor).min_size
-    small = images_lib.too_small(paths, (min_h, min_w))
+    small = image_files.too_small(paths, (min_h, min_w))
     if small:
         shown = ", ".join(f"{p} ({h} x {w})" for _, p, (h, w) in small[:3])
         more = f" and {len(small) - 3} more" if len(small) > 3 else ""
@@ -162,12 +161,12 @@ def extract(
     """
     desc = get_descriptor(descriptor)
     batch_size = check_batch_size(batch_size)
-    paths = images_lib.check_paths(paths)
+    paths = image_files.check_paths(paths)
     n, dim = len(paths), desc.dim(height, width)
     entry = None
     if cache_dir is not None:
-        options = cache_lib.parameters(desc.fn)
-        entry = cache_lib.Entry(
+        options = feature_cache.parameters(desc.fn)
+        entry = feature_cache.Entry(
             cache_dir, paths, descriptor=descriptor, options=options, height=height, width=width
         )
         cached = entry.read((n, dim))
@@ -179,9 +178,9 @@ def extract(
 
     out = np.empty((n, dim), np.float32)
     size = max(1, min(batch_size, n))  # n may be 0
-    with progress_lib.bar(n, f"{descriptor} features", show=progress, unit="images") as bar:
+    with progress_report.bar(n, f"{descriptor} features", show=progress, unit="images") as bar:
         for start in range(0, n, size):
-            batch = images_lib.load_images(paths[start : start + size], height=height, width=width)
+            batch = image_files.load_images(paths[start : start + size], height=height, width=width)
             out[start : start + len(batch)] = _run_batch(desc, batch, size)
             _check_finite(out[start : start + len(batch)], descriptor, start)
             bar.update(len(batch))

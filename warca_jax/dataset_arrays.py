@@ -6,7 +6,7 @@ preparation happens once, before training, and every problem a user's data could
 reported here with a message that names it, never later as a NaN or a shape error in a
 jitted step.
 
-The splits are drawn by `warca_jax.splits`, the files read by `warca_jax.datasets` (the
+The splits are drawn by `warca_jax.identity_splits`, the files read by `warca_jax.datasets` (the
 generic `.npz` format by `warca_jax.datasets.npz_file`); both import this module, never the
 reverse. The built-in synthetic data comes from `warca_jax.synthetic`.
 """
@@ -49,7 +49,7 @@ class Dataset(NamedTuple):
     splits: tuple[Split, ...]
     name: str
     # True: the evaluation ranks a query's same-camera gallery images of its identity as
-    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.splits`), not as junk; the
+    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.identity_splits`), not as junk; the
     # cameras still reach the learners that take them.
     same_camera_matches: bool = False
 
