@@ -1,8 +1,8 @@
 """One field of one learner swept on VIPeR or CUHK01: the measurements behind the baselines'
 defaults and behind the diagnosis of their gaps to the paper.
 
-The learners' docstrings (LFDA's ridge, FRML's step, SVMML's settings) quote what this
-script prints. For a config label (``lfda``, ``frml``, ``svmml``, ``warca:chi2``, ...) it
+docs/methods.md (LFDA's ridge, FRML's step, SVMML's settings) quotes what this script
+prints. For a config label (``lfda``, ``frml``, ``svmml``, ``warca:chi2``, ...) it
 fits the label's default method config, with the protocol's output dimension for the
 paper's methods (D' = 100 on VIPeR, 40 on CUHK01) and ``--field`` set to each of
 ``--values``, on VIPeR (``--viper``: the published cam_a/ cam_b/ layout, the loader's

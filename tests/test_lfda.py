@@ -102,7 +102,7 @@ def test_kernel_lfda_chi2_beats_chi2_distance(reid_hist):
 
 def test_chi2_variant_is_xiongs_klfda():
     # The protocol's chi2-RBF kernel with gamma from the data, Xiong's raw eigenvectors and
-    # ridge 0.01 (module docstring: VIPeR 25.5 weighted -> 34.5 plain, splits 0-1).
+    # ridge 0.01 (the measurements: docs/methods.md#lfda).
     m = get_config("chi2").method
     assert (m.kernel, m.kernel_gamma, m.embedding, m.reg) == ("chi2_rbf", 0.0, "plain", 1e-2)
     assert m.reg_scale == "dims"  # relative to trace / N, as Xiong's kLFDA

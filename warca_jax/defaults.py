@@ -34,8 +34,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.seed = 0  # one PRNG key from it, split once; same seed, same result.
 
     c.data = ml_collections.ConfigDict()
-    c.data.name = "synthetic"  # 'synthetic' (built in), 'npz' (generic format, docs/datasets.md) or
-    #                            a dataset of warca_jax.datasets (market1501, cuhk03, viper, ...).
+    # 'synthetic' (built in), 'npz' (the generic format, docs/datasets.md) or a dataset of
+    # warca_jax.datasets (market1501, cuhk03, viper, ...).
+    c.data.name = "synthetic"
     c.data.path = ""  # the .npz file, or the dataset's folder (or feature file).
     c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).

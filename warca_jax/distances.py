@@ -38,7 +38,7 @@ SAFE_MAGNITUDE = (2.0**-20, 2.0**20)
 # Bound on b * m * d for the metrics that need a [b, m, d] intermediate.
 # The elementwise distances (manhattan, chi2) build [b, c, d] intermediates; b rows of x
 # against c rows of y at a time, with b * c * d below this budget, which keeps the
-# intermediate in cache (4x faster than 64M-element blocks on a 2-core CPU).
+# intermediate in cache (much faster than 64M-element blocks on a CPU).
 _CHUNK_ELEMENTS = 2**21
 _MIN_CHUNK = 64  # rows of y per [b, c, d] intermediate, at least
 
@@ -51,7 +51,7 @@ def block_distances(
     Args:
       x: [b, d]. y: [m, d].
       xx: [b] and yy: [m] squared norms, computed by a separate call: inside this fusion
-        XLA would recompute the row reduction for every output element (2x slower).
+        XLA would recompute the row reduction for every output element.
       distance: one of ``DISTANCES``.
 
     Returns:
@@ -94,8 +94,8 @@ def row_block(block_size: int, m: int, d: int, distance: str) -> int:
     leave room for ``_MIN_CHUNK`` rows of y in a cache-sized [b, c, d] intermediate.
 
     The y side is walked inside the call (``block_distances``); sizing the row block by
-    all m rows of y instead made it one row per call at m = 4,800, d = 256, and the
-    4,800 Python dispatches took 13.7 s where these 0.8 s (the same numbers).
+    all m rows of y instead made it one row per call at m = 4,800, d = 256, and the Python
+    dispatches dominated (the timing: docs/methods.md#warca-against-the-authors-c-release).
     """
     del m
     if distance in ("manhattan", "chi2"):

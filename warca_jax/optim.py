@@ -22,9 +22,9 @@ Step-size schedule: with ``decay_steps`` the Adam step is multiplied by a cosine
 falls from 1 to 0 over that many steps. Adam's steps have a fixed size in parameter
 units whatever the gradient's size, so a constant step size never lets the iterates
 settle: with the hinge's noisy minibatch gradients WARCA oscillated around its optimum
-by an amount that grows with eta, and rank-1 at the last step depended on eta (77 at
-eta = 1e-2 against 86 at 1e-3 on the shared 2,400-image problem). Decaying the step to
-0 makes the last iterate converge for every eta tried (RESULTS.md, "WARCA's accuracy").
+by an amount that grows with eta, and its accuracy at the last step depended on eta.
+Decaying the step to 0 makes the last iterate converge for every eta tried
+(measurements: docs/methods.md#what-warca-needs-beyond-the-paper).
 """
 
 from __future__ import annotations

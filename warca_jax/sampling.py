@@ -172,7 +172,7 @@ def step_bits(key: jax.Array, step: jax.Array, size: int) -> jax.Array:
     (step, word) pairs share randomness and the words of step t do not depend on
     how steps are grouped into jitted calls. One threefry instance per step
     instead of a fold_in, splits and several draws keeps XLA's compile time down
-    (each threefry instance in a jitted step costs ~0.3 s of CPU compile time).
+    (each threefry instance in a jitted step adds to the CPU compile time).
 
     Args:
       key: a PRNG key (raw uint32[2] or typed).

@@ -25,7 +25,8 @@ them with its validators; `warca_jax.dataset_arrays` never imports it.
 | orl        | s1/ ... s40/ 1.pgm ... 10.pgm                   | 20        | 10 random    |
 | features   | a .npz, .mat or .json feature file              | option    | file/random  |
 
-`npz` is another name of `features` (the generic format, docs/datasets.md).
+`npz` is another name of `features` (the generic format:
+docs/datasets.md#your-own-features-the-npz-format).
 """
 
 from __future__ import annotations

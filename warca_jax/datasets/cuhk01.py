@@ -11,9 +11,8 @@ Protocol (paper section 4.1, P = 486): 10 random splits of 486 test identities, 
   its other three images are probes, cameras ignored, so one probe is the gallery image's
   same-camera twin and counts it as its match (the dataset's `same_camera_matches`). This
   is the reading of Xiong et al.'s release (`num_gal = 1`), to whose settings the WARCA
-  paper refers; with it the project's defaults give 56.14 (WARCA-chi2) and 53.87
-  (LFDA-chi2) rank-1 against the paper's 58.34 and 54.25, where the camera rule gives 45
-  and 44 (docs/datasets.md has the evidence, benchmarks/RESULTS.md the figures).
+  paper refers; the paper's CUHK01 numbers are those of this reading, not of a camera rule
+  (the evidence and the figures: docs/datasets.md#the-loaders).
 - ``"single_shot"``: one random camera-A image is the probe and one random camera-B image
   the gallery.
 - ``"multi_shot"``: both camera-A images are probes and both camera-B images the gallery

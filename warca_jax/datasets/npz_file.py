@@ -1,5 +1,5 @@
-"""The generic `.npz` dataset format (docs/datasets.md) and a reader of `.npz` archives that names
-every way a file can be wrong.
+"""The generic `.npz` dataset format and a reader of `.npz` archives that names every way a
+file can be wrong (the format for users: docs/datasets.md#your-own-features-the-npz-format).
 
 A dataset file holds `features`, `labels`, optionally `cams` (without them every image is
 its own camera, as the iLIDS loader reads a dataset with no camera ids: a query's only

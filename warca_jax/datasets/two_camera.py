@@ -15,10 +15,9 @@ each person was randomly selected as a probe image, and the rest of the images w
 as gallery images"): each test identity's probe camera is drawn at random (seeded per
 split) and its other image joins the gallery, which then holds images of both cameras.
 The test identities, and so the training part, are the same under the three rules. The
-mixed gallery makes the random rule harder: on VIPeR's 10 splits WARCA-chi2 falls from
-37.03 to 31.68 rank-1 and LFDA-chi2 to 29.84 (benchmarks/RESULTS.md), so the paper's
-numbers are those of a camera rule. Identities seen by one camera only always train; if a
-camera holds several images of an identity, one is drawn at random.
+mixed gallery makes the random rule harder, so the paper's numbers are those of a camera
+rule (measurements: docs/results.md#the-probe-rule). Identities seen by one camera only
+always train; if a camera holds several images of an identity, one is drawn at random.
 """
 
 from __future__ import annotations

@@ -9,38 +9,15 @@ The definitions are those of the package docstring (Results).
 Two areas under the CMC are reported:
 
 - ``AUC``: the mean of CMC(r) over the whole gallery, r = 1..G (100 iff every first match
-  is at rank 1). It is not the paper's Table 2c: 97.5 for WARCA-chi2 on VIPeR against
-  the paper's 81.87.
+  is at rank 1). It is not the paper's Table 2c measure.
 - ``AUC_top30`` (``auc_top``, ``AUC_TOP_RANKS`` = 30): the paper's Table 2c measure, the
   trapezoidal area under the CMC over ranks 1..30 divided by 30,
   ``(CMC(1)/2 + CMC(2) + ... + CMC(29) + CMC(30)/2) / 30``, i.e. MATLAB's
   ``trapz(cmc(1:30)) / 30`` on the CMC the authors' demo computes (``compute_cmc.m``,
   ``num_ranks = 30``; github.com/idiap/warca). Beyond the gallery, CMC(r) = CMC(G). A
-  perfect ranking gives 100 * 29/30 = 96.67.
-
-Evidence for the second (from the paper's Table 2a/b/c, 10 methods x 8 single-shot
-datasets, Market-1501 left out). For each of the 80 cells, a CMC curve through its
-rank-1 and rank-5 was fitted (binormal scores: genuine N(mu, s^2) against G-1 N(0, 1)
-impostors, G = 100, 119, 486, 316, 225, 36, 95, 60; it predicts Table 3's CUHK03 rank-10
-and rank-20, 97.52 and 99.11, as 97.57 and 99.20), and each candidate computed on it
-against the cell's AUC (RMS residual over the 80 cells, mean residual):
-
-- the mean over the whole gallery (today's ``AUC``): RMS 21.2, bias +18.1;
-- the mean or the trapezoid over the top share f of the gallery, ceil(f G), best f: RMS
-  11.6 or more at any f (no share fits CUHK03 and VIPeR at once);
-- a fixed number of ranks K, the same on every dataset: trapz(CMC(1..K)) / K at K = 30,
-  RMS 0.86, bias -0.55, largest 2.1 (best K = 31: RMS 0.67); with CMC(0) = 0 prepended,
-  trapz([0, CMC(1..30)]) / 30: RMS 0.72 (its best K); sum(CMC(1..K)) / K: best K = 27,
-  RMS 1.09 (K = 30: 1.72); trapz / (K - 1): best K = 27, RMS 1.21 (K = 30: 2.13).
-  Fitted per dataset, the K of trapz(CMC(1..K)) / K is 30, 31 or 32 on every dataset
-  (CUHK03 included: RMS 0.49 at K = 30), while K / G would range from 0.06 to 0.89.
-
-The binormal curve underestimates real CMC tails: on 18 real VIPeR curves of this
-project (6 methods x 3 splits) it is 1.7 (sd 1.9) low on trapz(CMC(1..30)) / 30; adding
-that correction moves the best K of the trapezoid to 28 (RMS 0.71; K = 30: RMS 1.31,
-bias +1.14). So the data pin a fixed depth of about 30 ranks and a trapezoidal area; which
-trapezoid variant (they differ by CMC(1) / 60 at most) is fixed by the authors' code's
-num_ranks = 30, not by the table.
+  perfect ranking gives 100 * 29/30 = 96.67. Why this is the paper's measure (a fit of
+  candidate areas to the paper's Table 2):
+  docs/evaluation.md#which-area-the-papers-table-2c-reports.
 """
 
 from __future__ import annotations

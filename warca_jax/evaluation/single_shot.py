@@ -11,7 +11,7 @@ Two draws (``draw=``), both repeated ``repeats`` times with one seed and average
   entry per gallery label for the whole gallery, drawn before junk removal; each repeat is
   an ``evaluate_distances`` of the kept columns (the host sort, ``sort``). A query whose
   drawn same-identity entry shares its camera has no true match left and is skipped
-  (about 44% of the queries when the gallery shares the query cameras, as in CUHK03).
+  (a large share of the queries when the gallery shares the query cameras, as in CUHK03).
 
 The distances of features are computed once.
 """

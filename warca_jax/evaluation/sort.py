@@ -2,7 +2,7 @@
 
 The engine of ``evaluate_distances``. A jitted function turns each ``(distance, gallery
 index)`` pair of a block of query rows into one 64-bit key ordered exactly as the stable
-order (row | float bits | index), NumPy sorts the keys on the host (XLA's CPU sort is ~20x
+order (row | float bits | index), NumPy sorts the keys on the host (XLA's CPU sort is much
 slower) and the rank of each same-identity entry comes from a binary search. Memory: ~16 *
 b * ng bytes per block of b queries.
 """

@@ -75,7 +75,7 @@ def _sweep_fn(mesh: Mesh, distance: str, chunk: int) -> Callable:
             vals = jnp.where((at >= 0) & (at < chunk), own, vals)
 
             # One [b, chunk] compare-and-sum per slot: XLA vectorises this row reduction; the
-            # fused [b, chunk, k] form, not vectorised, counts 5-10x slower on a CPU.
+            # fused [b, chunk, k] form, not vectorised, counts several times slower on a CPU.
             def count(j, counts):
                 t, t_idx = thr_t[j][:, None], idx_t[j][:, None]
                 before = (dist < t) | ((dist == t) & (cols[None, :] < t_idx))

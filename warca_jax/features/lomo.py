@@ -38,11 +38,10 @@ ships compiled MEX files only), so it cannot be reproduced here. Two readings ar
   channels of the image, and clipped;
 * "msrcp" (``msrcp``): the Retinex of the intensity, each pixel's chromaticity kept.
 
-Measured with XQDA at the original's settings (``benchmarks/bench_lomo_xqda.py``, 10
-splits, rank-1; benchmarks/RESULTS.md): VIPeR 32.09 (msrcr), 37.28 (msrcp), 37.94 (none),
-against Liao et al.'s published 40.00; CUHK01 (multi-shot, 486 test people) 52.97, 56.71
-and 59.08 against 63.21. A Retinex that changes the hues (msrcr) costs 6 points on both,
-so the default is none, the closest of the three to the published descriptor.
+With XQDA at the original's settings, a Retinex that changes the hues (msrcr) costs
+several rank-1 points on VIPeR and CUHK01, so the default is none, the closest of the three
+to the published descriptor (measurements, with their commands:
+docs/methods.md#xqda-and-lomo).
 
 Windows of 10 with stride 5 are unions of 2 x 2 cells of 5 x 5 pixels, so each bin is
 counted once per cell (one scatter-add) and the window counts are sums of 4 cells.

@@ -29,27 +29,15 @@ LORETA for the non-symmetric case) with a constant step size eta; every step
 keeps the minibatch's differences to form Z U (the memory the WARCA paper
 points out). The learned metric is returned as W = diag(sqrt(s)) U^T: [r, D].
 
-Against the WARCA paper's Table 2 (VIPeR FRML 18.52 / 46.15 rank-1 / rank-5). FRML's
-constant step is in the units of the squared pair distances: the mean squared distance
-between two training points is 13.2 on VIPeR's colour + LBP descriptor, 3.4 on ORL's and 477
-on the synthetic data, so one step cannot suit all three, and the protocol cross-validates
-it (configs/protocol.py, ``cv.grids``; lam at its default). On VIPeR (2026-11-25, D' = 100):
-
-* the step on the test people of splits 0-2 (benchmarks/bench_viper_sweep.py --label=frml
-  --field=learning_rate): rank-1 / mAP 14.03 / 25.84 at the default 3e-3, 19.94 / 32.71 at
-  1e-2, 24.68 / 37.48 at 1e-1;
-* the protocol's cross-validation (5 splits, 30% of the training people held out, mAP):
-  31.91 / 40.14 / 46.98 / 50.07 / 51.46 / 48.13 at eta 1e-3 / 3e-3 / 1e-2 / 3e-2 / 1e-1 /
-  3e-1, so it chose 1e-1; its 10 test splits give 24.43 +- 1.13 rank-1, 52.82 rank-5,
-  5.9 above the paper's number (the paper does not give FRML's step; at 1e-2, the
-  first point above, splits 0-2 are 1.4 above it).
-* One VIPeR split of 500 steps takes about 10 s on one CPU core: the module never forms a
-  D x D matrix (Z U only, and a 2r x 2r eigendecomposition per step).
-
-Dividing the features by their root mean squared pair distance with the step kept at 3e-3
-under-trained the synthetic test problem (rank-1 77.5 -> 30.5, tests/test_frml.py), which
-is why the default keeps the raw scale and the step is left to cross-validation; the module
-applies no PCA before FRML (the paper applies PCA only for SVMML and KISSME).
+FRML's constant step is in the units of the squared pair distances, which differ by
+orders of magnitude between descriptors, so one step cannot suit all of them: the protocol
+cross-validates it (configs/protocol.py, ``cv.grids``; lam at its default). Each step
+forms Z U only and a 2r x 2r eigendecomposition, never a D x D matrix. Dividing the
+features by their root mean squared pair distance, with the step kept, under-trained the
+synthetic test problem (tests/test_frml.py), which is why the default keeps the raw scale
+and leaves the step to cross-validation; the module applies no PCA before FRML (the paper
+applies PCA only for SVMML and KISSME). Measurements, with their commands:
+docs/methods.md#frml.
 """
 
 from __future__ import annotations

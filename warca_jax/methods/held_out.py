@@ -1,13 +1,12 @@
 """An iterative learner's number of steps, chosen on identities held out of its training set.
 
 A learner that minimises its training loss to convergence can fit the training people
-and lose on new ones: on the ORL faces of data/ (20 training people), LMNN's mAP on the
-test people falls from 87.0 after 50 steps to 74.1 at convergence, below plain Euclidean
-distance (86.4; ``benchmarks/bench_real_subsets.py``). The reference LMNN release
-(Weinberger's ``lmnn2``, its ``validation`` and ``earlystopping`` parameters) answers this
-by holding a share of the training data out, scoring it every few steps, stopping once
-the score stopped improving, and training again on all of it for the number of steps
-that scored best. This module is that rule, for re-identification:
+and lose on new ones: LMNN at convergence ranks the test people of the ORL faces of data/
+below plain Euclidean distance (docs/methods.md#lmnn-and-nca-when-to-stop). The reference
+LMNN release (Weinberger's ``lmnn2``, its ``validation`` and ``earlystopping`` parameters)
+answers this by holding a share of the training data out, scoring it every few steps,
+stopping once the score stopped improving, and training again on all of it for the number
+of steps that scored best. This module is that rule, for re-identification:
 
 * ``split``: ``round(fraction * K)`` of the K training identities (those with two or
   more images, so that each has a match), drawn from the seed, are held out;

@@ -25,58 +25,14 @@ Kernel form (kernel LFDA, Sugiyama 2007): the same weights with kernel-space dis
 k_ii + k_jj - 2 k_ij, scatter K L K in the span of the training kernel columns,
 and A: [dim, N] with W = A Phi(X)^T.
 
-Diagnosis against the WARCA paper's Table 2 (VIPeR, 2,580-d colour + LBP histograms, dim
-100, 316 train ids; rank-1 / rank-5, mean of the splits named; ORL D' = 40, 3 splits;
-synthetic = defaults.base_config data, 3 splits). No defect in this module's algebra was
-found (the scatter matrices match the pair-by-pair loops of the tests); the gaps came
-from the settings in configs/lfda.py:
-
-* LFDA-chi2 (paper 36.77 / 69.30). The chi2-RBF kernel alone gave 23.8 / 53.0 (3 splits).
-  Measured on splits 0-1 with that kernel: 'weighted' 25.5 / 53.6, 'plain' 34.5 / 67.3,
-  unit-norm columns 34.8, 'orthonormalized' 34.2; reg 1e-1 / 1e-3 / 1e-4 (weighted) 20.7 /
-  26.4 / 26.1; centring K 25.5 (no effect); a ridge on K instead of I 32.8 (plain);
-  Xiong's global 6-NN local scale instead of the within-class one 25.8 (weighted) and
-  34.7 (plain): with two images per identity the scale hardly matters. Cause: K L_w K has
-  rank <= N - #ids (N / 2 on VIPeR), so the generalised eigenvalues span orders of
-  magnitude and sqrt(lambda) weighting lets a few directions dominate the Euclidean
-  distance of the embedding. Fix (config): Xiong et al.'s kLFDA, the paper's baseline
-  code, uses raw eigenvectors and beta = 0.01 (our reg 1e-2): the chi2 variant now uses
-  kernel 'chi2_rbf', embedding 'plain', reg 1e-2: 34.5 / 67.3 (splits 0-1; reg 1e-3
-  35.3). ORL (chi2 kernel form, D' = 40) weighted 93.00 -> plain 95.67; synthetic
-  histograms 70.00 -> 65.17 (4 images per identity: S_w far less singular, the weighted
-  embedding helps there; the linear default keeps 'weighted').
-* LFDA-L (paper 20.22 / 45.25): before 11.4 / 30.4 (3 splits, reg 1e-3). Splits 0-1:
-  'plain' 12.5, reg 1e-2 / 1e-1 plain 15.2 / 19.5, PCA 95 % first 18.4 (weighted),
-  sqrt (Hellinger) features 24.1 (weighted) / 27.7 (plain). Cause: a ridge of 1e-3 tr/D
-  leaves the null space of S_w (rank <= N - #ids) to noise. Fix (config): Xiong's oLFDA
-  ridge (1 - beta) S_w + beta tr(S_w)/D I with beta = 0.15, i.e. reg = 0.18: 3 splits
-  21.31 / 47.47 weighted (plain 19.94 / 42.51, Xiong's global 6-NN scale 19.30). ORL
-  90.67 -> 89.67 rank-1, synthetic 85.00 -> 87.83 (plain there: 69.0, so the default
-  embedding stays 'weighted'). The Hellinger map is a feature choice, not made here.
-  Measured again on 2026-11-25 (benchmarks/bench_viper_sweep.py --label=lfda), reg 0.18
-  gave 16.88 rank-1 on VIPeR splits 0-2 (the protocol's 10 splits: 17.18), not the 21.31
-  above. On validation people (--on=validation --val_fraction=0.3: 30% of the training
-  people of splits 0-4 held out, D' = 100), a larger ridge was better: reg 0.18 / 0.5 / 1 / 2 / 5 gave mAP
-  42.94 / 45.90 / 47.89 / 49.73 / 49.19. But the same larger constant hurts where S_w is
-  full rank: reg 1 lost to the within-class Mahalanobis on the ORL faces reduced to 64 PCA
-  dims (tests/test_real_data.py: mAP 78.89 against 80.57), and reg 2 cost the synthetic
-  data 5 points (configs/lfda.py: rank-1 87.20 / 86.95 / 81.80 at reg 0.18 / 1 / 2). The
-  cause is the ridge's unit: tr(S_w)/D is S_w's mean eigenvalue over all D dims, and on
-  VIPeR 88% of them are S_w's null space (rank <= N - #ids = 316 of 2,580), so
-  tr(S_w)/D is 8 times smaller than a typical non-zero eigenvalue. The rule now
-  (``reg_scale='rank'``): the ridge is reg times the mean non-zero eigenvalue,
-  tr(S_w) / min(D, N - #classes), with Xiong's reg = 0.18. On full-rank scatters it is the
-  former ridge (synthetic 87.20 either way); VIPeR validation mAP 42.94 ('dims') -> 49.94
-  ('rank'), test splits 0-2 16.88 -> 21.10 rank-1, the protocol's 10 splits 21.71 +- 2.18 rank-1
-  (paper 20.22); ORL's colour + LBP descriptor (configs/lfda.py with
-  --config.data.name=orl) 88.80 -> 89.90. The kernel variant keeps Xiong's kLFDA scale
-  (``reg_scale='dims'``, trace / N).
-* LFDA-L on CUHK01 (paper 33.74; the protocol's 10 splits, D' = 40): the default 39.52,
-  ``reg_scale='dims'`` 39.40, plain eigenvectors 38.55; Xiong et al.'s kernel LFDA with a
-  linear kernel (``lfda:chi2`` with ``kernel='linear'``, the code the paper's LFDA-chi2
-  comes from) 34.45. The paper's LFDA-L is that variant; on VIPeR it gives 18.70 (paper
-  20.22, the default 21.71). The default stays the variant stronger on both datasets
-  (benchmarks/bench_viper_sweep.py --cuhk01, benchmarks/RESULTS.md).
+Defaults, and why (measurements, with their commands: docs/methods.md#lfda). The linear
+form keeps Sugiyama's weighted embedding with a ridge of ``reg`` = 0.18 (Xiong et al.'s
+oLFDA) times S^w's mean non-zero eigenvalue (``reg_scale='rank'``): relative to trace / D
+instead, the ridge is far smaller than S^w's eigenvalues where most of the D dimensions are
+its null space (two images per identity) and leaves that null space to noise. The kernel
+variant ``:chi2`` is Xiong et al.'s kLFDA, the paper's baseline code: plain eigenvectors
+(with two images per identity K L_w K is far from full rank, and sqrt(lambda) weighting
+lets a few directions dominate) and a ridge of 0.01 relative to trace / N.
 """
 
 from __future__ import annotations
@@ -274,8 +230,8 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # eigenvalues S_w can have ('rank'; 'dims': r = D): the ridge is reg times S_w's mean
     # non-zero eigenvalue, whether S_w is full rank (D = 64: the same as r = D) or has a
     # null space of 88% of its dimensions (VIPeR: D = 2,580, N - #classes = 316). reg =
-    # 0.18 is Xiong's oLFDA (1 - beta) S_w + beta tr(S_w)/D I with beta = 0.15; lfda.py's
-    # docstring has the measurements (VIPeR splits 0-2: 16.9 -> 21.1 rank-1).
+    # 0.18 is Xiong's oLFDA (1 - beta) S_w + beta tr(S_w)/D I with beta = 0.15
+    # (measurements: docs/methods.md#lfda).
     m.reg = 0.18
     m.reg_scale = "rank"
     m.embedding = "weighted"  # eigenvectors scaled by sqrt(eigenvalue) ('weighted',
@@ -287,7 +243,7 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
         # Xiong et al.'s kLFDA (the paper's LFDA-chi2 baseline): ridge beta = 0.01 relative to
         # trace / N and raw ('plain') generalised eigenvectors. The weighted embedding lets the
         # few largest eigenvalues (directions near the null space of K L_w K, rank <= N - #ids)
-        # dominate: VIPeR 25.5 -> 34.5 rank-1 with 'plain' (lfda.py docstring).
+        # dominate (measurements: docs/methods.md#lfda).
         m.reg = 1e-2
         m.reg_scale = "dims"  # Xiong's kLFDA: relative to trace / N
         m.embedding = "plain"

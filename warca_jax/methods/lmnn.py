@@ -34,13 +34,13 @@ also logged with absl), and every row from the ``tol_window``-th on carries the
 ``rel_change`` that the rule tests. ``objective`` is the loss with every impostor (no
 truncated active set), the number to compare learned maps by.
 
-The number of steps: minimised to convergence, the loss fits the training people (on the
-ORL faces of data/, 20 training people, test mAP falls from 87.0 after 50 steps to 74.1,
-under Euclidean's 86.4). By default (``val_fraction`` 0.2) the step count is chosen on
-identities held out of the training set, as the reference release's ``validation`` and
-``earlystopping`` options do (``warca_jax.methods.held_out``): a first fit without them,
-scored every ``val_every`` steps, then the fit on every identity, on the same cosine
-schedule, stopped at the best step (85.9 on ORL; metric-learn 0.7.0's LMNN: 85.7).
+The number of steps: minimised to convergence, the loss fits the training people and
+ranks new ones worse than Euclidean distance. By default (``val_fraction`` 0.2) the step
+count is chosen on identities held out of the training set, as the reference release's
+``validation`` and ``earlystopping`` options do (``warca_jax.methods.held_out``): a first
+fit without them, scored every ``val_every`` steps, then the fit on every identity, on the
+same cosine schedule, stopped at the best step. Measurements, with their commands:
+docs/methods.md#lmnn-and-nca-when-to-stop.
 """
 
 from __future__ import annotations
@@ -376,8 +376,7 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     # identities are held out and scored by retrieval mAP every val_every steps; after
     # val_patience scores without a better one that fit stops, and LMNN trains on every
     # identity up to the best step. 0: train to num_iters / tol. At convergence LMNN fits
-    # the training people: on the ORL faces of data/ (20 training people) test mAP 74.1
-    # against 87.0 after 50 steps, and Euclidean's 86.4 (benchmarks/RESULTS.md).
+    # the training people (docs/methods.md#lmnn-and-nca-when-to-stop).
     m.val_fraction = 0.2
     m.val_every = 50  # steps between held-out scores (a multiple of refresh_every).
     m.val_patience = 10  # held-out scores without a better one before that fit stops.

@@ -43,10 +43,10 @@ metric-learn). The learned metric is returned as W with W^T W = M.
 
 ``tol`` is absolute, as metric-learn's, while the gradient's residual term scales with the
 squared pair distances: on the synthetic histogram variant (configs/lsml.py with
---config.data.synthetic.histogram=True, 2 splits) the gradient norm is 8.5e-7 after the
-first step, the fit stops there and ranks as Euclidean distance does (rank-1 15.5). The
-stop message then says that the start met tol and to lower tol or rescale the features;
-the rule is kept for parity with metric-learn (benchmarks/RESULTS.md, LSML).
+--config.data.synthetic.histogram=True) the gradient norm is below ``tol`` after the
+first step, the fit stops there and ranks as Euclidean distance does. The stop message
+then says that the start met tol and to lower tol or rescale the features; the rule is kept
+for parity with metric-learn (benchmarks/RESULTS.md, LSML).
 """
 
 from __future__ import annotations

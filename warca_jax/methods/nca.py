@@ -305,9 +305,8 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     # 1e-7 per step: float32's round-off on a loss of size 1, the analogue of the float64
     # ftol on which metric-learn's L-BFGS-B stops (a step that no longer changes the
     # objective). Running on past it (the earlier default, tol 0) moved L along a saturated
-    # objective and cost retrieval on held-out people: mAP on the ORL faces 78.8 -> 76.1,
-    # on the VIPeR subset of data/ 61.1 -> 58.7, on bench_methods' synthetic problem
-    # 75.4 -> 71.5; on scikit-learn's digits 61.6 against 61.9 (benchmarks/RESULTS.md).
+    # objective and cost retrieval on held-out people
+    # (docs/methods.md#lmnn-and-nca-when-to-stop).
     m.tol = 1e-7
     m.tol_window = 1  # logged rows (of log_every steps) the change is taken over.
     m.log_every = 1  # steps per history row (one jitted chunk): the rule sees every step.

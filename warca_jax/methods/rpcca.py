@@ -27,54 +27,12 @@ Training is (minibatch or full-batch) gradient descent, ``log_every`` steps per 
 of the (kernel) features (``init='pca'``, as Xiong et al.'s later code starts), either
 scaled to a mean squared pair distance of 1.
 
-Diagnosis (VIPeR, 2,580-d colour + LBP, dim 100, splits 0-2 unless said, rank-1 / rank-5;
-the paper's Table 2: rPCCA-chi2 22.25 / 53.82, rPCCA-L 15.91 / 42.71):
-
-* Before: the chi2 variant (chi2 kernel) ~16.6 rank-1; with the chi2-RBF kernel of the
-  paper's chi2 methods (exp(-gamma chi2), gamma = 1 / mean training chi2 distance, now the
-  variant's kernel) 14.87 / 40.72. rPCCA-L 14.75 (as reported to us, not re-run).
-* Not the cause: iterations. From 1,000 to 4,000 steps the loss goes 0.0369 -> 0.0361 and
-  rank-1 14.87 -> 14.66: converged. Negatives per positive (old lam): 1: 12.66, 3: 16.24,
-  10: 14.87 -- Xiong et al.'s 10 kept. beta (new defaults): 1: 25.95 / 62.13, 3 (kept,
-  Xiong et al.'s): 26.79 / 61.29.
-* Cause 1, lam: the penalty was lam = 1e-4 on the MEAN pair loss, 35x Xiong et al.'s
-  lambda = 0.01 on the SUM over VIPeR's P = 3,476 pairs (2.9e-6 on the mean). Random
-  start, lam on the mean: 0: 19.51 / 51.58, 1e-5: 18.99 / 50.21, 1e-4: 14.87 / 40.72,
-  1e-3: 5.38 / 19.94, 1e-2: 2.22 / 6.01. Fix: lam is now Xiong's (on the sum; fit divides
-  it by P), default 0.01 -- a rule in the pairs' count, not a VIPeR value.
-* The start (not the default): with the K^-1 preconditioned step the update of A is a
-  scatter of pair terms into the columns of the pairs' samples plus 2 (lam / P) A, so the
-  Gaussian start stays as noise in the kernel map. Starting from the whitened kernel PCA
-  (``init='pca'``): lam 0: 26.90 / 62.13, 0.01 / P: 26.79 / 61.29, 1e-4 (mean): 15.72 /
-  44.51; steps 3 / 10 / 30: 24.79 / 26.79 / 28.69 rank-1 (not converged at 1,000 steps);
-  beta 1: 25.95 / 62.13. That is 4.5 rank-1 ABOVE the paper (rPCCA-L, splits 0-1: 19.62 /
-  42.56), and on the synthetic linear problem it loses (rank-1 / mAP 89.00 / 89.07 ->
-  85.33 / 86.41; with lam 0.2: 85.67 / 86.87), so the default stays the random start
-  of the paper's numbers; ORL (dim 40, rank-1 / mAP): chi2-RBF 92.67 / 85.43, linear
-  91.67 / 84.70; synthetic histograms chi2-RBF 76.17 / 75.48.
-* After (defaults: chi2-RBF, lam 0.01 on the sum, random start), before -> after:
-  VIPeR rPCCA-chi2 14.87 / 40.72 (chi2-RBF; ~16.6 with the old chi2 kernel) -> 19.51 /
-  51.37 (paper 22.25 / 53.82, within 3); rPCCA-L 14.75 -> 16.77 / 41.14 (splits 0-1;
-  paper 15.91 / 42.71). ORL (dim 40, splits 0-2, rank-1 / mAP): chi2-RBF 91.00 / 81.85
-  -> 89.67 / 80.98; linear 92.67 / 81.89 -> 93.00 / 82.57. Synthetic (splits 0-2):
-  histograms with chi2-RBF 70.50 / 71.84 -> 75.17 / 75.26; linear 89.83 / 89.07 ->
-  89.00 / 89.07.
-* CUHK01 (1,940 training images, gallery draw, dim 40, splits 0-2): 1,000 steps do not
-  converge there. rPCCA-chi2 36.19 / 47.64 at 1,000 steps, 43.03 / 54.21 at 3,000,
-  47.30 / 58.16 at 10,000 (paper 48.55); rPCCA-L 23.16 -> 26.84 -> 30.84 (paper 34.73);
-  the loss still falls about 4% per 500 steps at 10,000. The fixed ``num_iters`` was the
-  gap to the paper there, and on VIPeR too (split 0: 17.09 at 1,000 steps, 21.52 from
-  5,000). So rPCCA now trains to convergence (``tol``, ``tol_window``; ``num_iters`` the
-  cap): VIPeR, 10 splits, rPCCA-chi2 20.13 -> 23.20, rPCCA-L 16.14 -> 20.19 (paper 22.25,
-  15.91); CUHK01 rPCCA-chi2 48.01 (3 splits; benchmarks/RESULTS.md, "rPCCA's gaps on
-  CUHK01").
-* rPCCA-L on CUHK01 stays 3.5 under the paper (31.26, 10 splits; paper 34.73). The kernel
-  form with a linear kernel (``rpcca:chi2`` with ``kernel='linear'``: Xiong et al.'s
-  kernel code, the preconditioned update, as the paper's rPCCA-chi2) gives 34.20 / 44.92
-  on splits 0-2, where the primal default gives 31.30 / 41.51 on the same splits: the
-  paper's row matches that form. On VIPeR (10 splits) it gives 18.35, the primal 20.19,
-  the paper 15.91; neither form is ahead on both, so the primal stays the default
-  (benchmarks/bench_viper_sweep.py --cuhk01 / --viper).
+Defaults, and why (measurements, with their commands: docs/methods.md#rpcca):
+``lam`` is Xiong et al.'s, on the sum of the pair losses; ``:chi2`` takes the chi2-RBF
+kernel of the paper's three chi2 methods; training runs to convergence (``tol``), since a
+fixed 1,000 steps stopped far from it; the random start is kept (the paper's numbers are
+from it; ``init='pca'`` is an option); and rPCCA-L stays primal, the kernel form with a
+linear kernel (the paper's code) being ahead on CUHK01 and behind on VIPeR.
 """
 
 from __future__ import annotations
@@ -338,17 +296,13 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # Xiong et al. (their lambda = 0.01); fit divides it by the number of pairs.
     m.lam = 1e-2
     # Start: 'random' (Gaussian A, or a random orthonormal L; the paper's Table 2 numbers)
-    # or 'pca' (whitened PCA of the (kernel) features, Xiong et al.'s later code: +7 rank-1
-    # on VIPeR chi2, above the paper; rpcca.py's docstring has the numbers).
+    # or 'pca' (whitened PCA of the (kernel) features, Xiong et al.'s later code).
     m.init = "random"
     m.learning_rate = 1.0  # gradient-descent step (features rescaled to unit mean
     #                        squared pair distance, so it does not depend on units).
     # Trained to convergence: it stops when the loss's relative change over the last
     # tol_window logged rows (500 steps) is at most tol, or after num_iters steps. The fixed
-    # 1,000 steps of earlier defaults stopped far from it (rank-1 still rising, the loss
-    # falling 58% over the last 500 steps on CUHK01 and 66% on VIPeR): CUHK01's rPCCA-chi2
-    # gave 36.2 at 1,000 steps and 48.3 at 20,000 (paper 48.55), VIPeR's 17.1 and 21.5 at
-    # 8,000 (22.25), split 0 (the docstring above; benchmarks/RESULTS.md).
+    # 1,000 steps of earlier defaults stopped far from it (docs/methods.md#rpcca).
     m.num_iters = 30000  # the cap on gradient-descent steps.
     m.tol = 1e-2
     m.tol_window = 5
@@ -361,11 +315,11 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
         # distance: the one kernel of the paper's three chi2 methods (WARCA, rPCCA, LFDA).
         m.kernel = "chi2_rbf"
         # The K^-1 preconditioned step is not a gradient step in the units of A: on the
-        # synthetic histograms 10 learns (76 rank-1 at 1000 steps), 1 is slow, 0.1 stalls.
+        # synthetic histograms 10 learns, 1 is slow and 0.1 stalls.
         m.learning_rate = 10.0
     elif variant == "large":
         # Minibatches of pairs; the gradient of L shrinks with D on rescaled features, so
-        # 2,048-d features need a larger step (1 and 10 under-train there: 3 and 75 rank-1).
+        # 2,048-d features need a larger step (1 and 10 under-train there).
         m.batch_size = 4096
         m.num_iters = 300
         m.learning_rate = 100.0

@@ -23,58 +23,22 @@ with a QP solver; we solve this convex primal by accelerated projected gradient
 the step 1/L from a bound on the gradient's Lipschitz constant, and stop when
 the projected-gradient (KKT) residual is below ``tol``.
 
-Diagnosis (2026-11-25, before -> after; VIPeR colour+LBP, 316/316 ids, PCA 95% = 110
-dims). The former learner gave rank-1 1.9 / rank-5 8.2 on VIPeR split 0, and
-rank-1 1.9 on its own *training* pairs too: it had not learned. Measured causes:
+Why this form (measurements, with their commands: docs/methods.md#svmml): Adam followed
+by a PSD projection did not converge on the non-smooth hinge, so the loss is the squared
+hinge and the solver FISTA with a KKT stop; a Frobenius penalty weighs all directions alike
+only when they have equal variance, so the kept PCA components are whitened; and more
+different-label pairs (``neg_ratio``) helped, the class balancing keeping it a two-class
+mean.
 
-* The solver did not converge. Full-batch Adam (lr 1e-2, 500 steps) followed by
-  a PSD projection is not a projected-gradient method and, on the non-smooth
-  hinge, stalled and oscillated: objective 2 -> 1.375 and rising again (1.3746,
-  1.3759, 1.3769 over the last chunks); nothing checked optimality. The same
-  objective solved accurately (squared hinge, FISTA) reached 1.20 and ranked
-  4.4 (train 9.5). Now: FISTA on the squared hinge (smooth, so the iterates
-  converge and the KKT residual is a valid stop); the hinge option is gone.
-* The regulariser drowned the discriminative directions. The PCA input was
-  scaled by one scalar, so component variances spanned 0.27 .. 0.00076 (350x):
-  using a low-variance direction (where identity lives once illumination and
-  pose took the top components) costs ~1/var^2 more in ||A||_F^2. With lam 1e-2
-  the converged unwhitened model ranked 4.4; lam 1e-3: 11.7; lam 1e-4: 12.7.
-  Whitening the kept components (the rule: a Frobenius regulariser weighs all
-  directions alike only when they have equal variance) gave 10.1 / 17.4 / 15.5
-  / 15.2 at lam 1e-2 / 1e-3 / 3e-4 / 1e-4 (split 0): lam 1e-3 is the default.
-* More different-label pairs: neg_ratio 10 -> 50 (all pairs when fewer) took
-  split 0 from 17.4 to 18-19; the class balancing keeps it a two-class mean.
+The paper's number came from the authors' released trainer, which does not solve the
+problem above: ``solver="released"`` (``svmml:released``, ``svmml_released``) reproduces
+it: logistic loss on all pairs, no c, no PSD, lam ~0, unwhitened PCA, started at the
+Euclidean A = B = I and stopped after a fixed number of nonlinear-CG iterations, early
+stopping being its regulariser (its ``num_iters`` was chosen on held-out training
+identities).
 
-After (defaults): VIPeR rank-1 / rank-5 18.0 / 41.5 (split 0), 18.2 / 43.4
-(splits 1-2), mean of 3 splits 18.1 / 42.7, converged (residual < 1e-3) in
-~700 steps; KISSME gives 20.6 on split 0.
-
-The paper's 23.28 +- 1.53 (Table 2) came from the authors' released trainer, which
-does not solve the problem above: ``solver="released"`` (``svmml:released``,
-``svmml_released``) reproduces it: logistic loss on all pairs, no c, no PSD, lam
-~0, unwhitened PCA, started at the Euclidean A = B = I and stopped after a fixed
-number of nonlinear-CG iterations. Measured (2026-11-25) with benchmarks/bench_viper_sweep.py
---label=svmml:released --field=num_iters, VIPeR, rank-1 / mAP:
-* on held-out training ids (--on=validation --val_fraction=0.3, splits 0-4): 50 iterations 40.42 /
-  57.49, 100: 42.95 / 59.24, 150: 41.05 / 58.00, 300: 38.53 / 55.38, 1000: 36.63 /
-  53.49: num_iters 100 is the variant's.
-* on the test ids at 100 (--on=test, splits 0-9): 22.85 +- 1.44 / 37.88 +- 1.66,
-  the paper's column; the default solver (--label=svmml --field=lam
-  --values=0.001 --on=test --splits=0,1,2): 18.14 / 30.60 (the same splits
-  under released: 22.47, 24.05, 22.15; mean 22.89).
-What each ingredient costs (validation, splits 0-4, 100 iterations, one field of
-the variant changed, against 42.95 / 59.24): whitening (whiten=True) 29.47 /
-44.42, i.e. -13.5 rank-1 once early stopping does the regularising; lam 1e-8
-43.58 / 59.70 and pca_variance 0.99 42.95 / 59.71, no change beyond the spread;
-running on to 1000 iterations (above) -6.3. Early stopping is the regulariser that
-matters; the loss, the Euclidean start, PSD and c were not measured apart here.
-
-ORL faces (color_lbp, 20/20 ids, 3 splits): rank-1 74.3 (before 70) against
-Euclidean 93.3; lam 1e-2 / 1e-1 gave 70.7 / 68.7 and pca_variance 0.99 75.7.
-This is not the solver (all fits converged) but the model: 95% PCA keeps only
-27 dims on ORL (PCA-Euclidean 88, whitened 90 on split 0) and the learned
-per-sample terms 1/2 z^T A z + c^T z shift every gallery item alike; SVMML
-stays below Euclidean there. Synthetic (tests): rank-1 well above Euclidean.
+On faces (ORL), where 95% PCA keeps few dimensions and the learned per-sample terms
+1/2 z^T A z + c^T z shift every gallery item alike, SVMML stays below Euclidean distance.
 """
 
 from __future__ import annotations
@@ -372,7 +336,7 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
         m.num_iters = 100
         m.log_every = 50
     elif variant == "large":  # A and B are [k, k] on k PCA dims: cap k, fewer pairs and steps.
-        m.pca_dim = 256  # 64 dims lose too much: rank-1 27.8 against Euclidean's 83.8.
+        m.pca_dim = 256  # 64 dims lose too much (docs/methods.md#svmml).
         m.neg_ratio = 3.0
         m.num_iters = 200
     elif variant == "released":  # svmml_released: the trainer the WARCA paper ran

@@ -21,9 +21,8 @@ does): the start's distances set how far the logistic loss is from saturation.
 Here the CG is ``scipy.optimize.minimize(method="CG")`` (Polak-Ribiere, Wolfe line
 search) in float64 NumPy, run once for ``num_iters`` iterations (never restarted between
 history rows) with a gradient tolerance too small to stop it first. The released code
-weighs A by 1e-8 and B by 1e-6; we use one ``lam`` for both (1e-6 in the variant: on
-VIPeR's held-out training ids, 100 iterations, lam 1e-8 ranked 43.58 against 42.95, within
-the splits' spread; svmml's docstring has the measurements).
+weighs A by 1e-8 and B by 1e-6; we use one ``lam`` for both (1e-6 in the variant; 1e-8
+ranks the same within the splits' spread: docs/methods.md#svmml).
 The pair matrices are N x N: memory grows as N^2 (8 N^2 bytes each; N = 632 on VIPeR).
 """
 

@@ -12,44 +12,28 @@ Rayleigh quotient w^T Sigma_E w / w^T Sigma_I w (eq. 14-15): its columns are the
 top generalised eigenvectors of (Sigma_E, Sigma_I), those with eigenvalue > 1
 (where the pair is more spread across people than within one), capped by
 ``cfg.dim``. Sigma_I gets a ridge ``cfg.reg * trace(Sigma_I) / D`` (the paper: an absolute
-lambda = 0.001; see the diagnosis below for the default).
+lambda = 0.001; the default is below).
 
 Both covariances are computed without enumerating the O(N^2) pairs (the paper's
 eq. 19-20): ``_covariance.pair_covariances`` needs only X^T X, per-class sums and counts.
 By default (``pairs="all"``) every ordered pair (i, j) with i != j counts, a same-camera
 pair as well. With ``pairs="cross_camera"`` and the training cameras (``fit(..., cams=)``,
 as the pipeline passes them) the pairs are those of two cameras, as the original's two
-views (gallery camera against probe camera). That costs on the small real subsets of
-data/ (``benchmarks/bench_real_subsets.py xqda xqda@pairs=cross_camera``, rank-1 / mAP,
-cross-camera against every pair: ORL 92.50 / 82.36 against 92.50 / 83.15, VIPeR 43.33 /
-63.31 against 44.44 / 63.70, CUHK01 under the gallery draw 36.67 / 50.96 against 40.00 /
-54.21) and gains nothing beyond the spread
-on the full VIPeR (benchmarks/bench_lomo_xqda.py), so it is an option, not the default. When D >= N the data
-are first reduced, losslessly, to the span of the centred training features (the
-paper's QR step; ``linalg.span_basis``, through the [N, N] Gram matrix). ``basis="svd"``
-takes the original code's subspace (the left singular vectors of inv(Sigma_I) Sigma_E
-with singular value > 1) instead of the generalised eigenvectors of eq. 14-15.
+views (gallery camera against probe camera). That costs on the small real subsets of data/
+and gains nothing beyond the spread on the whole VIPeR, so it is an option, not the
+default. When D >= N the data are first reduced, losslessly, to the span of the centred
+training features (the paper's QR step; ``linalg.span_basis``, through the [N, N] Gram
+matrix). ``basis="svd"`` takes the original code's subspace (the left singular vectors of
+inv(Sigma_I) Sigma_E with singular value > 1) instead of the generalised eigenvectors of
+eq. 14-15.
 
-Against Liao et al.'s LOMO + XQDA (VIPeR 40.00 rank-1 from their demo), measured by
-``benchmarks/bench_lomo_xqda.py`` (10 splits; benchmarks/RESULTS.md): the project's
-earlier pair gave 29.72. XQDA's own departures explain 2.4 points (an absolute ridge of
-0.001, the original's, for the L2-normalised descriptor: 33.01), the cameras' roles and
-pairs and the basis none beyond the spread; the descriptor's Retinex 6 (37.94 without it,
-``features.lomo``). ``configs/xqda.py:lomo`` holds the original's settings; the relative
-ridge below stays the default for the colour + LBP descriptor it was chosen on.
-
-Diagnosis (VIPeR, 2,580-d colour + LBP histograms, 316 train ids, rank-1 / rank-5; ORL and
-the synthetic data of defaults.base_config, 3 splits each): with reg = 1e-3 (relative to
-trace / D) XQDA gave 11.1 / 24.4 (3 splits), below KISSME's 21.7 / 46.7. Cause: with two
-images per identity Sigma_I has rank <= N - #ids = 316 in the 631-d span, and a ridge of
-1e-3 tr/D gives each of its null directions an eigenvalue >> 1 made of the ridge alone:
-315 of 631 directions were kept, i.e. noise. Measured on splits 0-1: the paper's absolute
-0.001 20.0 (138 kept; Liao's LOMO features are L2-normalised, so that is far more than
-1e-3 tr/D), reg 1e-1 20.6 (120 kept), reg 1 24.4 (37 kept), PCA to 95 % variance first
-22.6, PCA to N - #ids 9.2, a cap dim = 100 12.5, sqrt features 23.1. Fix (config):
-reg = 1, a ridge equal to the mean eigenvalue of Sigma_I (shrinkage towards a multiple
-of I), which holds beyond VIPeR: 3 splits VIPeR 11.08 -> 23.84 / 52.95, ORL (D' = 40)
-93.00 -> 94.00, synthetic 83.83 -> 90.33.
+The default ridge, ``reg`` = 1 relative to trace / D (the mean eigenvalue of Sigma_I,
+shrinkage towards a multiple of I), was chosen on the colour + LBP descriptor: with two
+images per identity Sigma_I has rank <= N - #ids, and a small relative ridge gives each of
+its null directions an eigenvalue > 1 made of the ridge alone, so noise directions are
+kept. ``configs/xqda.py:lomo`` holds the original's settings for Liao et al.'s LOMO (an
+absolute ridge of 0.001 on the L2-normalised descriptor, cross-camera pairs).
+Measurements, with their commands: docs/methods.md#xqda-and-lomo.
 """
 
 from __future__ import annotations

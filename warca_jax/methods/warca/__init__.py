@@ -29,7 +29,7 @@ Design: one module per concern, the paper's equations in one place.
 * ``fitting``: ``fit``, from data to ``Metric``.
 
 What the paper does not spell out, and this module does (why, with the measurements:
-docs/methods.md, "What WARCA needs beyond the paper"): the input's scale against the margin
+docs/methods.md#what-warca-needs-beyond-the-paper): the input's scale against the margin
 (``cfg.normalize="msd"``, the ``Metric`` carrying the factor), a decaying step
 (``cfg.schedule``), a centred kernel matrix (an exact reparameterisation that removes the
 kernel's constant eigenvalue from the plain gradient), a penalty weak enough for W to

@@ -79,10 +79,8 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # the initial W: 'pca', the training data's top D' principal axes (kernel principal
     # axes in the kernel form), with W W^T = I; 'random', random orthonormal rows (a
     # Gaussian A in the kernel form). Where the hinge reaches zero on a small training set,
-    # the directions it never moved stay as they started: on the 30 training people of
-    # data/cuhk01_subset WARCA-chi2 gives 37.78 / 55.52 rank-1 / mAP from 'pca' against
-    # 31.11 / 51.59 from 'random'; on the whole datasets the two are within 0.4 (VIPeR
-    # 36.23 against 35.82, CUHK01 56.66 against 56.63; benchmarks/RESULTS.md).
+    # the directions it never moved stay as they started; on the whole datasets the two
+    # starts tie (measurements: docs/methods.md#what-warca-needs-beyond-the-paper).
     m.init = "pca"
 
     if variant == "chi2":
