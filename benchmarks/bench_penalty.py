@@ -58,12 +58,12 @@ def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v]
 
 
-def rank1(metric, x_test, labels, cams) -> float:
-    """Test rank-1: gallery = image 0 of each test person, probes = images 1-3."""
+def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
+    """Test (rank-1, mAP): gallery = image 0 of each test person, probes = images 1-3."""
     emb = np.asarray(metric.transform(x_test))
     g, q = cams == 0, cams != 0
     res = evaluation.evaluate(emb[q], emb[g], labels[q], labels[g], cams[q], cams[g])
-    return float(res["rank1"])
+    return float(res["rank1"]), float(res["mAP"])
 
 
 # ----- the rule: lambda chosen on held-out training people, against every fixed lambda -----
@@ -78,10 +78,7 @@ def _reference_dataset(seeds):
     test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
 
     def scores(metric):
-        emb = np.asarray(metric.transform(test[0]))
-        g, q = test[2] == 0, test[2] != 0
-        r = evaluation.evaluate(emb[q], emb[g], test[1][q], test[1][g], test[2][q], test[2][g])
-        return float(r["rank1"]), float(r["mAP"])
+        return reference_scores(metric, *test)
 
     return [(seed, prob["hist_train"], prob["train_labels"], None, scores) for seed in seeds]
 
@@ -267,7 +264,7 @@ def main() -> None:
                 metric, _ = warca.fit(xs, ys, cfg, seed=args.seed)
                 seconds = time.perf_counter() - t
                 test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
-                scores[lam] = rank1(metric, *test)
+                scores[lam] = reference_scores(metric, *test)[0]
                 line = dict(num_ids=num_ids, images_per_id=k, lam=lam, rank1=scores[lam],
                             fit_s=round(seconds, 1))  # fmt: skip
                 print(json.dumps(line), flush=True)

@@ -98,20 +98,23 @@ def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callbac
         return fit(x, y, one_cfg, seed=s, cams=c)
 
     lam, note = lam_select.choose(fit_one, features, labels, cams, cfg, seed=seed)
-    first = [True]
 
-    def named(row):
-        extra = {"lam": lam, "lam_choice": note} if first[0] else {"lam": lam}
-        first[0] = False
-        return {**row, **extra}
+    def named(row, first: bool):
+        return {**row, "lam": lam, **({"lam_choice": note} if first else {})}
+
+    written = 0
+
+    def log_named(row):
+        nonlocal written
+        log_fn(named(row, written == 0))
+        written += 1
 
     metric, history = fit(
         features, labels, lam_select.with_lam(cfg, lam), seed=seed,
-        log_fn=None if log_fn is None else (lambda row: log_fn(named(row))),
+        log_fn=None if log_fn is None else log_named,
         progress=progress, callback=callback, cams=cams,
     )  # fmt: skip
-    first[0] = True
-    return metric, [named(row) for row in history]
+    return metric, [named(row, i == 0) for i, row in enumerate(history)]
 
 
 def _forms(cfg) -> tuple[bool, bool]:
