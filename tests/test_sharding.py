@@ -46,7 +46,7 @@ for name, over in cases.items():
     res = {}
     for nd in (1, 8):
         cfg = defaults.method_config("warca:small")
-        cfg.update(num_iters=60, log_every=20, num_devices=nd, **over)
+        cfg.update(num_iters=60, log_every=20, num_devices=nd, lam=1e-3, **over)
         metric, hist = warca.fit(feats, y, cfg, seed=3)
         res[nd] = (np.asarray(metric.projection), [h["loss"] for h in hist])
     p1, pn = res[1][0], res[8][0]
@@ -63,6 +63,7 @@ import re
 from warca_jax import device_mesh, sampling
 from warca_jax.methods.warca import prepare
 cfg = defaults.method_config("warca:small")
+cfg.lam = 1e-3
 mesh = device_mesh.make_mesh(8)
 chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
 w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])

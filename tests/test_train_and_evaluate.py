@@ -154,7 +154,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
     pipeline.train_and_evaluate(_small(), str(tmp_path))
     other = _small()
     other.method.lam = 0.5
-    with pytest.raises(ValueError, match=r"different config .*: method\.lam 1e-05 -> 0\.5;"):
+    with pytest.raises(ValueError, match=r"different config .*: method\.lam None -> 0\.5;"):
         pipeline.train_and_evaluate(other, str(tmp_path))
 
 
@@ -205,14 +205,15 @@ def test_orl_config_runs_end_to_end_on_real_images(tmp_path):
     c = get_config("orl")
     assert c.data.name == "orl" and Path(c.data.path) == ORL.resolve()
     c.unlock()
-    c.data.num_splits = 2
+    c.data.num_splits = 4
     c.data.cache_dir = str(tmp_path / "cache")
     c.progress = False
     results = pipeline.train_and_evaluate(c, str(tmp_path / "run"))
-    assert results["dataset"] == "orl" and results["num_splits"] == 2
+    assert results["dataset"] == "orl" and results["num_splits"] == 4
     # 20 test people, 5 queries and 5 gallery images each: faces are easy for the descriptor
     # (Euclidean about 92 rank-1), so the learned metric must keep up with Euclidean distance
-    # on rank-1 and beat it on mAP, where Euclidean leaves room (about 75).
+    # on rank-1 and beat it on mAP. One split's 100 queries move rank-1 by 4 to 8 points
+    # between splits, more than the metric's gain, so the test averages four.
     base = results["baseline_euclidean"]["mean"]
     assert results["mean"]["rank1"] >= base["rank1"]
     assert results["mean"]["mAP"] > base["mAP"]
@@ -535,7 +536,7 @@ def test_a_warca_run_draws_its_figures_and_logs_only_columns_that_move(tmp_path)
     assert png_size(tmp_path / "curves.png") == _curves_size(2)  # loss, closer_frac
     rows = _lines(tmp_path)
     assert len(rows) == 6  # 2 splits x 60 steps / 20
-    identity = {"split", "step"}
+    identity = {"split", "step", "lam", "lam_choice"}  # the fit's lambda and how it was chosen
     constant = sorted(k for k in rows[0] if k not in identity and len({r[k] for r in rows}) == 1)
     assert constant == [], f"columns that never change: {constant}"
     assert {"margin_frac", "closer_frac", "mean_gap", "mean_rank"} <= set(rows[0])

@@ -49,7 +49,16 @@ class Hyperparams(NamedTuple):
 
 
 def hyperparams(cfg) -> Hyperparams:
-    """The ``Hyperparams`` of a WARCA config (float32, as the parameters)."""
+    """The ``Hyperparams`` of a WARCA config (float32, as the parameters).
+
+    Raises:
+      ValueError: ``cfg.lam`` is None (``fit`` chooses it first; the step needs a number).
+    """
+    if cfg.lam is None:
+        raise ValueError(
+            "the step needs lam as a number; lam None is chosen from lam_grid by fit "
+            "(lam_select), so give lam a value to build the step directly"
+        )
     return Hyperparams(
         lam=jnp.asarray(cfg.lam, jnp.float32),
         learning_rate=jnp.asarray(cfg.learning_rate, jnp.float32),
