@@ -309,6 +309,7 @@ def test_workdir_under_a_file(tmp_path, good_npz):
         pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "f" / "run"))
 
 
+@pytest.mark.slow
 def test_workdir_of_another_config(tmp_path, good_npz):
     pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
     with pytest.raises(ValueError, match="holds a run with a different config"):
@@ -444,6 +445,7 @@ def test_cut_metrics_line_is_dropped_on_resume(tmp_path, finished, caplog):
     assert sorted({r["split"] for r in rows}) == [0, 1]
 
 
+@pytest.mark.slow
 def test_workdir_leaves_no_temporary_files(finished):
     root, _ = finished
     names = set(os.listdir(root / "w"))
@@ -504,6 +506,7 @@ def _extract(paths, cache):
     return features.extract(paths, height=32, width=16, batch_size=4, cache_dir=cache)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, reason",
     [

@@ -79,6 +79,7 @@ def test_single_shot_evaluate_ranks_the_same_at_any_scale(metric):
         same_metrics(got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("single_shot", [False, True])
 def test_nn_baseline_ranks_the_same_at_any_scale(single_shot):
     """The nearest-neighbour baseline (and every results.json's Euclidean baseline)."""

@@ -149,6 +149,7 @@ def test_the_report_stage_leaves_a_damaged_result_out_instead_of_averaging_it(
         assert "(1/2)" in f.read()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["nan", "truncated", "other grid point"])
 def test_a_damaged_cross_validation_result_is_redone(damage, copy, reference, caplog):
     path = _cv(copy, 1e-2)
@@ -238,6 +239,7 @@ def _failing_fit(fit, *, fail_all_warca=False):
     return fit_method
 
 
+@pytest.mark.slow
 def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
     monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method))

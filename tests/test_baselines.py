@@ -21,6 +21,7 @@ def _rank_order(metric, problem):
     return np.argsort(dist, axis=1, kind="stable")
 
 
+@pytest.mark.slow
 def test_nn_euclidean_is_the_baseline_and_other_distances_differ(reid):
     metric, hist = baselines.fit_nn(reid.x_train, reid.y_train, _cfg("nn", distance="euclidean"))
     assert hist == [] and metric.kind == "identity"
@@ -75,6 +76,7 @@ def test_mahalanobis_matrix_is_the_inverse_covariance():
         np.testing.assert_allclose(metric.mahalanobis_matrix(), expected, rtol=2e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_mahalanobis_within_class_beats_euclidean_features_does_not(reid):
     # Measured on this split: within_class 53.5 rank-1, features 6.5, Euclidean 23.5. The
     # features covariance whitens away the identity signal (it ignores labels), as the

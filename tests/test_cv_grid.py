@@ -29,6 +29,7 @@ def _data(variant):
     return (np.abs(x) if variant == "chi2" else x), y, c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["linear", "chi2"])
 def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
     x, y, c = _data(variant)
@@ -109,6 +110,7 @@ def full_grid(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_one_grid_job_gives_every_points_own_job_results(full_grid, tmp_path, monkeypatch):
     monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)  # a job per point
     workdir = str(tmp_path)
@@ -118,6 +120,7 @@ def test_one_grid_job_gives_every_points_own_job_results(full_grid, tmp_path, mo
     assert _selected(workdir) == _selected(full_grid)
 
 
+@pytest.mark.slow
 def test_halving_chooses_the_best_finalist_with_the_full_grids_scores(full_grid, tmp_path):
     workdir = str(tmp_path)
     protocol.run_protocol(_small(halving=3), workdir, stage="cv")
@@ -157,6 +160,7 @@ def test_a_bad_halving_is_refused(tmp_path):
         protocol.run_protocol(_small(halving=0), str(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypatch):
     advance = grid.GridFit.advance
 

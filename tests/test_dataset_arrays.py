@@ -74,6 +74,7 @@ def test_npz_missing_key(tmp_path):
         npz_file.load_npz(path)
 
 
+@pytest.mark.slow
 def test_npz_without_cameras_has_one_camera_per_image_and_trains(tmp_path):
     features, labels, _ = _small()
     path = tmp_path / "nocams.npz"

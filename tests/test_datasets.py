@@ -170,6 +170,7 @@ def test_cuhk01_gallery_draw_is_the_default(tmp_path):
         datasets.load("cuhk01", root, protocol="xiong")
 
 
+@pytest.mark.slow
 def test_gallery_draw_evaluation_ranks_the_same_camera_twin(tmp_path):
     """With same_camera_matches a probe whose only match shares its camera is ranked;
     without, it is skipped as a query with nothing to find."""

@@ -125,6 +125,7 @@ def test_to_dataset_rejects_non_finite_features(tmp_path, monkeypatch):
         datasets.to_dataset(image_set)
 
 
+@pytest.mark.slow
 @pytest.mark.real_data
 @pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
 def test_to_dataset_real_features_on_orl():

@@ -749,6 +749,7 @@ def _library_texts() -> list[tuple[str, int, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_library_docstring_or_comment_holds_a_measured_figure():
     texts = _library_texts()
     assert len(texts) > 1000, f"only {len(texts)} docstrings and comments found"
@@ -910,6 +911,7 @@ def test_the_source_check_catches_a_figure_without_its_source():
 _DOCS_ANCHOR = re.compile(r"\bdocs/(\w+\.md)#([\w-]+)")
 
 
+@pytest.mark.slow
 def test_the_library_points_to_docs_anchors_that_exist():
     problems = []
     for module, line, text in _library_texts():

@@ -104,6 +104,7 @@ def _kernel_metric(x):
                   kernel="rbf", gamma=0.05, name="warca")  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["kernel", "kernel_distance", "cosine"])
 def test_metrics_without_a_map_have_no_components_but_a_distance(ml_ref, which):
     x = ml_ref["X"]
@@ -128,6 +129,7 @@ def test_metrics_without_a_map_have_no_components_but_a_distance(ml_ref, which):
     np.testing.assert_allclose(d01, est.pairwise_distances(x[:1], x[1:2])[0, 0], 1e-5, 1e-6)
 
 
+@pytest.mark.slow
 def test_get_metric_serves_a_neighbours_classifier(ml_ref):
     x, y = ml_ref["X"], np.repeat(np.arange(12), 5)
     for metric in (Metric("linear", 5, projection=ml_ref["L"], name="xqda"), _kernel_metric(x)):

@@ -99,6 +99,7 @@ def test_chi2_rejects_negative_features():
 
 
 # ----------------------------------------------------------------------------- protocol
+@pytest.mark.slow
 @pytest.mark.parametrize("block_size", [1, 7, 256])
 def test_evaluate_distances_matches_reference_with_ties(block_size):
     rng = np.random.default_rng(1)
@@ -199,6 +200,7 @@ def test_no_valid_query_raises():
 
 
 # ----------------------------------------------------------------------------- single shot
+@pytest.mark.slow
 def test_single_shot():
     rng = np.random.default_rng(4)
     ql, qc = np.arange(1, 11), np.ones(10, int)

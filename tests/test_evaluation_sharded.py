@@ -62,6 +62,7 @@ def count_sweeps(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- ties
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["negative", "match"])
 def test_tie_across_chunks_breaks_by_gallery_index(first):
     # One query, a negative and its true match at the same distance, one per chunk: the one
@@ -97,6 +98,7 @@ def test_thresholds_off_by_one_ulp_are_swept_again(monkeypatch):
     same_results(got, want)
 
 
+@pytest.mark.slow
 def test_nondeterministic_sweep_raises(monkeypatch):
     make = evaluation.sweep._sweep_fn
 

@@ -44,6 +44,7 @@ def _cache_warnings(caplog):
     return [r.getMessage() for r in caplog.records if "feature cache" in r.getMessage()]
 
 
+@pytest.mark.slow
 def test_changed_pixels_under_the_same_name_size_and_mtime_are_recomputed(
     tmp_path, counted, settled, caplog
 ):

@@ -85,6 +85,7 @@ def test_uniform_pattern_tables():
     assert clbp.lbp_num_bins(8) == 59 and clbp.lbp_num_bins(16) == 243
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("points", "radius"), [(8, 1.0), (16, 2.0)])
 def test_lbp_codes_match_direct_reference(points, radius):
     # Small integer grey levels: many exact ties (>= matters), no near-ties.
@@ -129,6 +130,7 @@ def test_rows_to_stripes():
     assert np.all(s[:64] <= 2) and np.all(s[64:] >= 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rgb", [(200, 40, 90), (20, 150, 230)])
 def test_uniform_colour_gives_one_hot_histograms(rgb):
     x = np.broadcast_to(np.array(rgb, np.uint8), (1, 128, 48, 3))
@@ -160,6 +162,7 @@ def test_top_and_bottom_halves_fill_their_stripes():
     np.testing.assert_allclose(lbp16[0, 3, FLAT_LBP16], 20 / 22, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_interior_lbp_skips_each_stripes_border():
     """``lbp_pixels="interior"``: each stripe's LBP histograms are those of the stripe's crop
     alone, over the pixels at least ceil(radius) inside it (MATLAB's ``lbp`` on the crop)."""
@@ -277,6 +280,7 @@ def test_extract_batches_match_in_memory(tmp_path):
         features.extract(paths, descriptor="sift")
 
 
+@pytest.mark.slow
 def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch, counted):
     (tmp_path / "imgs").mkdir()
     paths = _write_images(tmp_path / "imgs")
@@ -312,6 +316,7 @@ def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):
         features.extract(paths)
 
 
+@pytest.mark.slow
 @pytest.mark.real_data
 def test_orl_faces_same_person_is_closer():
     people, shots = range(1, 6), range(1, 5)

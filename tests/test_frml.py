@@ -67,6 +67,7 @@ def test_euclidean_gradient_factors_equal_autodiff():
         np.testing.assert_allclose(got, want @ st.u, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_retraction_equals_dense_projection_and_truncation():
     rng = np.random.default_rng(1)
     d, r, lr = 10, 3, 0.3

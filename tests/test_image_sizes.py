@@ -54,6 +54,7 @@ def test_a_too_small_image_is_refused_before_any_work(tmp_path, monkeypatch, des
     extraction.check_image_sizes(paths[:1], descriptor)  # the smallest size itself passes
 
 
+@pytest.mark.slow
 def test_an_image_of_the_smallest_size_is_described(tmp_path):
     paths = [_image(tmp_path / f"{i}.png", 6 + i, 5 + i) for i in range(2)]
     out = features.extract(paths, height=32, width=16)
@@ -98,6 +99,7 @@ def test_skipping_small_images_keeps_labels_cameras_and_splits_right(
             np.testing.assert_array_equal(origin[getattr(new, key)], before[before != gone])
 
 
+@pytest.mark.slow
 def test_skip_small_images_from_the_config(tmp_path, caplog):
     root, dot = _viper_with_a_dot(tmp_path)
     cfg = defaults.base_config().data

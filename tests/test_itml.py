@@ -46,6 +46,7 @@ def _random_problem(rng, d=6, p=40):
     return a, v, delta, xi
 
 
+@pytest.mark.slow
 def test_itml_beats_euclidean(reid):
     metric, hist = itml.fit(reid.x_train, reid.y_train, _method(num_constraints=500))
     res = reid.score(metric)
@@ -92,6 +93,7 @@ def test_projection_meets_its_constraint():
             assert float(lam[0]) > 0  # the dual variable of a violated constraint grows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", [1.0, 100.0])
 def test_a_stays_positive_definite(gamma):
     x, y = small_problem()
@@ -113,6 +115,7 @@ def test_lost_definiteness_is_an_error():
         itml.fit(*small_problem(), _method(gamma=1e4, num_constraints=300))
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = small_problem()
     cfg = _method(num_constraints=200, max_iter=30)
@@ -175,6 +178,7 @@ def test_singular_covariance_prior_is_refused():
         itml.fit(x, y, _method(prior="covariance"))
 
 
+@pytest.mark.slow
 def test_sklearn_pipeline():
     x, y = small_problem()
     pipe = make_pipeline(

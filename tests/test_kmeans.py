@@ -20,6 +20,7 @@ def _query_gallery(problem):
     return ds.features[s.query_idx], ds.features[s.gallery_idx]
 
 
+@pytest.mark.slow
 def test_kmeans_recovers_separated_blobs():
     rng = np.random.default_rng(0)
     centres = 20.0 * rng.normal(size=(4, 3))
@@ -41,6 +42,7 @@ def test_kmeans_recovers_separated_blobs():
         np.testing.assert_array_equal(assign, d.argmin(axis=1))
 
 
+@pytest.mark.slow
 def test_one_cluster_is_plain_euclidean_exactly(reid):
     metric, hist = kmeans.fit(reid.x_train, reid.y_train, _cfg(num_clusters=1))
     assert hist == []

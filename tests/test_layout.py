@@ -187,6 +187,7 @@ def _code_lines(lines: list[str], node: ast.AST) -> int:
     )
 
 
+@pytest.mark.slow
 def test_modules_and_functions_have_a_readable_size():
     long_modules, long_functions = [], []
     for path in MODULES.values():

@@ -51,6 +51,7 @@ def _small_problem():
     return x[keep], y[keep]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("knn", [1, 3, 7])
 def test_local_scatter_equals_direct_double_loop(knn):
     x, y = _small_problem()
@@ -79,6 +80,7 @@ def test_solution_solves_the_generalized_eigenproblem():
     assert np.all(np.diff(lam) <= 1e-6)  # largest first
 
 
+@pytest.mark.slow
 def test_linear_lfda_beats_euclidean(reid):
     metric, hist = lfda.fit(reid.x_train, reid.y_train, _method())
     assert metric.kind == "linear" and metric.projection.shape == (40, 64) and hist == []
@@ -108,6 +110,7 @@ def test_chi2_variant_is_xiongs_klfda():
     assert m.reg_scale == "dims"  # relative to trace / N, as Xiong's kLFDA
 
 
+@pytest.mark.slow
 def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     # r = min(D, N - #classes): the most non-zero eigenvalues S_w can have
     assert lfda.ridge_rank(2580, 632, 316, "rank") == 316

@@ -132,6 +132,7 @@ def test_loss_and_gradient_equal_a_loop_over_the_papers_triplets():
     assert obj["active_triplets"] == int(np.sum(slacks > 0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same", [True, False])
 def test_blocked_search_equals_brute_force(same):
     rng = np.random.default_rng(0)
@@ -148,6 +149,7 @@ def test_blocked_search_equals_brute_force(same):
         assert int(valid[i].sum()) == len(want)  # the singleton has no target neighbour
 
 
+@pytest.mark.slow
 def test_small_classes_use_all_their_images():
     x, y = small_problem()
     y = y.copy()
@@ -156,6 +158,7 @@ def test_small_classes_use_all_their_images():
     assert metric.is_finite() and np.isfinite(hist[-1]["loss"])
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = small_problem()
     cfg = _method(num_iters=20, refresh_every=10, dim=6)
@@ -185,6 +188,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         lmnn.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error():
     x, y = small_problem()
     with pytest.raises(FloatingPointError, match="diverged|non-finite"):
@@ -196,6 +200,7 @@ def _old_default(**overrides):
     return _method(num_iters=300, learning_rate=1e-3, schedule="constant", tol=0.0, **overrides)
 
 
+@pytest.mark.slow
 def test_stops_early_when_converged_and_says_why():
     x, y = small_problem()
     rows = []
@@ -276,6 +281,7 @@ def test_watch_keeps_the_earliest_best_and_stops_after_patience(monkeypatch):
     assert watch.due(30) and not watch.due(35)
 
 
+@pytest.mark.slow
 def test_held_out_retrieval_map_excludes_the_query_itself():
     x = np.array([[0.0], [0.1], [5.0], [5.1]], np.float32)
     metric = Metric(kind="linear", input_dim=1, projection=np.eye(1, dtype=np.float32))
@@ -283,6 +289,7 @@ def test_held_out_retrieval_map_excludes_the_query_itself():
     assert held_out.retrieval_map(metric, x, np.array([0, 1, 0, 1])) < 100.0
 
 
+@pytest.mark.slow
 def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
     x, y = small_problem()
     cfg = _method(val_fraction=0.25, val_every=20, val_patience=3, num_iters=200, tol=0.0)
@@ -296,6 +303,7 @@ def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
     np.testing.assert_array_equal(metric.projection, again.projection)
 
 
+@pytest.mark.slow
 def test_held_out_fallback_is_said_in_the_history():
     x, y = small_problem()
     keep = y < 4  # 4 identities: 0.2 of them holds fewer than 2 out

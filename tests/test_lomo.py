@@ -80,6 +80,7 @@ def test_window_max_histograms_match_sliding_windows(h, w):
         np.testing.assert_array_equal(got[i], _window_reference(codes[i], 9))
 
 
+@pytest.mark.slow
 def test_tail_quantiles_match_jnp_quantile():
     v = jax.random.normal(jax.random.key(0), (3, 1001))
     lo, hi = tail_quantiles(v, 0.01)
@@ -118,6 +119,7 @@ def test_constant_colour_is_one_hot_before_normalisation():
     assert np.all(np.isfinite(np.asarray(lomo(x))))
 
 
+@pytest.mark.slow
 def test_max_pooling_over_a_row_of_windows():
     a, b = (200, 40, 90), (20, 200, 250)  # grey 94 and 152: SILTP contrast above tau
     x = np.zeros((2, 128, 48, 3), np.uint8)
@@ -136,6 +138,7 @@ def test_max_pooling_over_a_row_of_windows():
     assert np.all(silt3[:4, 1:].sum(1) > 0) and np.all(silt3[:, 0] == 100)
 
 
+@pytest.mark.slow
 @pytest.mark.real_data
 def test_orl_faces_lomo():
     people, shots = range(1, 5), range(1, 4)
@@ -149,6 +152,7 @@ def test_orl_faces_lomo():
         assert same < 0.9 * d[np.ix_(y == p, y != p)].mean()
 
 
+@pytest.mark.slow
 def test_msrcp_keeps_each_pixels_chromaticity():
     """MSRCP scales every pixel's RGB by one gain, at most the one that takes its largest
     channel to 1: the channel ratios (so hue and saturation) of the input survive, and the
@@ -162,6 +166,7 @@ def test_msrcp_keeps_each_pixels_chromaticity():
     assert np.ptp(ratio.max(axis=-1)) > 0  # the gain varies over the image
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retinex", ["none", "msrcr", "msrcp"])
 def test_every_retinex_gives_a_normalised_descriptor(retinex):
     x = np.random.default_rng(1).integers(0, 256, size=(2, 128, 48, 3)).astype(np.uint8)

@@ -56,6 +56,7 @@ def test_primal_hinge_grad_matches_autodiff(seed, jit):
     assert float(jnp.abs(closed).max()) > 0
 
 
+@pytest.mark.slow
 def test_primal_hinge_numerical_gradient():
     w, u, v, weights, _ = _triplets(3)
     check_grads(
@@ -76,6 +77,7 @@ def test_hinge_loss_is_the_dense_eq_12_term():
     )
 
 
+@pytest.mark.slow
 def test_hinge_grad_is_w_times_g_sum():
     """The outer-product form equals sum_b c_b W G_ijk with G of eq. 21 formed densely."""
     w, u, v, weights, _ = _triplets(4)
@@ -168,6 +170,7 @@ def test_preconditioned_hinge_grad_is_grad_times_k_inverse(seed):
     assert int(jnp.sum(jnp.any(pre != 0, axis=0))) <= 3 * len(i)
 
 
+@pytest.mark.slow
 def test_sparse_e_is_k_inverse_g_k_inverse():
     """Eq. 24 (the reference forms themselves): E_ijk = K^-1 G_ijk K^-1."""
     gram, a, *_ = _kernel_problem(2)
@@ -182,6 +185,7 @@ def test_sparse_e_is_k_inverse_g_k_inverse():
     assert int(jnp.sum(ref.sparse_e(i, j, k, dij, dik, 9) != 0)) == 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["aon", "frobenius", "none"])
 def test_kernel_penalty_and_its_grads(kind):
     """Eq. 18's penalty from the embeddings K A^T, its gradient (eq. 20) against jax.grad
@@ -201,6 +205,7 @@ def test_kernel_penalty_and_its_grads(kind):
         np.testing.assert_allclose(plain, ref.kernel_aon_penalty_grad(a, gram), rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_penalty_transform_adds_lambda_times_the_penalty_gradient():
     """Eq. 25: the plain SGD step along hinge part + lambda R' (eq. 23) is the dense update."""
     gram, a, i, j, k, weights = _kernel_problem(4)
@@ -230,6 +235,7 @@ def test_zero_distance_pair_gives_finite_gradient():
     np.testing.assert_allclose(closed, auto, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_distance_has_a_zero_gradient_at_zero():
     assert float(losses.distance(jnp.zeros(3))) == 0.0
     np.testing.assert_array_equal(jax.grad(losses.distance)(jnp.zeros(3)), np.zeros(3))

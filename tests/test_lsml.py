@@ -139,6 +139,7 @@ def test_loss_falls_and_the_last_row_says_why():
     assert "the start M0 met tol" in hist[-1]["stopped"]  # said, not silent
 
 
+@pytest.mark.slow
 def test_features_too_small_for_the_absolute_tol_are_named():
     # tol is absolute (metric-learn's rule) and the gradient scales with the squared pair
     # distances: features 1e-3 the size stop at once, with the message naming why

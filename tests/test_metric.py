@@ -65,6 +65,7 @@ def test_load_errors(tmp_path):
         Metric("kernel", 2, projection=np.ones((1, 3)))
 
 
+@pytest.mark.slow
 def test_kernel_distance_is_the_feature_space_distance():
     rng = np.random.default_rng(3)
     x = rng.uniform(size=(6, 5)).astype(np.float32)

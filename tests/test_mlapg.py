@@ -54,6 +54,7 @@ def test_gradient_equals_autodiff_float64():
         assert float(jnp.abs(ref).max()) > 1e-3
 
 
+@pytest.mark.slow
 def test_psd_projection_clips_negative_eigenvalues():
     m = jnp.diag(jnp.array([2.0, -1.0, 0.5]))
     q, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(2), (3, 3)))
@@ -107,6 +108,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         mlapg.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("init_step", [256.0, 1e5])  # the default, and a step that backtracks
 def test_reduced_iteration_equals_the_plain_step(init_step):
     x, y = _small_problem(dim=12)

@@ -86,6 +86,7 @@ def _dense_alternating(a, w, tol, max_proj):
     return a / max((w * a).sum(), 1.0), rounds
 
 
+@pytest.mark.slow
 def test_projections_are_the_dense_ones():
     rng = np.random.default_rng(0)
     s = rng.standard_normal((40, 6))
@@ -187,6 +188,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         mmc.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_scale_of_the_features_does_not_matter():
     x, y = small_problem()
     cfg = _method(max_iter=10, **EXACT)

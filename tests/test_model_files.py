@@ -70,6 +70,7 @@ def _damage(path, meta=None, **arrays) -> None:
     np.savez(path, meta=np.asarray(json.dumps(saved)), **entries)
 
 
+@pytest.mark.slow
 def test_every_kind_round_trips(tmp_path):
     x = _RNG.uniform(size=(6, D)).astype(np.float32)
     for which, m in _models().items():
@@ -188,6 +189,7 @@ def _kissme_run(tmp_path):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "meta, arrays, field",
     [

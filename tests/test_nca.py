@@ -70,6 +70,7 @@ def test_blocked_loss_and_closed_form_gradient_are_the_papers():
     np.testing.assert_allclose(custom, got, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_objective_is_expected_leave_one_out_accuracy():
     x, y = small_problem()
     # A map that sends every class to its own far-apart point: p_i = 1 for all i.
@@ -93,6 +94,7 @@ def test_same_seed_same_result():
     assert a.projection.shape == (12, 12)
 
 
+@pytest.mark.slow
 def test_adam_learns_too():
     x, y = small_problem()
     cfg = _method(optimizer="adam", num_iters=100, learning_rate=3e-2, tol=0.0)
@@ -153,6 +155,7 @@ def test_bad_input_is_refused(mutate, overrides, match):
         nca.fit(x, y, _method(**overrides))
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error():
     x, y = small_problem()
     cfg = _method(optimizer="adam", num_iters=10, learning_rate=1e30, tol=0.0)

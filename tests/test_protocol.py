@@ -70,6 +70,7 @@ def tiny_run(tmp_path_factory):
     return workdir, results
 
 
+@pytest.mark.slow
 def test_writes_every_run_table_and_plot(tiny_run):
     workdir, results = tiny_run
     for name in ("table2.md", "study.md", "study.csv", "results.json", "cmc_synthetic.png"):

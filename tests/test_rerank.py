@@ -82,6 +82,7 @@ def test_asymmetric_matrices_match_the_reference():
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_features_match_the_matrices():
     xq, xg, _ = problem(7)
     xq, xg = xq.astype(np.float32), xg.astype(np.float32)
@@ -91,6 +92,7 @@ def test_features_match_the_matrices():
     np.testing.assert_allclose(k_reciprocal_features(xq * 1e20, xg * 1e20), got, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_evaluate_reranked_is_evaluate_distances_of_the_reranking():
     xq, xg, ids = problem(8, nq=30, ng=90)
     xq, xg = xq.astype(np.float32), xg.astype(np.float32)

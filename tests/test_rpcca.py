@@ -42,6 +42,7 @@ def _kernel_loss(a, k, i, j, y, *, beta, lam):
     return jnp.mean(jax.nn.softplus(beta * z) / beta) + lam * jnp.trace(a @ k @ a.T)
 
 
+@pytest.mark.slow
 def test_pair_set_has_every_positive_and_only_true_negatives():
     _, y = _small_problem()
     i, j, s = _pairs(y)
@@ -166,6 +167,7 @@ def test_same_seed_same_result(overrides):
     assert not np.allclose(a.projection, c.projection)
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error_not_a_model():
     x, y = _small_problem()
     with pytest.raises(FloatingPointError, match="diverged"):

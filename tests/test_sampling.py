@@ -14,6 +14,7 @@ def _u(seed, b):
     return sampling.to_uniform(jax.random.bits(jax.random.PRNGKey(seed), (2, b), jnp.uint32))
 
 
+@pytest.mark.slow
 def test_pairs_are_uniform_over_same_label_pairs():
     labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3])  # 2 + 6 + 20 ordered pairs; 3 has none
     table = sampling.make_pair_table(labels)
@@ -27,6 +28,7 @@ def test_pairs_are_uniform_over_same_label_pairs():
     assert freq.min() > 850 and freq.max() < 1150  # 1000 expected, std ~31
 
 
+@pytest.mark.slow
 def test_cross_camera_pairs_are_uniform_over_pairs_of_two_cameras():
     # label 0: cams 0, 0, 1 -> 4 ordered cross pairs; label 1: cams 1, 0, 1, 2 -> 10;
     # label 2: one camera only -> none; shuffled so that blocks are not contiguous in the input
@@ -48,6 +50,7 @@ def test_cross_camera_pairs_are_uniform_over_pairs_of_two_cameras():
     assert freq.min() > 850 and freq.max() < 1150  # 1000 expected, std ~31
 
 
+@pytest.mark.slow
 def test_pair_table_without_cameras_draws_as_before():
     # one camera for all is every pair; the draw is bit for bit the camera-free table's
     labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3])
@@ -217,6 +220,7 @@ def test_select_nth(width):
             assert got[row] == np.nonzero(mask[row])[0][r[row]]
 
 
+@pytest.mark.slow
 def test_step_bits_are_distinct_per_step_and_reproducible():
     key = jax.random.PRNGKey(7)
     a = np.asarray(sampling.step_bits(key, jnp.int32(0), 101))

@@ -126,6 +126,7 @@ def test_objective_and_subgradient_equal_a_loop_over_the_papers_triplets():
     assert obj["loss"] == pytest.approx(want, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_rda_step_solves_its_subproblem():
     rng = np.random.default_rng(1)
     k, beta, gamma = 6, 0.05, 5e-3

@@ -41,6 +41,7 @@ def _solve64(p, alpha, tol=1e-11, iters=5000):
         return np.asarray(state.z), {key: float(v) for key, v in stats.items()}
 
 
+@pytest.mark.slow
 def test_sdml_beats_euclidean(reid):
     metric, hist = sdml.fit(reid.x_train, reid.y_train, _method())
     res = reid.score(metric)
@@ -52,6 +53,7 @@ def test_sdml_beats_euclidean(reid):
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
+@pytest.mark.slow
 def test_solution_meets_the_optimality_conditions():
     p, alpha = _well_posed()
     z, stats = _solve64(p, alpha)
@@ -68,6 +70,7 @@ def test_solution_meets_the_optimality_conditions():
     assert np.linalg.eigvalsh(z).min() > 0
 
 
+@pytest.mark.slow
 def test_solution_equals_scikit_learn_graphical_lasso():
     p, alpha = _well_posed()
     z, _ = _solve64(p, alpha)
@@ -83,6 +86,7 @@ def test_solution_equals_scikit_learn_graphical_lasso():
     assert np.linalg.norm(z32 - want) <= 5e-3 * np.linalg.norm(want)
 
 
+@pytest.mark.slow
 def test_unbounded_problem_is_refused_with_the_balance_that_works():
     x, y = small_problem()
     cfg = defaults.overridden(get_config("metric_learn").method)  # the pairs' sum, eta 0.5

@@ -55,6 +55,7 @@ def test_bad_labels_are_refused_by_every_estimator(method, case):
     assert not hasattr(est, "metric_")  # refused before any training
 
 
+@pytest.mark.slow
 def test_string_labels_are_identities_as_integers_are():
     names = np.array([f"person_{v:02d}" for v in Y])
     by_name = wsk.KISSME().fit(X, names)

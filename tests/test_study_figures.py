@@ -242,6 +242,7 @@ def test_ranked_list_drawing_with_real_orl_images(tmp_path):
     assert _has_colour(path, GREEN) and _has_colour(path, RED)
 
 
+@pytest.mark.slow
 def test_validation_cost_plot_checks_its_curves(tmp_path):
     path = plots.plot_validation_cost(
         {"a": ([10, 20, 30], [3.0, 2.0, 2.5]), "b": ([10, 20], [-1.0, -4.0])}, tmp_path / "v.png"

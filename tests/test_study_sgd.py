@@ -112,6 +112,7 @@ def test_returns_the_best_validation_parameters(reid):
     np.testing.assert_array_equal(long.projection, short.projection)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_same_seed_same_result(reid, name):
     cfg = _method(name, num_epochs=20)

@@ -302,6 +302,7 @@ def test_released_bad_config_is_refused(overrides, match, monkeypatch):
         svmml.fit(x, y, cfg)
 
 
+@pytest.mark.slow
 def test_released_refuses_training_sets_over_its_pair_matrix_limit(monkeypatch):
     x, y = _small_problem()
     monkeypatch.setattr(svmml, "RELEASED_MAX_N", x.shape[0] - 1)

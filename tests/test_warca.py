@@ -314,6 +314,7 @@ def test_nystroem_kernel_warca_learns_and_is_a_kernel_metric_on_the_landmarks():
     np.testing.assert_array_equal(again.projection, metric.projection)
 
 
+@pytest.mark.slow
 def test_nystroem_features_reproduce_the_kernel():
     x, _ = _small_problem(histogram=True)
     cfg = _method("chi2", kernel="chi2_rbf", num_landmarks=len(x), dim=6)
@@ -435,6 +436,7 @@ def test_normalisation_is_carried_by_the_metric():
         np.testing.assert_allclose(d1, d0, rtol=2e-3, atol=2e-3 * d0.mean())
 
 
+@pytest.mark.slow
 def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
     x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
@@ -456,6 +458,7 @@ def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
         warca.fit(x, y, defaults.overridden(cfg, positives="same_camera"), cams=c, seed=1)
 
 
+@pytest.mark.slow
 def test_lambda_chosen_on_held_out_identities():
     x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0

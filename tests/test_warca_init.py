@@ -24,6 +24,7 @@ def test_kernel_pca_start_is_the_kernel_principal_axes_with_orthonormal_rows():
     np.testing.assert_allclose(a @ k @ k @ a.T, np.diag(w), rtol=1e-4, atol=1e-3 * w[0])
 
 
+@pytest.mark.slow
 def test_kernel_pca_start_beyond_the_rank_is_finite_with_unit_rows():
     k = _centred_gram(n=30, d=4)  # rank 4
     a = np.asarray(prepare.init_params(jax.random.PRNGKey(1), dim=7, d=0, gram=k, init="pca"))
@@ -67,6 +68,7 @@ def test_unknown_init_is_refused_naming_the_options():
         warca.fit(x, y, cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["small", "chi2"])
 def test_pca_start_learns_and_is_reproducible(variant):
     x, y, _ = dataset_arrays.make_synthetic(

@@ -98,6 +98,7 @@ WRITERS = {  # what fills the disk, the file named, the learner
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_a_full_disk_is_one_line_naming_the_file_and_the_rerun_reuses_what_was_done(
     writer, tmp_path, capsys, monkeypatch, caplog

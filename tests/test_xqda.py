@@ -36,6 +36,7 @@ def _small(seed=0, num_ids=9, dim=5):
     return x[keep], y[keep]
 
 
+@pytest.mark.slow
 def test_pair_covariances_equal_explicit_enumeration():
     x, y = _small()
     x = x + 50.0  # an offset far from the origin must not cost precision
@@ -64,6 +65,7 @@ def test_metric_equals_a_direct_computation():
     assert metric.output_dim == w.shape[1]
 
 
+@pytest.mark.slow
 def test_xqda_beats_euclidean(reid):
     # Measured on this split: rank-1 81.5, mAP 83.9 (31 eigenvalues > 1); Euclidean 23.5 / 21.9.
     metric, _ = xqda.fit(reid.x_train, reid.y_train, _cfg())
@@ -74,6 +76,7 @@ def test_xqda_beats_euclidean(reid):
     np.testing.assert_array_equal(again.projection, metric.projection)
 
 
+@pytest.mark.slow
 def test_default_ridge_beats_the_small_one(reid):
     # The default ridge (the mean eigenvalue of Sigma_I) keeps fewer noise directions than
     # 1e-3 tr/D (the measurements: docs/methods.md#xqda-and-lomo).
@@ -84,6 +87,7 @@ def test_default_ridge_beats_the_small_one(reid):
     assert reid.score(default)["rank1"] >= reid.score(small)["rank1"] + 3
 
 
+@pytest.mark.slow
 def test_more_dimensions_than_samples_is_reduced_losslessly():
     x, y = _small(seed=2, num_ids=6, dim=40)  # N = 20 < D = 40
     # In the span of the N - 1 centred rows, Sigma_I has rank N - 6 (one mean per identity).
