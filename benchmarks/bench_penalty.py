@@ -13,19 +13,19 @@ and lambda swept over ``--lams``. For each training set it prints the people, im
 person, N, the same-identity pairs the loss draws from (every pair: no cameras), D, D',
 the test rank-1 at each lambda and the best lambda, as a JSON line and a markdown table.
 
-  python benchmarks/bench_penalty.py [--num_ids=200,600,1200] [--images_per_id=2,4]
+  python -m benchmarks.bench_penalty [--num_ids=200,600,1200] [--images_per_id=2,4]
       [--lams=1e-5,1e-4,1e-3,1e-2] [--seed=1]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import time
 
 import numpy as np
+from absl import app, flags
 
 from warca_jax import defaults, evaluation
 from warca_jax.methods import warca
@@ -33,13 +33,10 @@ from warca_jax.synthetic import make_reference_problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",") if v]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
+_NUM_IDS = flags.DEFINE_list("num_ids", "200,600,1200", "the problem's identities")
+_IMAGES = flags.DEFINE_list("images_per_id", "2,4", "the first k images of each person")
+_LAMS = flags.DEFINE_list("lams", "1e-5,1e-4,1e-3,1e-2", "the penalty weights swept")
+_SEED = flags.DEFINE_integer("seed", 1, "training seed (the data is fixed)")
 
 
 def rank1(metric, x_test, labels, cams) -> float:
@@ -50,30 +47,27 @@ def rank1(metric, x_test, labels, cams) -> float:
     return float(res["rank1"])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--num_ids", type=_ints, default=_ints("200,600,1200"))
-    p.add_argument("--images_per_id", type=_ints, default=_ints("2,4"))
-    p.add_argument("--lams", type=_floats, default=_floats("1e-5,1e-4,1e-3,1e-2"))
-    p.add_argument("--seed", type=int, default=1, help="training seed (the data is fixed)")
-    args = p.parse_args()
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    lams = [float(v) for v in _LAMS.value]
     base = defaults.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
     rows = []
-    for num_ids in args.num_ids:
+    for num_ids in [int(v) for v in _NUM_IDS.value]:
         prob = make_reference_problem(num_ids, seed=0)
         x, y = prob["hist_train"], prob["train_labels"]
         first = np.arange(len(y)) - np.searchsorted(y, y)  # image index within its person
-        for k in args.images_per_id:
+        for k in [int(v) for v in _IMAGES.value]:
             keep = first < k
             xs, ys = x[keep], y[keep]
             people = len(np.unique(ys))
             scores = {}
-            for lam in args.lams:
+            for lam in lams:
                 cfg = base.get_config("chi2").method
                 cfg.lam = lam
                 t = time.perf_counter()
-                metric, _ = warca.fit(xs, ys, cfg, seed=args.seed)
+                metric, _ = warca.fit(xs, ys, cfg, seed=_SEED.value)
                 seconds = time.perf_counter() - t
                 test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
                 scores[lam] = rank1(metric, *test)
@@ -84,7 +78,6 @@ def main() -> None:
             pairs = people * k * (k - 1) // 2
             shape = dict(people=people, images_per_id=k, n=len(ys), pairs=pairs, d=xs.shape[1])
             rows.append(dict(shape, dim=int(cfg.dim), scores=scores, best=best))
-    lams = args.lams
     print("\n| people | images / person | N | same-identity pairs | D | D' | "
           + " | ".join(f"rank-1 at {lam:g}" for lam in lams) + " | best lambda |")  # fmt: skip
     print("| " + " | ".join(["---"] * (7 + len(lams))) + " |")
@@ -95,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)
