@@ -30,15 +30,17 @@ from warca_jax import evaluation, sharding
 
 _GEN_BLOCK = 65536  # rows generated at a time
 
-flags.DEFINE_integer("num_queries", 100_000, "queries")
-flags.DEFINE_integer("num_gallery", 1_000_000, "gallery images")
-flags.DEFINE_integer("dim", 64, "embedding dimension")
-flags.DEFINE_integer("images_per_id", 10, "gallery images per identity")
+flags.DEFINE_integer("num_queries", 100_000, "queries", lower_bound=1)
+flags.DEFINE_integer("num_gallery", 1_000_000, "gallery images", lower_bound=1)
+flags.DEFINE_integer("dim", 64, "embedding dimension", lower_bound=1)
+flags.DEFINE_integer("images_per_id", 10, "gallery images per identity", lower_bound=1)
 flags.DEFINE_float("noise", 1.0, "noise / centre norm")
 flags.DEFINE_string("metric", "euclidean", "the distance")
 flags.DEFINE_integer("num_devices", 0, "0: all devices")
-flags.DEFINE_integer("gallery_chunk", evaluation.GALLERY_CHUNK, "gallery rows per step")
-flags.DEFINE_integer("block_size", 256, "queries per block")
+flags.DEFINE_integer(
+    "gallery_chunk", evaluation.GALLERY_CHUNK, "gallery rows per step", lower_bound=1
+)
+flags.DEFINE_integer("block_size", 256, "queries per block", lower_bound=1)
 flags.DEFINE_integer("seed", 0, "the problem's seed")
 FLAGS = flags.FLAGS
 

@@ -26,6 +26,9 @@ from warca_jax import data, defaults, evaluation
 from warca_jax.methods import warca
 
 get_config = defaults.load_config_module("configs/warca.py").get_config
+# the synthetic histograms: 300 training and 300 test identities x 4 images, 2 cameras
+PROBLEM = dict(num_ids=600, images_per_id=4, num_cams=2, dim=256, signal_dim=16)
+PROBLEM.update(num_nuisance=8, histogram=True)
 
 flags.DEFINE_string("sampler", "exact", "the violator sampler: exact or wsabie")
 flags.DEFINE_integer("max_tries", 128, "wsabie's tries")
@@ -45,31 +48,16 @@ def main(argv):
         jax.config.update("jax_compilation_cache_dir", args.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-    x, y, cams = data.make_synthetic(
-        num_ids=600,
-        images_per_id=4,
-        num_cams=2,
-        dim=256,
-        signal_dim=16,
-        num_nuisance=8,
-        histogram=True,
-        seed=args.seed,
-    )
+    x, y, cams = data.make_synthetic(**PROBLEM, seed=args.seed)
     train = y < 300
     test = ~train
     q = np.nonzero(test & (cams == 0))[0]
     g = np.nonzero(test & (cams == 1))[0]
 
-    cfg = defaults.overridden(
-        get_config("chi2").method,
-        dim=40,
-        batch_size=512,
-        num_iters=args.num_iters,
-        sampler=args.sampler,
-        max_tries=args.max_tries,
-        candidate_pool=args.candidate_pool,
-        lam=args.lam,
-    )
+    run = {
+        k: getattr(args, k) for k in ("num_iters", "sampler", "max_tries", "candidate_pool", "lam")
+    }
+    cfg = defaults.overridden(get_config("chi2").method, dim=40, batch_size=512, **run)
     t0 = time.perf_counter()
     metric, hist = warca.fit(x[train], y[train], cfg, seed=args.seed)
     wall = time.perf_counter() - t0

@@ -57,14 +57,9 @@ def main(argv):
     x_train, x_test = x[: len(train_labels)], x[len(train_labels) :]
     cams = np.tile([0, 1], 700)
 
+    run = {k: getattr(args, k) for k in ("num_iters", "sampler", "candidate_pool")}
     cfg = defaults.overridden(
-        get_config("linear").method,
-        dim=128,
-        batch_size=512,
-        num_iters=args.num_iters,
-        sampler=args.sampler,
-        candidate_pool=args.candidate_pool,
-        log_every=500,
+        get_config("linear").method, dim=128, batch_size=512, log_every=500, **run
     )
     t0 = time.perf_counter()
     metric, hist = warca.fit(x_train, train_labels, cfg, seed=args.seed)

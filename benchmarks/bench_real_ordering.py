@@ -48,6 +48,7 @@ Tables (``--tables``; each on the first ``--splits`` splits):
              twin), here 10 gallery draws per split (the loader draws one).
 """
 
+import functools
 import json
 import os
 import platform
@@ -264,61 +265,28 @@ def extra_tables(names, args, tables):
             continue
         ds = load(n, args)
         dim = real_data.paper_dim(n)
+        chi2 = functools.partial(sweep_row, ds, n, "warca:chi2", "chi2", dim, args)
+        linear = functools.partial(sweep_row, ds, n, "warca:linear", "linear", dim, args)
         if "lam" in tables:
             for lam in (1e-3, 1e-4, 1e-5, 1e-6):
-                sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="lam", lam=lam, lam_grid=())
+                chi2(tag="lam", lam=lam, lam_grid=())
             for lam in (1e-4, 1e-5, 1e-6):
-                sweep_row(
-                    ds, n, "warca:linear", "linear", dim, args, tag="lam", lam=lam, lam_grid=()
-                )
+                linear(tag="lam", lam=lam, lam_grid=())
         if "positives" in tables and n == "cuhk01":
             for lam in (1e-3, 1e-5):
                 for pos in ("all", "cross_camera"):
-                    sweep_row(
-                        ds,
-                        n,
-                        "warca:chi2",
-                        "chi2",
-                        dim,
-                        args,
-                        tag="positives",
-                        lam=lam,
-                        lam_grid=(),
-                        positives=pos,
-                    )
+                    chi2(tag="positives", lam=lam, lam_grid=(), positives=pos)
         if "subsample" in tables and n == "cuhk01":
-            for name, part in (
-                ("one_per_camera", one_per_camera),
-                ("158_people", first_people(158)),
-            ):
+            parts = (("one_per_camera", one_per_camera), ("158_people", first_people(158)))
+            for name, part in parts:
                 for lam in (1e-3, 1e-4, 1e-5):
-                    sweep_row(
-                        ds,
-                        n,
-                        "warca:chi2",
-                        "chi2",
-                        dim,
-                        args,
-                        part=part,
-                        tag=f"subsample:{name}",
-                        lam=lam,
-                        lam_grid=(),
-                    )
+                    chi2(part=part, tag=f"subsample:{name}", lam=lam, lam_grid=())
         if "people" in tables and n != "orl":
             people_table(ds, n, args)
         if "gallery" in tables and n == "cuhk01":
             gallery_table(load(n, args, "single_shot"), args)
         if "select" in tables:
-            sweep_row(
-                ds,
-                n,
-                "warca:chi2",
-                "chi2",
-                dim,
-                args,
-                tag="select",
-                lam_grid=(1e-6, 1e-5, 1e-4, 1e-3),
-            )
+            chi2(tag="select", lam_grid=(1e-6, 1e-5, 1e-4, 1e-3))
 
 
 def main(argv):
