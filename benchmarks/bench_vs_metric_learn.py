@@ -4,7 +4,7 @@
       [--metric_learn_python=/work/exp/ml_venv/bin/python]
 
 NAME is one of itml, lmnn, lsml, mmc, nca, rca, scml and sdml; each prints its own table
-(its rows and measures: the docstring of the function named NAME below).
+(its rows and measures: the docstring of ``NAME_table`` below).
 
 Data: ``sklearn.datasets.load_digits`` (1,797 x 64, 10 classes, bundled with
 scikit-learn), split once 50/50 stratified (``random_state=0``), standardised with the
