@@ -92,6 +92,7 @@ def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
 # ----- the rule: lambda chosen on held-out training people, against every fixed lambda -----
 
 RULES = ("smallest", "largest", "argmax")  # lam_select's rules, each measured
+_CHOSEN = re.compile(r"\(([\d.eE+-]+(?:, [\d.eE+-]+)*)\)$")  # a cell's "(lam, lam, ...)"
 
 
 def _reference_dataset(seeds):
@@ -211,7 +212,9 @@ def rows_from_logs(paths, grid):
                         row["held_ap"][line["lam"]] = np.asarray(line["held_out_ap"])
                 elif text.startswith("| ") and not text.startswith("| data"):
                     cells = [c.strip() for c in text.strip().strip("|").split("|")]
-                    lists = [re.search(r"\(([^()]*)\)$", c) for c in cells[-len(RULES) :]]
+                    # an older table's per-split lambdas, "(0.001, 0.01, ...)"; today's give
+                    # counts, "(0.001 x3, ...)", beside JSON lines that hold each held-out AP
+                    lists = [_CHOSEN.search(c) for c in cells[-len(RULES) :]]
                     if all(lists):
                         tables[(cells[0], cells[1])] = {
                             rule: [float(v) for v in m.group(1).split(",")]
