@@ -27,7 +27,7 @@ and under each rule of ``lam_select.choice`` (the rule's fit is the whole-set fi
 lambda it chose), mean ± std over the splits. ``--first_split`` and ``--splits`` choose the
 splits; ``--tabulate=OUT1,OUT2`` prints that table again from earlier runs' output.
 
-  python -m benchmarks.bench_penalty --rule=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \
+  python -m benchmarks.bench_penalty --rule=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \\
       --forms=chi2 [--splits=10] [--first_split=0] [--val_fraction=0.2]
 """
 

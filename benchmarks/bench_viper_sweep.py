@@ -32,9 +32,9 @@ deviation over them: how far a 10-split mean moves with the people drawn for tes
 ``--fixed=field=value,...`` holds other fields of the label's config at a value (a
 second axis of a grid, one value per run).
 
-  python -m benchmarks.bench_viper_sweep --viper=PATH/VIPeR --label=lfda --field=reg \
+  python -m benchmarks.bench_viper_sweep --viper=PATH/VIPeR --label=lfda --field=reg \\
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
-  python -m benchmarks.bench_viper_sweep --cuhk01=PATH/CUHK01 --label=mlapg \
+  python -m benchmarks.bench_viper_sweep --cuhk01=PATH/CUHK01 --label=mlapg \\
       --field=pca_dim --values=40,100 --splits=0,1,2
 """
 
