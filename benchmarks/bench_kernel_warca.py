@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
+import benchmarks
 from warca_jax import config_files, dataset_arrays, defaults, evaluation
 from warca_jax.methods import warca
 
@@ -95,4 +96,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)

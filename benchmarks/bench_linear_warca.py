@@ -19,6 +19,7 @@ import numpy as np
 import scipy.io
 from absl import app, flags
 
+import benchmarks
 from warca_jax import config_files, defaults, evaluation
 from warca_jax.methods import warca
 
@@ -94,4 +95,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)

@@ -42,6 +42,7 @@ import time
 import numpy as np
 from absl import app, flags
 
+import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, defaults, evaluation, pipeline
 from warca_jax.methods import held_out, warca
@@ -291,4 +292,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)

@@ -32,6 +32,8 @@ import time
 
 from absl import app, flags
 
+import benchmarks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 VIPER_METHODS = (
@@ -219,4 +221,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)

@@ -58,6 +58,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
+import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, defaults, evaluation
 
@@ -349,4 +350,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)

@@ -46,6 +46,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
+import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, datasets
 from warca_jax.datasets import two_camera
@@ -181,4 +182,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    benchmarks.run(main)
