@@ -26,7 +26,6 @@ import jax
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from warca_jax import device_mesh, evaluation
 
 _GEN_BLOCK = 65536  # rows generated at a time
@@ -136,4 +135,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -22,7 +22,6 @@ import jax
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from warca_jax import config_files, dataset_arrays, defaults, evaluation
 from warca_jax.methods import warca
 
@@ -96,4 +95,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

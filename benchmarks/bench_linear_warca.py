@@ -19,7 +19,6 @@ import numpy as np
 import scipy.io
 from absl import app, flags
 
-import benchmarks
 from warca_jax import config_files, defaults, evaluation
 from warca_jax.methods import warca
 
@@ -95,4 +94,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

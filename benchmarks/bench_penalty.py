@@ -42,7 +42,6 @@ import time
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, defaults, evaluation, pipeline
 from warca_jax.methods import held_out, warca
@@ -292,4 +291,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -32,8 +32,6 @@ import time
 
 from absl import app, flags
 
-import benchmarks
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 VIPER_METHODS = (
@@ -221,4 +219,4 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

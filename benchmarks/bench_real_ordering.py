@@ -58,7 +58,6 @@ import jax
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, defaults, evaluation
 
@@ -350,4 +349,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -40,7 +40,6 @@ import time
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, defaults, pipeline
 from warca_jax.metric import Metric
@@ -180,4 +179,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -46,7 +46,6 @@ import jax
 import numpy as np
 from absl import app, flags
 
-import benchmarks
 from benchmarks import real_data
 from warca_jax import config_files, datasets
 from warca_jax.datasets import two_camera
@@ -182,4 +181,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -39,7 +39,6 @@ from sklearn.covariance import graphical_lasso
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-import benchmarks
 from warca_jax import config_files, defaults, linalg
 from warca_jax.evaluation import evaluate
 from warca_jax.methods import constraints, itml, lmnn, lsml, mmc, nca, rca, scml, sdml
@@ -964,4 +963,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -72,8 +72,6 @@ import tempfile  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-import benchmarks  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIM = 40  # the C++ -r, as warca_jax's config dim (each warca_jax line gives its dim)
 CPP_ENV = {"OMP_THREAD_LIMIT": "2", "OMP_WAIT_POLICY": "PASSIVE"}
@@ -431,4 +429,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)

@@ -35,8 +35,6 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
-import benchmarks
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_IDS = 1000
 
@@ -184,4 +182,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    benchmarks.run(main)
+    app.run(main)
