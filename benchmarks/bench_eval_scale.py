@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_eval_scale.py [--num_queries 100000] [--num_gallery 1000000]
+    python -m benchmarks.bench_eval_scale [--num_queries 100000] [--num_gallery 1000000]
         [--dim 64] [--images_per_id 10] [--num_devices 0] [--gallery_chunk N]
         [--block_size 256] [--seed 0]
 
@@ -18,18 +18,31 @@ Prints one line of JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
-import sys
 import time
 
 import jax
 import numpy as np
+from absl import app, flags
 
 from warca_jax import device_mesh, evaluation
 
 _GEN_BLOCK = 65536  # rows generated at a time
+
+flags.DEFINE_integer("num_queries", 100_000, "queries", lower_bound=1)
+flags.DEFINE_integer("num_gallery", 1_000_000, "gallery images", lower_bound=1)
+flags.DEFINE_integer("dim", 64, "embedding dimension", lower_bound=1)
+flags.DEFINE_integer("images_per_id", 10, "gallery images per identity", lower_bound=1)
+flags.DEFINE_float("noise", 1.0, "noise / centre norm")
+flags.DEFINE_string("metric", "euclidean", "the distance")
+flags.DEFINE_integer("num_devices", 0, "0: all devices")
+flags.DEFINE_integer(
+    "gallery_chunk", evaluation.GALLERY_CHUNK, "gallery rows per step", lower_bound=1
+)
+flags.DEFINE_integer("block_size", 256, "queries per block", lower_bound=1)
+flags.DEFINE_integer("seed", 0, "the problem's seed")
+FLAGS = flags.FLAGS
 
 
 def embeddings(
@@ -57,7 +70,7 @@ def embeddings(
     return out
 
 
-def make_problem(args: argparse.Namespace) -> tuple:
+def make_problem(args) -> tuple:
     """(xq, xg, ql, gl, qc, gc) of the synthetic problem described in the module docstring."""
     num_ids = max(1, args.num_gallery // args.images_per_id)
     rng = np.random.default_rng([args.seed, 0])
@@ -74,18 +87,9 @@ def make_problem(args: argparse.Namespace) -> tuple:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num_queries", type=int, default=100_000)
-    parser.add_argument("--num_gallery", type=int, default=1_000_000)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--images_per_id", type=int, default=10)
-    parser.add_argument("--noise", type=float, default=1.0, help="noise / centre norm")
-    parser.add_argument("--metric", default="euclidean")
-    parser.add_argument("--num_devices", type=int, default=0, help="0: all devices")
-    parser.add_argument("--gallery_chunk", type=int, default=evaluation.GALLERY_CHUNK)
-    parser.add_argument("--block_size", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
 
     mesh = device_mesh.make_mesh(args.num_devices)
     xq, xg, ql, gl, qc, gc = make_problem(args)
@@ -131,4 +135,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    app.run(main)

@@ -10,11 +10,9 @@ histograms), 300 held-out identities for test; D' = 40, minibatch 512, 2,000
 iterations. Wall time covers everything ``fit`` does: the kernel matrix, the
 bandwidth, compilation and training.
 
-  python benchmarks/bench_kernel_warca.py [--candidate_pool=256] [--sampler=exact|wsabie]
+  python -m benchmarks.bench_kernel_warca [--candidate_pool=256] [--sampler=exact|wsabie]
 """
 
-import argparse
-import copy
 import json
 import os
 import platform
@@ -22,53 +20,44 @@ import time
 
 import jax
 import numpy as np
+from absl import app, flags
 
-from warca_jax import config_files, dataset_arrays, evaluation
+from warca_jax import config_files, dataset_arrays, defaults, evaluation
 from warca_jax.methods import warca
 
 get_config = config_files.load_config_module("configs/warca.py").get_config
+# the synthetic histograms: 300 training and 300 test identities x 4 images, 2 cameras
+PROBLEM = dict(num_ids=600, images_per_id=4, num_cams=2, dim=256, signal_dim=16)
+PROBLEM.update(num_nuisance=8, histogram=True)
+
+flags.DEFINE_string("sampler", "exact", "the violator sampler: exact or wsabie")
+flags.DEFINE_integer("max_tries", 128, "wsabie's tries")
+flags.DEFINE_integer("candidate_pool", 0, "the violator search's pool (0: every sample)")
+flags.DEFINE_integer("num_iters", 2000, "training steps")
+flags.DEFINE_float("lam", 1e-2, "the penalty weight")
+flags.DEFINE_integer("seed", 0, "data and training seed")
+flags.DEFINE_string("cache_dir", "", "JAX persistent compilation cache")
+FLAGS = flags.FLAGS
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sampler", default="exact")
-    ap.add_argument("--max_tries", type=int, default=128)
-    ap.add_argument("--candidate_pool", type=int, default=0)
-    ap.add_argument("--num_iters", type=int, default=2000)
-    ap.add_argument("--lam", type=float, default=1e-2)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache_dir", default="", help="JAX persistent compilation cache")
-    args = ap.parse_args()
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
     if args.cache_dir:
         jax.config.update("jax_compilation_cache_dir", args.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-    x, y, cams = dataset_arrays.make_synthetic(
-        num_ids=600,
-        images_per_id=4,
-        num_cams=2,
-        dim=256,
-        signal_dim=16,
-        num_nuisance=8,
-        histogram=True,
-        seed=args.seed,
-    )
+    x, y, cams = dataset_arrays.make_synthetic(**PROBLEM, seed=args.seed)
     train = y < 300
     test = ~train
     q = np.nonzero(test & (cams == 0))[0]
     g = np.nonzero(test & (cams == 1))[0]
 
-    cfg = copy.deepcopy(get_config("chi2").method)
-    cfg.unlock()
-    cfg.update(
-        dim=40,
-        batch_size=512,
-        num_iters=args.num_iters,
-        sampler=args.sampler,
-        max_tries=args.max_tries,
-        candidate_pool=args.candidate_pool,
-        lam=args.lam,
-    )
+    run = {
+        k: getattr(args, k) for k in ("num_iters", "sampler", "max_tries", "candidate_pool", "lam")
+    }
+    cfg = defaults.overridden(get_config("chi2").method, dim=40, batch_size=512, **run)
     t0 = time.perf_counter()
     metric, hist = warca.fit(x[train], y[train], cfg, seed=args.seed)
     wall = time.perf_counter() - t0
@@ -106,4 +95,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -5,11 +5,9 @@ identities, read from data/reid_protocols) with synthetic 2,048-d features
 carrying an identity signal; D' = 128, minibatch 512, 2,000 iterations. The test part
 is 700 held-out synthetic identities (query camera 0, gallery camera 1).
 
-  python benchmarks/bench_linear_warca.py [--candidate_pool=1024] [--sampler=exact]
+  python -m benchmarks.bench_linear_warca [--candidate_pool=1024] [--sampler=exact]
 """
 
-import argparse
-import copy
 import json
 import os
 import platform
@@ -19,13 +17,21 @@ from pathlib import Path
 
 import numpy as np
 import scipy.io
+from absl import app, flags
 
-from warca_jax import config_files, evaluation
+from warca_jax import config_files, defaults, evaluation
 from warca_jax.methods import warca
 
 get_config = config_files.load_config_module("configs/warca.py").get_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "reid_protocols"
+
+flags.DEFINE_string("data_dir", str(DEFAULT_DATA), "the folder of CUHK03's protocol .mat")
+flags.DEFINE_integer("candidate_pool", 1024, "the violator search's pool (0: every sample)")
+flags.DEFINE_string("sampler", "exact", "the violator sampler: exact or wsabie")
+flags.DEFINE_integer("num_iters", 2000, "training steps")
+flags.DEFINE_integer("seed", 0, "data and training seed")
+FLAGS = flags.FLAGS
 
 
 def features_for(labels, rng, dim, signal_dim=64, num_nuisance=32):
@@ -37,14 +43,10 @@ def features_for(labels, rng, dim, signal_dim=64, num_nuisance=32):
     return (means[inv] + nuis + rng.standard_normal((len(labels), dim))).astype(np.float32)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data_dir", default=str(DEFAULT_DATA))
-    ap.add_argument("--candidate_pool", type=int, default=1024)
-    ap.add_argument("--sampler", default="exact")
-    ap.add_argument("--num_iters", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
 
     mat = scipy.io.loadmat(Path(args.data_dir) / "cuhk03_new_protocol_config_labeled.mat")
     labels = mat["labels"].ravel().astype(np.int64)
@@ -55,15 +57,9 @@ def main():
     x_train, x_test = x[: len(train_labels)], x[len(train_labels) :]
     cams = np.tile([0, 1], 700)
 
-    cfg = copy.deepcopy(get_config("linear").method)
-    cfg.unlock()
-    cfg.update(
-        dim=128,
-        batch_size=512,
-        num_iters=args.num_iters,
-        sampler=args.sampler,
-        candidate_pool=args.candidate_pool,
-        log_every=500,
+    run = {k: getattr(args, k) for k in ("num_iters", "sampler", "candidate_pool")}
+    cfg = defaults.overridden(
+        get_config("linear").method, dim=128, batch_size=512, log_every=500, **run
     )
     t0 = time.perf_counter()
     metric, hist = warca.fit(x_train, train_labels, cfg, seed=args.seed)
@@ -98,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

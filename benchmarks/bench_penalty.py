@@ -13,7 +13,7 @@ and lambda swept over ``--lams``. For each training set it prints the people, im
 person, N, the same-identity pairs the loss draws from (every pair: no cameras), D, D',
 the test rank-1 at each lambda and the best lambda, as a JSON line and a markdown table.
 
-  python benchmarks/bench_penalty.py [--num_ids=200,600,1200] [--images_per_id=2,4]
+  python -m benchmarks.bench_penalty [--num_ids=200,600,1200] [--images_per_id=2,4]
       [--lams=1e-5,1e-4,1e-3,1e-2] [--seed=1]
 
 ``--rule=reference,orl,viper=PATH,cuhk01=PATH`` measures instead the rule that chooses
@@ -27,13 +27,12 @@ and under each rule of ``lam_select.choice`` (the rule's fit is the whole-set fi
 lambda it chose), mean ± std over the splits. ``--first_split`` and ``--splits`` choose the
 splits; ``--tabulate=OUT1,OUT2`` prints that table again from earlier runs' output.
 
-  python benchmarks/bench_penalty.py --rule=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \
+  python -m benchmarks.bench_penalty --rule=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \\
       --forms=chi2 [--splits=10] [--first_split=0] [--val_fraction=0.2]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -41,8 +40,10 @@ import re
 import time
 
 import numpy as np
+from absl import app, flags
 
-from warca_jax import config_files, datasets, defaults, evaluation, pipeline
+from benchmarks import real_data
+from warca_jax import config_files, defaults, evaluation, pipeline
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import lam_select
 from warca_jax.synthetic import make_reference_problem
@@ -50,12 +51,34 @@ from warca_jax.synthetic import make_reference_problem
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",") if v]
+_NUM_IDS = flags.DEFINE_list("num_ids", "200,600,1200", "the problem's identities")
+_IMAGES = flags.DEFINE_list("images_per_id", "2,4", "the first k images of each person")
+_LAMS = flags.DEFINE_list("lams", "1e-5,1e-4,1e-3,1e-2", "the penalty weights swept")
+_SEED = flags.DEFINE_integer("seed", 1, "training seed (the data is fixed)")
+_RULE = flags.DEFINE_list(
+    "rule", "", "datasets for the rule table instead: reference,orl,viper=PATH,cuhk01=PATH"
+)
+_FORMS = flags.DEFINE_list(
+    "forms",
+    "chi2,linear",
+    "WARCA forms of the rule table: chi2, chi2_plain (the plain gradient, not preconditioned)"
+    " or linear",
+)
+_SPLITS = flags.DEFINE_integer("splits", 10, "splits of each real dataset")
+_FIRST_SPLIT = flags.DEFINE_integer("first_split", 0, "the rule table's first split")
+_REF_SEEDS = flags.DEFINE_list(
+    "ref_seeds", "1,2,3", "training seeds of the reference problem in the rule table"
+)
+_VAL_FRACTION = flags.DEFINE_float("val_fraction", 0.2, "share of the people held out")
+_CACHE_DIR = flags.DEFINE_string("cache_dir", "/tmp/warca_cache", "descriptor cache ('': none)")
+_TABULATE = flags.DEFINE_list(
+    "tabulate", "", "the rule table of earlier --rule runs' output files, with no fit"
+)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(v) for v in text.split(",") if v]
+def _numbers(values, kind) -> list:
+    """A list flag's values as ``kind`` (int or float), empty items skipped."""
+    return [kind(v) for v in values if v]
 
 
 def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
@@ -69,6 +92,7 @@ def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
 # ----- the rule: lambda chosen on held-out training people, against every fixed lambda -----
 
 RULES = ("smallest", "largest", "argmax")  # lam_select's rules, each measured
+_CHOSEN = re.compile(r"\(([\d.eE+-]+(?:, [\d.eE+-]+)*)\)$")  # a cell's "(lam, lam, ...)"
 
 
 def _reference_dataset(seeds):
@@ -85,15 +109,14 @@ def _reference_dataset(seeds):
 
 def _real_splits(name: str, path: str, splits: range, cache_dir: str):
     """Splits ``splits`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
-    ds = datasets.read(name, path, descriptor="color_lbp", cache_dir=cache_dir)
-    eval_cfg = defaults.base_config().eval
+    ds = real_data.read(name, path, cache_dir=cache_dir)
     out = []
     for s in splits:
         split = ds.splits[s]
         tr = split.train_idx
 
         def scores(metric, split=split):
-            r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
+            r = real_data.score(metric, ds, split)
             return float(r["rank1"]), float(r["mAP"])
 
         out.append((s, ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
@@ -189,7 +212,9 @@ def rows_from_logs(paths, grid):
                         row["held_ap"][line["lam"]] = np.asarray(line["held_out_ap"])
                 elif text.startswith("| ") and not text.startswith("| data"):
                     cells = [c.strip() for c in text.strip().strip("|").split("|")]
-                    lists = [re.search(r"\(([^()]*)\)$", c) for c in cells[-len(RULES):]]
+                    # an older table's per-split lambdas, "(0.001, 0.01, ...)"; today's give
+                    # counts, "(0.001 x3, ...)", beside JSON lines that hold each held-out AP
+                    lists = [_CHOSEN.search(c) for c in cells[-len(RULES) :]]
                     if all(lists):
                         tables[(cells[0], cells[1])] = {
                             rule: [float(v) for v in m.group(1).split(",")]
@@ -206,62 +231,46 @@ def rows_from_logs(paths, grid):
             rows.append(row)
     return rows
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--num_ids", type=_ints, default=_ints("200,600,1200"))
-    p.add_argument("--images_per_id", type=_ints, default=_ints("2,4"))
-    p.add_argument("--lams", type=_floats, default=_floats("1e-5,1e-4,1e-3,1e-2"))
-    p.add_argument("--seed", type=int, default=1, help="training seed (the data is fixed)")
-    p.add_argument("--rule", default="", help="datasets for the rule table instead: "
-                   "reference,orl,viper=PATH,cuhk01=PATH")
-    p.add_argument("--forms", default="chi2,linear",
-                   help="WARCA forms of the rule table: chi2, chi2_plain (the plain "
-                   "gradient, not preconditioned) or linear")
-    p.add_argument("--splits", type=int, default=10, help="splits of each real dataset")
-    p.add_argument("--first_split", type=int, default=0, help="the rule table's first split")
-    p.add_argument("--ref_seeds", type=_ints, default=_ints("1,2,3"),
-                   help="training seeds of the reference problem in the rule table")
-    p.add_argument("--val_fraction", type=float, default=0.2)
-    p.add_argument("--cache_dir", default="/tmp/warca_cache", help="descriptor cache")
-    p.add_argument("--tabulate", default="", help="the rule table of earlier --rule runs' "
-                   "output files (comma-separated), with no fit")
-    args = p.parse_args()
-    if args.tabulate:
-        rule_table(rows_from_logs(args.tabulate.split(","), args.lams), args.lams)
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    lams = _numbers(_LAMS.value, float)
+    if _TABULATE.value:
+        rule_table(rows_from_logs([p for p in _TABULATE.value if p], lams), lams)
         return
-    if args.rule:
+    if _RULE.value:
         print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
         rows = []
-        for item in args.rule.split(","):
+        for item in _RULE.value:
             name, _, path = item.partition("=")
             if name == "reference":
-                splits = _reference_dataset(args.ref_seeds)
+                splits = _reference_dataset(_numbers(_REF_SEEDS.value, int))
             else:
-                path = path or os.path.join(ROOT, "data", "orl_faces")
-                chosen = range(args.first_split, args.first_split + args.splits)
-                splits = _real_splits(name, path, chosen, args.cache_dir)
-            dim = datasets.PAPER_DIMS.get(name, 40)
-            for form in args.forms.split(","):
-                rows += rule_rows(name, form, splits, args.lams, args.val_fraction, dim)
-        rule_table(rows, args.lams)
+                chosen = range(_FIRST_SPLIT.value, _FIRST_SPLIT.value + _SPLITS.value)
+                splits = _real_splits(name, path, chosen, _CACHE_DIR.value)
+            dim = real_data.paper_dim(name)
+            for form in _FORMS.value:
+                rows += rule_rows(name, form, splits, lams, _VAL_FRACTION.value, dim)
+        rule_table(rows, lams)
         return
     base = config_files.load_config_module(os.path.join(ROOT, "configs", "warca.py"))
     print(f"# {platform.node()}, {os.cpu_count()} CPUs", flush=True)
     rows = []
-    for num_ids in args.num_ids:
+    for num_ids in _numbers(_NUM_IDS.value, int):
         prob = make_reference_problem(num_ids, seed=0)
         x, y = prob["hist_train"], prob["train_labels"]
         first = np.arange(len(y)) - np.searchsorted(y, y)  # image index within its person
-        for k in args.images_per_id:
+        for k in _numbers(_IMAGES.value, int):
             keep = first < k
             xs, ys = x[keep], y[keep]
             people = len(np.unique(ys))
             scores = {}
-            for lam in args.lams:
+            for lam in lams:
                 cfg = base.get_config("chi2").method
                 cfg.lam = lam
                 t = time.perf_counter()
-                metric, _ = warca.fit(xs, ys, cfg, seed=args.seed)
+                metric, _ = warca.fit(xs, ys, cfg, seed=_SEED.value)
                 seconds = time.perf_counter() - t
                 test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
                 scores[lam] = reference_scores(metric, *test)[0]
@@ -272,7 +281,6 @@ def main() -> None:
             pairs = people * k * (k - 1) // 2
             shape = dict(people=people, images_per_id=k, n=len(ys), pairs=pairs, d=xs.shape[1])
             rows.append(dict(shape, dim=int(cfg.dim), scores=scores, best=best))
-    lams = args.lams
     print("\n| people | images / person | N | same-identity pairs | D | D' | "
           + " | ".join(f"rank-1 at {lam:g}" for lam in lams) + " | best lambda |")  # fmt: skip
     print("| " + " | ".join(["---"] * (7 + len(lams))) + " |")
@@ -283,4 +291,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -1,10 +1,10 @@
 r"""Times the protocol: a Table 2 row by stage and by method, and the share of each job in
 its fit; optionally against another checkout, side by side on the same machine.
 
-  python benchmarks/bench_protocol.py --row=reduced --viper=PATH/VIPeR
-  python benchmarks/bench_protocol.py --row=viper --viper=PATH/VIPeR --num_workers=2
-  python benchmarks/bench_protocol.py --row=cuhk01 --cuhk01=PATH/CUHK01
-  python benchmarks/bench_protocol.py --row=synthetic --baseline=/tmp/base
+  python -m benchmarks.bench_protocol --row=reduced --viper=PATH/VIPeR
+  python -m benchmarks.bench_protocol --row=viper --viper=PATH/VIPeR --num_workers=2
+  python -m benchmarks.bench_protocol --row=cuhk01 --cuhk01=PATH/CUHK01
+  python -m benchmarks.bench_protocol --row=synthetic --baseline=/tmp/base
 
 Rows: ``viper`` and ``cuhk01`` are the documented commands of configs/protocol.py;
 ``reduced`` is VIPeR's row cut to a few minutes on 2 cores (WARCA's two forms, KISSME and
@@ -17,12 +17,11 @@ and their fits' (``train_seconds``), so the share of a job spent in its fit, and
 cross-validation's choice. ``--baseline=DIR`` runs the same row first with the checkout
 in DIR (e.g. ``git worktree add /tmp/base <commit>``), then with this one, and prints the
 ratio of their stage times and whether they chose the same points. ``--analyze=WORKDIR``
-only reads a finished workdir.
+only reads a finished workdir. ``--extra=FLAG`` (repeated) adds a flag to the protocol's.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -30,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from absl import app, flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +43,16 @@ CUHK01_METHODS = (
     "'svmml','lfda:chi2','lfda','kissme','xqda','nn')"
 )
 FRML_GRID = "{'frml': {'lams': (1e-2,), 'etas': (1e-3,3e-3,1e-2,3e-2,1e-1,3e-1)}}"
+
+flags.DEFINE_enum("row", "reduced", ("viper", "cuhk01", "reduced", "synthetic"), "the row timed")
+flags.DEFINE_string("viper", "", "the VIPeR folder (cam_a/, cam_b/)")
+flags.DEFINE_string("cuhk01", "", "the CUHK01 folder (campus/)")
+flags.DEFINE_integer("num_workers", 1, "the protocol's worker processes")
+flags.DEFINE_string("baseline", "", "another checkout to run first")
+flags.DEFINE_string("workdir", "", "parent of the workdirs (default: a temp dir)")
+flags.DEFINE_multi_string("extra", [], "more protocol flags")
+flags.DEFINE_string("analyze", "", "only read this finished workdir")
+FLAGS = flags.FLAGS
 
 
 def row_flags(row: str, args) -> list[str]:
@@ -79,12 +90,13 @@ def row_flags(row: str, args) -> list[str]:
     raise SystemExit(f"unknown row {row!r}")
 
 
-def run_stages(code: str, flags: list[str], workdir: str, num_workers: int, log) -> dict:
-    """Runs the cv, runs and report stages with the checkout in ``code``; their seconds."""
+def run_stages(code: str, row: list[str], workdir: str, num_workers: int, log) -> dict:
+    """Runs the cv, runs and report stages with the protocol flags ``row`` and the checkout
+    in ``code``; their seconds."""
     seconds = {}
     for stage in ("cv", "runs", "report"):
         cmd = [
-            sys.executable, "-m", "experiments.protocol", *flags, f"--workdir={workdir}",
+            sys.executable, "-m", "experiments.protocol", *row, f"--workdir={workdir}",
             f"--stage={stage}", f"--num_workers={num_workers}",
         ]  # fmt: skip
         t0 = time.perf_counter()
@@ -167,17 +179,10 @@ def print_table(name: str, stages: dict | None, a: dict) -> None:
         print(f"rank-1 {key}: {v}")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--row", default="reduced", choices=("viper", "cuhk01", "reduced", "synthetic"))
-    p.add_argument("--viper", default="", help="the VIPeR folder (cam_a/, cam_b/)")
-    p.add_argument("--cuhk01", default="", help="the CUHK01 folder (campus/)")
-    p.add_argument("--num_workers", type=int, default=1)
-    p.add_argument("--baseline", default="", help="another checkout to run first")
-    p.add_argument("--workdir", default="", help="parent of the workdirs (default: a temp dir)")
-    p.add_argument("--extra", action="append", default=[], help="more protocol flags")
-    p.add_argument("--analyze", default="", help="only read this finished workdir")
-    args = p.parse_args()
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
     if args.analyze:
         print_table(args.analyze, None, analyze(args.analyze))
         return
@@ -185,7 +190,7 @@ def main() -> None:
         raise SystemExit(f"--row={args.row} needs --viper=PATH/VIPeR")
     if args.row == "cuhk01" and not args.cuhk01:
         raise SystemExit("--row=cuhk01 needs --cuhk01=PATH/CUHK01")
-    flags = row_flags(args.row, args) + args.extra
+    row = row_flags(args.row, args) + args.extra
     parent = args.workdir or tempfile.mkdtemp(prefix="bench_protocol_")
     os.makedirs(parent, exist_ok=True)
     runs = [("baseline", os.path.abspath(args.baseline))] if args.baseline else []
@@ -194,7 +199,7 @@ def main() -> None:
     for name, code in runs:
         workdir = os.path.join(parent, "baseline" if name == "baseline" else "current")
         print(f"{name} ({code}) -> {workdir}", flush=True)
-        stages = run_stages(code, flags, workdir, args.num_workers, workdir + ".log")
+        stages = run_stages(code, row, workdir, args.num_workers, workdir + ".log")
         found[name] = (stages, analyze(workdir))
         print_table(f"{name}: {args.row}, {args.num_workers} workers", *found[name])
     if len(found) == 2:
@@ -214,4 +219,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -21,7 +21,7 @@ whether each ordering holds. ``--lam_chi2`` / ``--lam_linear`` (a fixed lambda i
 the held-out choice from ``lam_grid``), ``--positives`` and ``--init`` override WARCA's defaults (to
 measure what a default change does).
 
-  python benchmarks/bench_real_ordering.py --viper=PATH/VIPeR --cuhk01=PATH/CUHK01 \\
+  python -m benchmarks.bench_real_ordering --viper=PATH/VIPeR --cuhk01=PATH/CUHK01 \\
       [--datasets=viper,cuhk01,orl] [--splits=10] [--cache_dir=/tmp/warca_cache] \\
       [--tables=ordering,lam,positives,subsample,select,gallery,people]
 
@@ -48,7 +48,7 @@ Tables (``--tables``; each on the first ``--splits`` splits):
              twin), here 10 gallery draws per split (the loader draws one).
 """
 
-import argparse
+import functools
 import json
 import os
 import platform
@@ -56,15 +56,16 @@ import time
 
 import jax
 import numpy as np
+from absl import app, flags
 
-from warca_jax import config_files, datasets, defaults, evaluation, pipeline
+from benchmarks import real_data
+from warca_jax import config_files, defaults, evaluation
 
 _configs = {
     name: config_files.load_config_module(f"configs/{name}.py")
     for name in ("warca", "lfda", "kissme")
 }
-ORL_PATH = _configs["warca"].ORL_PATH
-DIMS = {"viper": 100}  # the paper's output dimension (section 4.2); 40 elsewhere
+TABLES = ("ordering", "lam", "positives", "subsample", "select", "gallery", "people")
 METHODS = (
     ("warca:chi2", "warca", "chi2"),
     ("lfda:chi2", "lfda", "chi2"),
@@ -72,6 +73,19 @@ METHODS = (
     ("kissme", "kissme", None),
 )
 ORDERINGS = (("warca:chi2", "lfda:chi2"), ("warca:linear", "kissme"))
+
+flags.DEFINE_string("viper", "", "VIPeR folder holding cam_a/ and cam_b/")
+flags.DEFINE_string("cuhk01", "", "CUHK01 folder holding campus/")
+_DATASETS = flags.DEFINE_list("datasets", "viper,cuhk01,orl", "of viper, cuhk01, orl")
+flags.DEFINE_integer("splits", 10, "the first this many splits")
+flags.DEFINE_string("cache_dir", "", "descriptor cache ('': none)")
+flags.DEFINE_float("lam_chi2", None, "WARCA-chi2's lambda (default: its config's)")
+flags.DEFINE_float("lam_linear", None, "WARCA-L's lambda (default: its config's)")
+flags.DEFINE_string("positives", "", "WARCA's positives (default: its config's)")
+flags.DEFINE_string("init", "", "WARCA's initial W, random or pca (default: its config's)")
+flags.DEFINE_string("cuhk01_protocol", "", "CUHK01's protocol (default: the loader's)")
+_TABLES = flags.DEFINE_list("tables", "ordering", ",".join(TABLES) + " (docstring)")
+FLAGS = flags.FLAGS
 
 
 def method_config(file: str, variant, dim: int, args):
@@ -91,12 +105,10 @@ def method_config(file: str, variant, dim: int, args):
 
 
 def load(name: str, args, protocol=None):
-    if name == "orl":
-        return datasets.read("orl", ORL_PATH, descriptor="color_lbp", cache_dir=args.cache_dir)
     protocol = protocol or args.cuhk01_protocol
     options = {"protocol": protocol} if name == "cuhk01" and protocol else {}
-    root = getattr(args, name)
-    return datasets.read(name, root, descriptor="color_lbp", cache_dir=args.cache_dir, **options)
+    root = "" if name == "orl" else getattr(args, name)
+    return real_data.read(name, root, cache_dir=args.cache_dir, **options)
 
 
 def score(ds, method, splits: int, part=None, last=None, each=None):
@@ -106,18 +118,15 @@ def score(ds, method, splits: int, part=None, last=None, each=None):
     ``last``: a list that receives each fit's last logged training row;
     ``each(s, split, metric)``: called with every fitted metric (to score it another way).
     """
-    eval_cfg = defaults.base_config().eval
     rows, t0 = [], time.perf_counter()
     for s, split in enumerate(ds.splits[:splits]):
         train = split.train_idx if part is None else part(ds, split.train_idx)
-        metric, history = pipeline.fit_method(
-            ds.features[train], ds.labels[train], method, seed=s, cams=ds.cams[train]
-        )
+        metric, history, _ = real_data.fit(ds, train, method, seed=s)
         if last is not None and history:
             last.append(history[-1])
         if each is not None:
             each(s, split, metric)
-        r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
+        r = real_data.score(metric, ds, split)
         rows.append((r["rank1"], r["mAP"]))
     a = np.asarray(rows)
     return a, time.perf_counter() - t0
@@ -136,8 +145,14 @@ def gallery_draw_scores(ds, split, metric, draws: int, seed: int):
         rng = np.random.default_rng([seed, d])
         gallery = np.array([rng.choice(np.flatnonzero(labels == p)) for p in people])
         probe = np.setdiff1d(np.arange(len(images)), gallery)
-        r = evaluation.evaluate(z[probe], z[gallery], labels[probe], labels[gallery],
-                                np.zeros(len(probe), np.int64), np.ones(len(gallery), np.int64))
+        r = evaluation.evaluate(
+            z[probe],
+            z[gallery],
+            labels[probe],
+            labels[gallery],
+            np.zeros(len(probe), np.int64),
+            np.ones(len(gallery), np.int64),
+        )
         rows.append((r["rank1"], r["mAP"]))
     return np.mean(rows, axis=0)
 
@@ -146,17 +161,27 @@ def gallery_table(ds, args):
     """The ``gallery`` table: single shot and the gallery-draw reading, same fits."""
     for label, file, variant in METHODS:
         drawn = []
-        single, _ = score(
-            ds, method_config(file, variant, 40, args), args.splits,
-            each=lambda s, split, metric: drawn.append(gallery_draw_scores(ds, split, metric, 10, s)),
-        )
+
+        def each(s, split, metric, drawn=drawn):
+            drawn.append(gallery_draw_scores(ds, split, metric, 10, s))
+
+        single, _ = score(ds, method_config(file, variant, 40, args), args.splits, each=each)
         b = np.asarray(drawn)
-        print(json.dumps(dict(table="gallery", data="cuhk01", method=label,
-                              single_shot_rank1=round(float(single[:, 0].mean()), 2),
-                              single_shot_mAP=round(float(single[:, 1].mean()), 2),
-                              gallery_draw_rank1=round(float(b[:, 0].mean()), 2),
-                              gallery_draw_rank1_std=round(float(b[:, 0].std()), 2),
-                              gallery_draw_mAP=round(float(b[:, 1].mean()), 2))), flush=True)
+        print(
+            json.dumps(
+                dict(
+                    table="gallery",
+                    data="cuhk01",
+                    method=label,
+                    single_shot_rank1=round(float(single[:, 0].mean()), 2),
+                    single_shot_mAP=round(float(single[:, 1].mean()), 2),
+                    gallery_draw_rank1=round(float(b[:, 0].mean()), 2),
+                    gallery_draw_rank1_std=round(float(b[:, 0].std()), 2),
+                    gallery_draw_mAP=round(float(b[:, 1].mean()), 2),
+                )
+            ),
+            flush=True,
+        )
 
 
 def one_per_camera(ds, train):
@@ -178,15 +203,28 @@ def sweep_row(ds, n, label, variant, dim, args, *, part=None, tag="", **over):
     method = defaults.overridden(method_config("warca", variant, dim, args), **over)
     last = []
     a, sec = score(ds, method, args.splits, part=part, last=last)
-    logged = {k: round(float(np.mean([r[k] for r in last])), 4)
-              for k in ("hinge", "penalty", "margin_frac") if last and k in last[0]}
+    logged = {
+        k: round(float(np.mean([r[k] for r in last])), 4)
+        for k in ("hinge", "penalty", "margin_frac")
+        if last and k in last[0]
+    }
     choice = sorted({float(r["lam"]) for r in last if "lam" in r})
-    row = dict(table=tag, data=n, method=label, **{k: (list(v) if isinstance(v, tuple) else v)
-               for k, v in over.items()}, rank1=round(float(a[:, 0].mean()), 2),
-               mAP=round(float(a[:, 1].mean()), 2), train_images=None, seconds=round(sec, 1),
-               **logged, **({"lam_chosen": choice} if choice else {}))
+    row = dict(
+        table=tag,
+        data=n,
+        method=label,
+        **{k: (list(v) if isinstance(v, tuple) else v) for k, v in over.items()},
+        rank1=round(float(a[:, 0].mean()), 2),
+        mAP=round(float(a[:, 1].mean()), 2),
+        train_images=None,
+        seconds=round(sec, 1),
+        **logged,
+        **({"lam_chosen": choice} if choice else {}),
+    )
     if part is not None:
-        row["train_images"] = int(np.mean([len(part(ds, sp.train_idx)) for sp in ds.splits[: args.splits]]))
+        row["train_images"] = int(
+            np.mean([len(part(ds, sp.train_idx)) for sp in ds.splits[: args.splits]])
+        )
     print(json.dumps(row), flush=True)
     return row
 
@@ -195,18 +233,30 @@ def people_table(ds, n, args):
     """The ``people`` table: the four default configs trained on the first P people of each
     split's training set (P = 30, 60, 120, 240 and all; VIPeR from 60, where its D' = 100
     fits in the training images), tested on the same test people."""
-    for count in (30, 60, 120, 240, 0) if DIMS.get(n, 40) <= 60 else (60, 120, 240, 0):
+    dim = real_data.paper_dim(n)
+    for count in (30, 60, 120, 240, 0) if dim <= 60 else (60, 120, 240, 0):
         part = first_people(count) if count else None
         for label, file, variant in METHODS:
-            method = method_config(file, variant, DIMS.get(n, 40), args)
+            method = method_config(file, variant, dim, args)
             a, sec = score(ds, method, args.splits, part=part)
-            people = count or int(np.mean([len(np.unique(ds.labels[sp.train_idx]))
-                                           for sp in ds.splits[: args.splits]]))
-            print(json.dumps(dict(table="people", data=n, method=label, train_people=people,
-                                  rank1=round(float(a[:, 0].mean()), 2),
-                                  rank1_std=round(float(a[:, 0].std()), 2),
-                                  mAP=round(float(a[:, 1].mean()), 2), seconds=round(sec, 1))),
-                  flush=True)
+            people = count or int(
+                np.mean(
+                    [len(np.unique(ds.labels[sp.train_idx])) for sp in ds.splits[: args.splits]]
+                )
+            )
+            print(
+                json.dumps(
+                    dict(
+                        table="people",
+                        data=n,
+                        method=label,
+                        train_people=people,
+                        **real_data.summary(a),
+                        seconds=round(sec, 1),
+                    )
+                ),
+                flush=True,
+            )
 
 
 def extra_tables(names, args, tables):
@@ -215,57 +265,58 @@ def extra_tables(names, args, tables):
         if n == "orl" and tables & {"lam", "select"} == set():
             continue
         ds = load(n, args)
-        dim = DIMS.get(n, 40)
+        dim = real_data.paper_dim(n)
+        chi2 = functools.partial(sweep_row, ds, n, "warca:chi2", "chi2", dim, args)
+        linear = functools.partial(sweep_row, ds, n, "warca:linear", "linear", dim, args)
         if "lam" in tables:
             for lam in (1e-3, 1e-4, 1e-5, 1e-6):
-                sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="lam", lam=lam, lam_grid=())
+                chi2(tag="lam", lam=lam, lam_grid=())
             for lam in (1e-4, 1e-5, 1e-6):
-                sweep_row(ds, n, "warca:linear", "linear", dim, args, tag="lam", lam=lam, lam_grid=())
+                linear(tag="lam", lam=lam, lam_grid=())
         if "positives" in tables and n == "cuhk01":
             for lam in (1e-3, 1e-5):
                 for pos in ("all", "cross_camera"):
-                    sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="positives",
-                              lam=lam, lam_grid=(), positives=pos)
+                    chi2(tag="positives", lam=lam, lam_grid=(), positives=pos)
         if "subsample" in tables and n == "cuhk01":
-            for name, part in (("one_per_camera", one_per_camera), ("158_people", first_people(158))):
+            parts = (("one_per_camera", one_per_camera), ("158_people", first_people(158)))
+            for name, part in parts:
                 for lam in (1e-3, 1e-4, 1e-5):
-                    sweep_row(ds, n, "warca:chi2", "chi2", dim, args, part=part,
-                              tag=f"subsample:{name}", lam=lam, lam_grid=())
+                    chi2(part=part, tag=f"subsample:{name}", lam=lam, lam_grid=())
         if "people" in tables and n != "orl":
             people_table(ds, n, args)
         if "gallery" in tables and n == "cuhk01":
             gallery_table(load(n, args, "single_shot"), args)
         if "select" in tables:
-            sweep_row(ds, n, "warca:chi2", "chi2", dim, args, tag="select",
-                      lam_grid=(1e-6, 1e-5, 1e-4, 1e-3))
+            chi2(tag="select", lam_grid=(1e-6, 1e-5, 1e-4, 1e-3))
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--viper", default="", help="VIPeR folder holding cam_a/ and cam_b/")
-    p.add_argument("--cuhk01", default="", help="CUHK01 folder holding campus/")
-    p.add_argument("--datasets", default="viper,cuhk01,orl")
-    p.add_argument("--splits", type=int, default=10)
-    p.add_argument("--cache_dir", default="", help="descriptor cache ('': none)")
-    p.add_argument("--lam_chi2", type=float, default=None, help="WARCA-chi2's lambda (default: its config's)")
-    p.add_argument("--lam_linear", type=float, default=None, help="WARCA-L's lambda (default: its config's)")
-    p.add_argument("--positives", default="", help="WARCA's positives (default: its config's)")
-    p.add_argument("--init", default="", help="WARCA's initial W, random or pca (default: its config's)")
-    p.add_argument("--cuhk01_protocol", default="", help="CUHK01's protocol (default: the loader's)")
-    p.add_argument("--tables", default="ordering", help="ordering,lam,positives,subsample,select,gallery,people")
-    args = p.parse_args()
-    names = [n for n in args.datasets.split(",") if n]
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
+    names = [n for n in _DATASETS.value if n]
     for n in names:
         if n not in ("viper", "cuhk01", "orl"):
-            p.error(f"unknown dataset {n!r}; expected viper, cuhk01 or orl")
+            raise app.UsageError(f"unknown dataset {n!r}; expected viper, cuhk01 or orl")
         if n != "orl" and not os.path.isdir(getattr(args, n)):
-            p.error(f"--datasets names {n} but --{n}={getattr(args, n)!r} is not a folder")
-    print(json.dumps(dict(machine=platform.machine(), cpus=os.cpu_count(),
-                          device=str(jax.devices()[0]), splits=args.splits)), flush=True)
-    tables = set(args.tables.split(","))
-    known = {"ordering", "lam", "positives", "subsample", "select", "gallery", "people"}
-    if tables - known:
-        p.error(f"unknown tables {sorted(tables - known)}; expected {sorted(known)}")
+            raise app.UsageError(
+                f"--datasets names {n} but --{n}={getattr(args, n)!r} is not a folder"
+            )
+    print(
+        json.dumps(
+            dict(
+                machine=platform.machine(),
+                cpus=os.cpu_count(),
+                device=str(jax.devices()[0]),
+                splits=args.splits,
+            )
+        ),
+        flush=True,
+    )
+    tables = set(_TABLES.value)
+    if tables - set(TABLES):
+        unknown = sorted(tables - set(TABLES))
+        raise app.UsageError(f"unknown tables {unknown}; expected {sorted(TABLES)}")
     extra_tables(names, args, tables)
     if "ordering" not in tables:
         return
@@ -273,24 +324,29 @@ def main():
     for n in names:
         ds = load(n, args)
         for label, file, variant in METHODS:
-            method = method_config(file, variant, DIMS.get(n, 40), args)
+            method = method_config(file, variant, real_data.paper_dim(n), args)
             a, sec = score(ds, method, args.splits)
-            row = dict(data=n, method=label, rank1=round(float(a[:, 0].mean()), 2),
-                       rank1_std=round(float(a[:, 0].std()), 2), mAP=round(float(a[:, 1].mean()), 2),
-                       lam=float(method.lam) if "lam" in method else None,
-                       lam_grid=list(method.lam_grid) if "lam_grid" in method else None,
-                       seconds=round(sec, 1))
+            row = dict(
+                data=n,
+                method=label,
+                **real_data.summary(a),
+                lam=float(method.lam) if "lam" in method else None,
+                lam_grid=list(method.lam_grid) if "lam_grid" in method else None,
+                seconds=round(sec, 1),
+            )
             print(json.dumps(row), flush=True)
             table[n, label] = row
     print("\n| data | " + " | ".join(m for m, _, _ in METHODS) + " | ordering |")
     print("| --- |" + " --- |" * (len(METHODS) + 1))
     for n in names:
-        cells = [f"{table[n, m]['rank1']:.2f} ± {table[n, m]['rank1_std']:.2f} / {table[n, m]['mAP']:.2f}"
-                 for m, _, _ in METHODS]
-        holds = [f"{a} {'>=' if table[n, a]['rank1'] >= table[n, b]['rank1'] else '<'} {b}"
-                 for a, b in ORDERINGS]
+        rows = [table[n, m] for m, _, _ in METHODS]
+        cells = [f"{r['rank1']:.2f} ± {r['rank1_std']:.2f} / {r['mAP']:.2f}" for r in rows]
+        holds = [
+            f"{a} {'>=' if table[n, a]['rank1'] >= table[n, b]['rank1'] else '<'} {b}"
+            for a, b in ORDERINGS
+        ]
         print(f"| {n} | " + " | ".join(cells) + " | " + "; ".join(holds) + " |")
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

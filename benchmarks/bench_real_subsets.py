@@ -5,10 +5,10 @@ Data (data/README.md), read as configs/real_subsets.py says, which the test read
 ``data/viper_subset`` (80 VIPeR people, one image per camera, 3 splits of 30 test people,
 probe cam_a); ``data/cuhk01_subset`` (60 CUHK01 people x 4 images, 3 splits of 30 test
 people: ``cuhk01`` under the camera rule, as the test reads it, ``cuhk01_draw`` under the
-loader's default gallery draw). Features: the 2,580-d colour + LBP histograms for labels whose config is a
-chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``, ``nn:chi2``, ...), the
-top ``--pca_dims`` principal axes (default: the config's, 64) of each split's training
-images for the rest.
+loader's default gallery draw). Features: the 2,580-d colour + LBP histograms for labels
+whose config is a chi2-kernel one (``warca:chi2``, ``lfda:chi2``, ``rpcca:chi2``,
+``nn:chi2``, ...), the top ``--pca_dims`` principal axes (default: the config's, 64) of
+each split's training images for the rest (``real_data.on_pca``).
 Each label's default config (``protocol.plan.method_config``), with optional overrides
 after ``@``, is fitted on every split; the mean rank-1 and mAP over the splits are printed.
 
@@ -24,28 +24,26 @@ its defaults (LMNN: n_neighbors=3), in a subprocess, on the same training featur
 every split; its transform is scored the same way.
 
 Run from the repository root, e.g.:
-  python benchmarks/bench_real_subsets.py --dataset=orl nn mahalanobis lmnn \\
+  python -m benchmarks.bench_real_subsets --dataset=orl nn mahalanobis lmnn \\
       lmnn@num_iters=50 nca@tol=0
-  python benchmarks/bench_real_subsets.py --dataset=orl --val_fraction=0.25 --keep_best lmnn
+  python -m benchmarks.bench_real_subsets --dataset=orl --val_fraction=0.25 --keep_best lmnn
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
+from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from warca_jax import config_files, datasets, defaults, evaluation, linalg, pipeline  # noqa: E402
-from warca_jax.metric import Metric  # noqa: E402
-from warca_jax.protocol import plan  # noqa: E402
+from benchmarks import real_data
+from warca_jax import config_files, defaults, pipeline
+from warca_jax.metric import Metric
+from warca_jax.protocol import plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,6 +66,15 @@ np.save(dst, est.transform(f["x"]))
 """
 PEERS = ("nca", "lmnn", "scml", "sdml", "mmc")
 
+flags.DEFINE_enum(
+    "dataset", "orl", ("orl", "viper", "both", "cuhk01", "cuhk01_draw"), "the subset(s) of data/"
+)
+flags.DEFINE_integer("pca_dims", 0, "0: configs/real_subsets.py's")
+flags.DEFINE_float("val_fraction", 0.0, "share of each split's training people held out")
+flags.DEFINE_bool("keep_best", False, "test the chunk with the best held-out mAP")
+flags.DEFINE_string("metric_learn_python", "", "python with metric-learn")
+FLAGS = flags.FLAGS
+
 
 def subset(name: str):
     """configs/real_subsets.py's ``name`` subset: what tests/test_real_data.py reads."""
@@ -82,13 +89,7 @@ def load(name: str):
     options = dict(config.options)
     if name == "cuhk01_draw":
         del options["protocol"]
-    return datasets.read(config.name, config.path, **options)
-
-
-def on_pca(ds, split, dims: int):
-    """``ds`` on the top ``dims`` principal axes of ``split``'s training images."""
-    mean, comps = linalg.pca(ds.features[split.train_idx], variance=1.0, max_dim=dims)
-    return ds._replace(features=((ds.features - mean) @ comps.T).astype(np.float32))
+    return real_data.read(config.name, config.path, **options)
 
 
 def parse(arg: str):
@@ -107,76 +108,68 @@ def parse(arg: str):
     return label, method
 
 
-def score(ds, method, uses_hist: bool, args) -> tuple[float, float]:
+def score(ds, method, uses_hist: bool, pca_dims: int) -> tuple[float, float]:
     """Mean (rank-1, mAP) of ``method`` over the splits of ``ds``."""
     config = defaults.base_config()
     config.method = method
-    config.data.val_fraction = args.val_fraction
-    config.eval.keep_best = args.keep_best
+    config.data.val_fraction = FLAGS.val_fraction
+    config.eval.keep_best = FLAGS.keep_best
     config.progress = False
     rows = []
     for s, split in enumerate(ds.splits):
-        d = ds if uses_hist else on_pca(ds, split, args.pca_dims)
+        d = ds if uses_hist else real_data.on_pca(ds, split, pca_dims)
         val = pipeline.validation_split(d, s, config)
         with tempfile.TemporaryDirectory() as tmp:
             metric, _, _ = pipeline.fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
-        r = evaluation.evaluate_metric(metric, d, split, config.eval, seed=config.seed + s)
+        r = real_data.score(metric, d, split, config.eval, seed=config.seed + s)
         rows.append((r["rank1"], r["mAP"]))
     return tuple(np.mean(rows, 0))
 
 
-def score_peer(ds, name: str, args) -> tuple[float, float]:
+def score_peer(ds, name: str, pca_dims: int) -> tuple[float, float]:
     """Mean (rank-1, mAP) of metric-learn's ``name`` over the splits of ``ds`` (PCA)."""
-    config, rows = defaults.base_config(), []
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for split in ds.splits:
-            d = on_pca(ds, split, args.pca_dims)
+            d = real_data.on_pca(ds, split, pca_dims)
             src, dst = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npy")
             np.savez(src, x=d.features, y=d.labels, train=split.train_idx)
-            cmd = [args.metric_learn_python, "-c", ML_SCRIPT, name, src, dst]
+            cmd = [FLAGS.metric_learn_python, "-c", ML_SCRIPT, name, src, dst]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:  # the peer refused or failed: its last line says why
                 raise ValueError(f"metric-learn: {out.stderr.strip().splitlines()[-1]}")
             z = np.load(dst).astype(np.float32)
             eye = Metric(kind="linear", input_dim=z.shape[1], projection=np.eye(z.shape[1]))
-            r = evaluation.evaluate_metric(eye, d._replace(features=z), split, config.eval)
+            r = real_data.score(eye, d._replace(features=z), split)
             rows.append((r["rank1"], r["mAP"]))
     return tuple(np.mean(rows, 0))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("labels", nargs="+", help="config labels, e.g. lmnn or nca@tol=0")
-    ap.add_argument(
-        "--dataset", default="orl", choices=("orl", "viper", "both", "cuhk01", "cuhk01_draw")
-    )
-    ap.add_argument("--pca_dims", type=int, default=0, help="0: configs/real_subsets.py's")
-    ap.add_argument("--val_fraction", type=float, default=0.0)
-    ap.add_argument("--keep_best", action="store_true")
-    ap.add_argument("--metric_learn_python", default="", help="python with metric-learn")
-    args = ap.parse_args()
-    parsed = [parse(a) for a in args.labels]  # bad labels or fields fail before any fit
-    names = ("orl", "viper") if args.dataset == "both" else (args.dataset,)
-    extra = f"val_fraction {args.val_fraction:g}, keep_best {args.keep_best}"
-    requested = args.pca_dims
+def main(argv):
+    labels = argv[1:]  # config labels, e.g. lmnn or nca@tol=0
+    if not labels:
+        raise app.UsageError("give one or more config labels, e.g. lmnn or nca@tol=0")
+    parsed = [parse(a) for a in labels]  # bad labels or fields fail before any fit
+    names = ("orl", "viper") if FLAGS.dataset == "both" else (FLAGS.dataset,)
+    extra = f"val_fraction {FLAGS.val_fraction:g}, keep_best {FLAGS.keep_best}"
     for name in names:
         ds = load(name)
-        args.pca_dims = requested or subset(name.removesuffix("_draw")).pca_dims
-        print(f"{name}: colour + LBP histograms (chi2 labels) or PCA {args.pca_dims}; {extra}")
-        for arg, (label, method) in zip(args.labels, parsed, strict=True):
+        pca_dims = FLAGS.pca_dims or subset(name.removesuffix("_draw")).pca_dims
+        print(f"{name}: colour + LBP histograms (chi2 labels) or PCA {pca_dims}; {extra}")
+        for arg, (label, method) in zip(labels, parsed, strict=True):
             uses_hist = label.endswith(":chi2")
             t0 = time.perf_counter()
             try:
-                rank1, mean_ap = score(ds, method, uses_hist, args)
+                rank1, mean_ap = score(ds, method, uses_hist, pca_dims)
             except ValueError as e:  # a learner that refuses the dataset says why
                 print(f"{name:6s} {arg:44s} refused: {e}")
                 continue
             took = time.perf_counter() - t0
             print(f"{name:6s} {arg:44s} rank-1 {rank1:6.2f}  mAP {mean_ap:6.2f}  ({took:.0f} s)")
-            if args.metric_learn_python and arg in PEERS and not uses_hist:
+            if FLAGS.metric_learn_python and arg in PEERS and not uses_hist:
                 t0 = time.perf_counter()
                 try:
-                    rank1, mean_ap = score_peer(ds, arg, args)
+                    rank1, mean_ap = score_peer(ds, arg, pca_dims)
                 except ValueError as e:
                     print(f"{name:6s} {'metric-learn 0.7.0 ' + arg:44s} failed: {e}")
                     continue
@@ -186,4 +179,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

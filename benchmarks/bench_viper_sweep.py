@@ -32,22 +32,22 @@ deviation over them: how far a 10-split mean moves with the people drawn for tes
 ``--fixed=field=value,...`` holds other fields of the label's config at a value (a
 second axis of a grid, one value per run).
 
-  python benchmarks/bench_viper_sweep.py --viper=PATH/VIPeR --label=lfda --field=reg \
+  python -m benchmarks.bench_viper_sweep --viper=PATH/VIPeR --label=lfda --field=reg \\
       --values=0.18,1,2 --splits=0,1,2 [--on=validation] [--cache_dir=/tmp/warca_cache]
-  python benchmarks/bench_viper_sweep.py --cuhk01=PATH/CUHK01 --label=mlapg \
+  python -m benchmarks.bench_viper_sweep --cuhk01=PATH/CUHK01 --label=mlapg \\
       --field=pca_dim --values=40,100 --splits=0,1,2
 """
 
-import argparse
 import itertools
 import json
 import platform
-import time
 
 import jax
 import numpy as np
+from absl import app, flags
 
-from warca_jax import config_files, datasets, defaults, evaluation, pipeline
+from benchmarks import real_data
+from warca_jax import config_files, datasets
 from warca_jax.datasets import two_camera
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
@@ -59,22 +59,30 @@ PROTOCOLS = {name: _PROTOCOL_MODULE.get_config(name) for name in ("viper", "cuhk
 VAL_FRACTION = PROTOCOLS["viper"].cv.val_fraction
 
 
-def _share(text: str) -> float:
-    """``--val_fraction``'s value: a float in (0, 1), or argparse's error naming the flag."""
-    value = float(text)
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
-    return value
-
-
-def add_val_fraction_flag(p: argparse.ArgumentParser) -> None:
-    """``--val_fraction``: the share held out for ``--on=validation`` (the protocol's)."""
-    p.add_argument(
-        "--val_fraction",
-        type=_share,
-        default=VAL_FRACTION,
-        help="--on=validation: the share of the training people held out",
-    )
+flags.DEFINE_string("viper", "", "VIPeR's folder (cam_a/, cam_b/)")
+flags.DEFINE_string("cuhk01", "", "CUHK01's folder (campus/), instead of VIPeR")
+flags.DEFINE_string("label", None, "config label, e.g. lfda or warca:chi2", required=True)
+flags.DEFINE_string("field", None, "a field of the label's method config", required=True)
+flags.DEFINE_string("values", None, "comma-separated values of the field", required=True)
+flags.DEFINE_string("splits", "0,1,2", "comma-separated split numbers")
+flags.DEFINE_enum("on", "test", ("test", "validation"), "score the test or validation people")
+flags.DEFINE_float(
+    "val_fraction", VAL_FRACTION, "--on=validation: the share of the training people held out"
+)
+flags.register_validator(
+    "val_fraction", lambda value: 0.0 < value < 1.0, "--val_fraction must be in (0, 1)"
+)
+flags.DEFINE_string("cache_dir", "", "descriptor cache folder")
+flags.DEFINE_enum(
+    "probe",
+    "cam_a",
+    two_camera.PROBES,
+    "the splits' probe rule (datasets/two_camera.py): cam_a, cam_b or the paper's random",
+)
+flags.DEFINE_string("fixed", "", "other fields held fixed: field=value,...")
+flags.DEFINE_string("seeds", "0", "comma-separated training seeds")
+flags.DEFINE_string("split_seeds", "0", "comma-separated seeds of the splits")
+FLAGS = flags.FLAGS
 
 
 def _value(text: str, current):
@@ -112,54 +120,36 @@ def score(
     split = ds.splits[s]
     if on == "validation":
         split = validation_split(ds, s, fraction=val_fraction, seed=PROTOCOLS["viper"].data.seed)
-    x, y = ds.features[split.train_idx], ds.labels[split.train_idx]
-    start = time.perf_counter()
-    metric, _ = pipeline.fit_method(x, y, cfg, seed=seed + s)
-    seconds = time.perf_counter() - start
-    r = evaluation.evaluate_metric(metric, ds, split, eval_cfg)
+    metric, _, seconds = real_data.fit(ds, split.train_idx, cfg, seed=seed + s, cams=False)
+    r = real_data.score(metric, ds, split, eval_cfg)
     return {"rank1": float(r["rank1"]), "mAP": float(r["mAP"]), "train_seconds": seconds}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--viper", default="", help="VIPeR's folder (cam_a/, cam_b/)")
-    p.add_argument("--cuhk01", default="", help="CUHK01's folder (campus/), instead of VIPeR")
-    p.add_argument("--label", required=True, help="config label, e.g. lfda or warca:chi2")
-    p.add_argument("--field", required=True, help="a field of the label's method config")
-    p.add_argument("--values", required=True, help="comma-separated values of the field")
-    p.add_argument("--splits", default="0,1,2", help="comma-separated split numbers")
-    p.add_argument("--on", choices=("test", "validation"), default="test")
-    add_val_fraction_flag(p)
-    p.add_argument("--cache_dir", default="", help="descriptor cache folder")
-    p.add_argument(
-        "--probe",
-        choices=two_camera.PROBES,
-        default="cam_a",
-        help="the splits' probe rule (datasets/two_camera.py): cam_a, cam_b or the paper's random",
-    )
-    p.add_argument("--fixed", default="", help="other fields held fixed: field=value,...")
-    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
-    p.add_argument("--split_seeds", default="0", help="comma-separated seeds of the splits")
-    a = p.parse_args()
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    a = FLAGS
     if bool(a.viper) == bool(a.cuhk01):
-        p.error("give one of --viper=PATH or --cuhk01=PATH")
+        raise app.UsageError("give one of --viper=PATH or --cuhk01=PATH")
     name, path = ("viper", a.viper) if a.viper else ("cuhk01", a.cuhk01)
     if name == "cuhk01" and a.probe != "cam_a":
-        p.error("--probe applies to VIPeR; CUHK01's splits follow its loader's protocol")
+        raise app.UsageError(
+            "--probe applies to VIPeR; CUHK01's splits follow its loader's protocol"
+        )
     values = [v for v in a.values.split(",") if v]
     configs = [method_config(a.label, a.field, v, a.fixed, name) for v in values]  # before work
     splits = [int(s) for s in a.splits.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]
     split_seeds = [int(s) for s in a.split_seeds.split(",")]
     options = {"probe": a.probe} if name == "viper" else {}
-    ds = datasets.read(name, path, descriptor="color_lbp", cache_dir=a.cache_dir, **options)
+    ds = real_data.read(name, path, cache_dir=a.cache_dir, **options)
     # each split seed's splits, on the features described once (the loader's seed draws only
     # the splits)
     sets = {
         k: ds._replace(splits=datasets.load(name, path, seed=k, **options).splits)
         for k in split_seeds
     }
-    eval_cfg = defaults.base_config().eval
+    eval_cfg = real_data.eval_config()
     print(json.dumps({"machine": platform.processor() or platform.machine(),
                       "backend": jax.default_backend(), "jax": jax.__version__}))  # fmt: skip
     rows = []
@@ -191,4 +181,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

@@ -11,7 +11,7 @@ images 1-3; rank-1 and mAP in percent.
 Each run is timed as a whole process, from the start of the interpreter or binary to its
 exit, with the test embeddings written to a file:
 
-* warca_jax: a fresh ``python`` process (this script with ``--_worker``) imports JAX and
+* warca_jax: a fresh ``python`` process (this module with ``--_worker``) imports JAX and
   warca_jax, loads the training and test features from ``.npy``, runs
   ``warca.fit(hist_train, train_labels, configs.warca.get_config("chi2").method)`` (the
   config's defaults, with ``num_iters`` and ``preconditioned`` set: the chi2-RBF kernel
@@ -45,7 +45,7 @@ default: ``-s`` is always given. Its kernel ids are those of the enum in src/war
 and W turns to NaN, so the bandwidth is always passed. Pass the two binaries. Without
 them (or if a path does not exist) the C++ side is skipped and warca_jax runs alone.
 
-  python benchmarks/bench_vs_reference.py \\
+  python -m benchmarks.bench_vs_reference \\
       --cpp_train=WARCA/warca_train_double_precision.bin \\
       --cpp_predict=WARCA/warca_predict_double_precision.bin \\
       [--sizes=1200,2400,4800] [--seeds=1,2,3] [--preconditioned=both|true|false]
@@ -62,7 +62,6 @@ import time
 
 _T_START = time.perf_counter()  # the worker's imports are timed from here
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -71,7 +70,9 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIM = 40  # the C++ -r, as warca_jax's config dim (each warca_jax line gives its dim)
 CPP_ENV = {"OMP_THREAD_LIMIT": "2", "OMP_WAIT_POLICY": "PASSIVE"}
 
@@ -80,32 +81,30 @@ def _int_list(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument(
-        "--sizes",
-        default="1200,2400,4800",
-        help="training images per problem, comma-separated (num_ids = 2 * size / 4)",
-    )
-    ap.add_argument("--seeds", default="1,2,3", help="training seeds, comma-separated")
-    ap.add_argument("--cpp_train", default="", help="path to warca_train_double_precision.bin")
-    ap.add_argument("--cpp_predict", default="", help="path to warca_predict_double_precision.bin")
-    ap.add_argument(
-        "--preconditioned",
-        choices=("both", "true", "false"),
-        default="both",
-        help="warca_jax variants to run: the K^-1 preconditioned update, the plain one, or both",
-    )
-    ap.add_argument("--num_iters", type=int, default=2000, help="iterations of both")
-    ap.add_argument("--out", default="", help="append the JSON lines to this file too")
-    # internal: one warca_jax fit in this process (see _worker)
-    ap.add_argument("--_worker", default="", help=argparse.SUPPRESS)
-    ap.add_argument("--_seed", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--_preconditioned", type=int, default=1, help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+flags.DEFINE_string(
+    "sizes",
+    "1200,2400,4800",
+    "training images per problem, comma-separated (num_ids = 2 * size / 4)",
+)
+flags.DEFINE_string("seeds", "1,2,3", "training seeds, comma-separated")
+flags.DEFINE_string("cpp_train", "", "path to warca_train_double_precision.bin")
+flags.DEFINE_string("cpp_predict", "", "path to warca_predict_double_precision.bin")
+flags.DEFINE_enum(
+    "preconditioned",
+    "both",
+    ("both", "true", "false"),
+    "warca_jax variants to run: the K^-1 preconditioned update, the plain one, or both",
+)
+flags.DEFINE_integer("num_iters", 2000, "iterations of both")
+flags.DEFINE_string("out", "", "append the JSON lines to this file too")
+# internal: one warca_jax fit in this process (see _worker)
+flags.DEFINE_string("_worker", "", "internal: the folder of one warca_jax fit")
+flags.DEFINE_integer("_seed", 0, "internal: the worker's training seed")
+flags.DEFINE_integer("_preconditioned", 1, "internal: the worker's preconditioned")
+FLAGS = flags.FLAGS
 
 
-def _worker(args: argparse.Namespace) -> None:
+def _worker(args) -> None:
     """One warca_jax fit + test embedding in this fresh process; prints one JSON line."""
     import jax
 
@@ -168,14 +167,15 @@ def run_warca_jax(folder: str, seed: int, preconditioned: bool, num_iters: int, 
     """Runs one warca_jax fit in a fresh process; returns (its JSON dict, process wall s)."""
     cmd = [
         sys.executable,
-        os.path.abspath(__file__),
+        "-m",
+        "benchmarks.bench_vs_reference",
         f"--_worker={folder}",
         f"--_seed={seed}",
         f"--_preconditioned={int(preconditioned)}",
         f"--num_iters={num_iters}",
     ]
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise RuntimeError(
@@ -377,8 +377,10 @@ def print_table(runs: list[dict], sizes, args) -> None:
     print("warca_jax wall: the mean over all its runs at that size (both variants when run).")
 
 
-def main():
-    args = parse_args()
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
     if args._worker:
         _worker(args)
         return
@@ -427,4 +429,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

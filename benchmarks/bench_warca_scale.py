@@ -8,10 +8,10 @@ candidate pool bounds the violator search (``--candidate_pool``), so a step's me
 does not grow with N. After training, 1,000 held-out identities (query camera 0,
 gallery camera 1) are ranked with the learned metric and with Euclidean distance.
 
-  python benchmarks/bench_warca_scale.py                       # N = 1,000,000, D = 256
-  python benchmarks/bench_warca_scale.py --scaling             # time/iteration vs N
-  python benchmarks/bench_warca_scale.py --devices=1,2,4,8     # vs forced host devices
-  python benchmarks/bench_warca_scale.py --kernel=rbf --num_landmarks=512   # Nystroem
+  python -m benchmarks.bench_warca_scale                       # N = 1,000,000, D = 256
+  python -m benchmarks.bench_warca_scale --scaling             # time/iteration vs N
+  python -m benchmarks.bench_warca_scale --devices=1,2,4,8     # vs forced host devices
+  python -m benchmarks.bench_warca_scale --kernel=rbf --num_landmarks=512   # Nystroem
 
 ``--devices`` runs each count in a fresh process with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (on a CPU, N host devices share
@@ -23,8 +23,6 @@ included), seconds per iteration (after the first logged chunk), peak RSS (GiB),
 features' size (GiB), and held-out rank-1 / mAP of WARCA and of Euclidean distance.
 """
 
-import argparse
-import copy
 import json
 import os
 import platform
@@ -35,8 +33,31 @@ import time
 from pathlib import Path
 
 import numpy as np
+from absl import app, flags
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_IDS = 1000
+
+flags.DEFINE_integer("num_samples", 1_000_000, "training samples N (4 images per identity)")
+flags.register_validator(
+    "num_samples",
+    lambda n: n >= 8 and n % 4 == 0,
+    "--num_samples must be a multiple of 4 (4 images per identity), >= 8",
+)
+flags.DEFINE_integer("dim", 256, "feature dimension D")
+flags.DEFINE_integer("out_dim", 64, "WARCA's output dimension D'")
+flags.DEFINE_integer("num_iters", 2000, "training steps")
+flags.DEFINE_integer("batch_size", 512, "minibatch size")
+flags.DEFINE_integer("candidate_pool", 4096, "the violator search's pool")
+flags.DEFINE_integer("log_every", 100, "steps per logged chunk")
+flags.DEFINE_string("kernel", "none", "none, or a kernel for Nystroem WARCA")
+flags.DEFINE_integer("num_landmarks", 512, "Nystroem's landmarks")
+flags.DEFINE_integer("num_devices", 0, "0: all visible devices")
+flags.DEFINE_string("data_dir", "/tmp/warca_scale", "where the features' .npy is written")
+flags.DEFINE_integer("seed", 0, "data and training seed")
+flags.DEFINE_bool("scaling", False, "N = 1e4, 1e5, 1e6 (--num_iters)")
+flags.DEFINE_string("devices", "", "comma-separated forced host device counts")
+FLAGS = flags.FLAGS
 
 
 def write_features(path: Path, n: int, dim: int, seed: int, block: int = 100_000) -> None:
@@ -67,28 +88,27 @@ def _labels(rows: np.ndarray, n: int) -> np.ndarray:
     return np.where(train, rows // 4, n // 4 + 1 + (rows - n) // 2)
 
 
-def run(args) -> dict:
+def run(args, n: int) -> dict:
+    """One fit on ``n`` training samples with the flags ``args``; its JSON row."""
     import jax
 
-    from warca_jax import config_files, evaluation
+    from warca_jax import config_files, defaults, evaluation
     from warca_jax.methods import warca
 
     get_config = config_files.load_config_module("configs/warca.py").get_config
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / f"warca_scale_{args.num_samples}x{args.dim}_seed{args.seed}.npy"
+    path = data_dir / f"warca_scale_{n}x{args.dim}_seed{args.seed}.npy"
     t0 = time.perf_counter()
     if not path.exists():
-        write_features(path, args.num_samples, args.dim, args.seed)
+        write_features(path, n, args.dim, args.seed)
     gen_seconds = time.perf_counter() - t0
     feats = np.load(path, mmap_mode="r")
-    n = args.num_samples
     labels = _labels(np.arange(n), n)
 
-    cfg = copy.deepcopy(get_config("linear").method)
-    cfg.unlock()
-    cfg.update(
+    cfg = defaults.overridden(
+        get_config("linear").method,
         dim=args.out_dim,
         batch_size=args.batch_size,
         num_iters=args.num_iters,
@@ -136,35 +156,18 @@ def run(args) -> dict:
     }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--num_samples", type=int, default=1_000_000)
-    ap.add_argument("--dim", type=int, default=256)
-    ap.add_argument("--out_dim", type=int, default=64)
-    ap.add_argument("--num_iters", type=int, default=2000)
-    ap.add_argument("--batch_size", type=int, default=512)
-    ap.add_argument("--candidate_pool", type=int, default=4096)
-    ap.add_argument("--log_every", type=int, default=100)
-    ap.add_argument("--kernel", default="none", help="none, or a kernel for Nystroem WARCA")
-    ap.add_argument("--num_landmarks", type=int, default=512)
-    ap.add_argument("--num_devices", type=int, default=0, help="0: all visible devices")
-    ap.add_argument("--data_dir", default="/tmp/warca_scale")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--scaling", action="store_true", help="N = 1e4, 1e5, 1e6 (--num_iters)")
-    ap.add_argument("--devices", default="", help="comma-separated forced host device counts")
-    args = ap.parse_args()
-    if args.num_samples < 8 or args.num_samples % 4:
-        ap.error("--num_samples must be a multiple of 4 (4 images per identity), >= 8")
-
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    args = FLAGS
     if args.devices:
         base = [a for a in sys.argv[1:] if not a.startswith("--devices")]
         ref = None
         for count in [int(c) for c in args.devices.split(",")]:
             env = dict(os.environ, JAX_PLATFORMS="cpu")
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
-            out = subprocess.run(
-                [sys.executable, __file__, *base], env=env, capture_output=True, text=True
-            )
+            cmd = [sys.executable, "-m", "benchmarks.bench_warca_scale", *base]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
             if out.returncode:
                 sys.exit(out.stderr[-2000:])
             for line in out.stdout.splitlines():
@@ -175,9 +178,8 @@ def main():
         return
     sizes = (10_000, 100_000, 1_000_000) if args.scaling else (args.num_samples,)
     for n in sizes:
-        args.num_samples = n
-        print(json.dumps(run(args)), flush=True)
+        print(json.dumps(run(args, n)), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)

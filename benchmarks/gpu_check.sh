@@ -52,16 +52,16 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false
 if [ "${1:-}" = protocol ]; then
   viper=$(realpath "$2") base=${3:+$(realpath "$3")}
   W=/tmp/gpu_protocol
-  step viper_gpu 330 python3 benchmarks/bench_protocol.py --row=viper --viper="$viper" \
+  step viper_gpu 330 python3 -m benchmarks.bench_protocol --row=viper --viper="$viper" \
     --num_workers=4 --workdir=$W/viper
-  python3 benchmarks/bench_protocol.py --analyze=$W/viper/current | tee -a "$OUT/bench.log"
+  python3 -m benchmarks.bench_protocol --analyze=$W/viper/current | tee -a "$OUT/bench.log"
   cp $W/viper/current.log "$OUT/viper_protocol.log" 2>/dev/null && tail -n 15 "$OUT/viper_protocol.log"
   if [ -n "$base" ]; then
-    step reduced_gpu 180 python3 benchmarks/bench_protocol.py --row=reduced --viper="$viper" \
+    step reduced_gpu 180 python3 -m benchmarks.bench_protocol --row=reduced --viper="$viper" \
       --num_workers=4 --baseline="$base" --workdir=$W/reduced
     tail -n 40 /tmp/gpu_check_reduced_gpu.log
     for w in baseline current; do
-      python3 benchmarks/bench_protocol.py --analyze=$W/reduced/$w | tee -a "$OUT/bench.log"
+      python3 -m benchmarks.bench_protocol --analyze=$W/reduced/$w | tee -a "$OUT/bench.log"
     done
   fi
   exit 0
@@ -81,17 +81,17 @@ else
 fi
 tail -n 30 "$OUT/quick_tier.log"
 
-step scale_gpu 90 python3 benchmarks/bench_warca_scale.py --data_dir /tmp/warca_scale
-step scale_cpu 45 env JAX_PLATFORMS=cpu python3 benchmarks/bench_warca_scale.py \
+step scale_gpu 90 python3 -m benchmarks.bench_warca_scale --data_dir /tmp/warca_scale
+step scale_cpu 45 env JAX_PLATFORMS=cpu python3 -m benchmarks.bench_warca_scale \
   --data_dir /tmp/warca_scale
-step eval10k_gpu 30 python3 benchmarks/bench_eval_scale.py --num_queries 10000
-step eval10k_cpu 75 env JAX_PLATFORMS=cpu python3 benchmarks/bench_eval_scale.py \
+step eval10k_gpu 30 python3 -m benchmarks.bench_eval_scale --num_queries 10000
+step eval10k_cpu 75 env JAX_PLATFORMS=cpu python3 -m benchmarks.bench_eval_scale \
   --num_queries 10000
-step nystroem_gpu 90 python3 benchmarks/bench_warca_scale.py --kernel rbf --num_landmarks 512 \
+step nystroem_gpu 90 python3 -m benchmarks.bench_warca_scale --kernel rbf --num_landmarks 512 \
   --data_dir /tmp/warca_scale
-step kernel_gpu 60 python3 benchmarks/bench_kernel_warca.py --candidate_pool=256
-step linear_gpu 40 python3 benchmarks/bench_linear_warca.py
+step kernel_gpu 60 python3 -m benchmarks.bench_kernel_warca --candidate_pool=256
+step linear_gpu 40 python3 -m benchmarks.bench_linear_warca
 # the protocol's WARCA columns on the synthetic data: stage times, each grid job's fit share
 # (its training against its wall time), the GPU's vmapped grid against the CPU's loop
-step protocol_gpu 240 python3 benchmarks/bench_protocol.py --row=synthetic
-step protocol_cpu 300 env JAX_PLATFORMS=cpu python3 benchmarks/bench_protocol.py --row=synthetic
+step protocol_gpu 240 python3 -m benchmarks.bench_protocol --row=synthetic
+step protocol_cpu 300 env JAX_PLATFORMS=cpu python3 -m benchmarks.bench_protocol --row=synthetic

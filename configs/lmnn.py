@@ -12,7 +12,7 @@ Convergence: the default (at most 3,000 Adam steps from 1e-2 under a cosine deca
 early when the loss's relative change over 100 steps is at most 1e-4) reaches a lower LMNN
 objective than metric-learn 0.7.0 on scikit-learn's digits (stopping after a few hundred
 steps there), where the old 300 steps at a constant 1e-3 stayed near the identity
-(benchmarks/bench_lmnn_vs_metric_learn.py, benchmarks/RESULTS.md).
+(python -m benchmarks.bench_vs_metric_learn --learner=lmnn, benchmarks/RESULTS.md).
 
 Held-out identities: that objective, minimised to convergence, fits the training people
 (ORL faces of data/: test mAP 74.1, against 87.0 after 50 steps). So the default holds 20%

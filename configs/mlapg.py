@@ -11,7 +11,8 @@ Variants (``--config=configs/mlapg.py:<arg>``):
            whole span of the training images (its QR step; ``pca_dim`` above the number of
            training images), not the default's 256 PCA dims, which cost 16 rank-1 points on
            VIPeR (benchmarks/RESULTS.md). Give the images with e.g. --config.data.name=viper
-           --config.data.path=PATH/VIPeR (benchmarks/bench_table3.py runs the table).
+           --config.data.path=PATH/VIPeR (benchmarks/RESULTS.md has the table, from the
+           retired bench_table3.py).
 
 Override any field on the command line, e.g.
   --config.method.pca_dim=100 --config.method.max_iters=100 --config.method.dim=40

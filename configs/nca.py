@@ -10,8 +10,8 @@ Variants (``--config=configs/nca.py:<arg>``):
 
 metric-learn 0.7.0 runs at most 100 L-BFGS-B iterations (max_iter=100, tol=None); here
 optax's L-BFGS takes at most as many on the same objective (or Adam, optimizer='adam'),
-stopping early when the loss stopped changing (benchmarks/bench_nca_vs_metric_learn.py
-compares the two).
+stopping early when the loss stopped changing (python -m benchmarks.bench_vs_metric_learn
+--learner=nca compares the two).
 """
 
 import ml_collections

@@ -17,8 +17,8 @@ Variants (``--config=configs/warca.py:<arg>``):
            gallery draw, D' = 100, 3 splits: 57.68 / 58.07 / 61.04 / 56.42 / 50.25 rank-1 at
            1e-5 / 3e-5 / 1e-4 / 3e-4 / 1e-3; VIPeR's and ORL's Figure 2 studies: within 0.1
            of 1e-5; benchmarks/RESULTS.md). Give the images with e.g.
-           --config.data.name=viper --config.data.path=PATH/VIPeR (benchmarks/bench_table3.py
-           runs the table).
+           --config.data.name=viper --config.data.path=PATH/VIPeR (benchmarks/RESULTS.md has
+           the table, from the retired bench_table3.py).
   orl      a real run: the 2,580-d colour + LBP descriptor of the ORL faces in
            data/orl_faces of this repository (40 people x 10 images; images 1-5 are camera 0 and
            6-10 camera 1), 10 random splits of 20 training / 20 test people, kernel

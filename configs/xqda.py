@@ -10,7 +10,8 @@ Variants (``--config=configs/xqda.py:<arg>``):
            of 0.001 on Sigma_I (``method.ridge='absolute'``, for the L2-normalised
            descriptor; the default's relative ridge was chosen on the colour + LBP one) and
            the pairs of two cameras. Give the images with e.g. --config.data.name=viper
-           --config.data.path=PATH/VIPeR (benchmarks/bench_table3.py runs the table).
+           --config.data.path=PATH/VIPeR (benchmarks/RESULTS.md has the table, from the
+           retired bench_table3.py).
 
 Cap the subspace with e.g. --config.method.dim=16.
 """

@@ -344,8 +344,8 @@ def test_memory_mapped_features_train_like_in_memory_ones(tmp_path):
 
 
 # ----------------------------------------------------------------------------
-# Robustness of the defaults (benchmarks/bench_warca_robustness.py measures the same at
-# the sizes of the issue; these are the small, fast versions).
+# Robustness of the defaults (bench_warca_robustness.py, retired, measured the same at the
+# sizes of the issue at commit 2352117; these are the small, fast versions).
 
 ETAS = (1e-3, 1e-2, 1e-1)
 

@@ -25,8 +25,8 @@ block sums to 1 within its stripe (L1).
 
 Two variants of the MATLAB code these features were first computed with (Mignon & Jurie's
 PCCA, Xiong et al.'s kernel methods) are options; neither is the default, because neither
-is better on VIPeR's validation people (benchmarks/RESULTS.md,
-``bench_viper_descriptors.py``):
+is better on VIPeR's validation people (docs/datasets.md#image-descriptors; measured by
+``bench_viper_descriptors.py``, since retired, at commit 720bdf1):
 
 * ``binning="centred"``: MATLAB's ``hist(v, centres)`` with centres 0, 1/16, ..., 15/16,
   i.e. ``bin = clip(floor(16 v + 1/2), 0, 15)``: the first and last bins are half as

@@ -17,11 +17,12 @@ dtype and checksum (``array_checksum``), and two digests of the images:
   (and its stamps are refreshed), other contents make it stale.
 
 Reading an entry (``read``) stats every image and checks the array's checksum; it never
-hashes the images' bytes while their stamps hold (``benchmarks/bench_feature_cache.py``
-measures both). An entry whose JSON is for other inputs, whose images changed, or whose
-array is damaged, truncated, cut or replaced (another array of the same shape, its rows
-permuted, zeros) is not used: ``read`` logs ONE warning naming the file and the reason,
-and the caller recomputes and rewrites it. A missing entry is a plain miss.
+hashes the images' bytes while their stamps hold (the cost of both:
+docs/runs.md#the-feature-cache-and-images-too-small-to-describe). An entry whose JSON is
+for other inputs, whose images changed, or whose array is damaged, truncated, cut or
+replaced (another array of the same shape, its rows permuted, zeros) is not used: ``read``
+logs ONE warning naming the file and the reason, and the caller recomputes and rewrites
+it. A missing entry is a plain miss.
 
 Stamps taken within ``RACY_NS`` of the write are not trusted (as git does with its index):
 on a file system with coarse timestamps, a file rewritten in the same tick with the same

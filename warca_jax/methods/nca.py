@@ -293,7 +293,8 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     m.dim = 0
     # 'lbfgs': L-BFGS (memory 10) with a zoom line search, as metric-learn's L-BFGS-B;
     # 'adam': Adam at learning_rate (raise num_iters: Adam stalls on NCA's plateaus sooner
-    # and needs some hundreds of steps; see benchmarks/bench_nca_vs_metric_learn.py).
+    # and needs some hundreds of steps; the default against metric-learn's: python -m
+    # benchmarks.bench_vs_metric_learn --learner=nca).
     m.optimizer = "lbfgs"
     m.num_iters = 100  # full-batch steps at most (metric-learn's max_iter=100).
     m.learning_rate = 1e-2  # Adam's first step (L starts at the identity: entries ~1).
