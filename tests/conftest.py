@@ -43,6 +43,22 @@ class ReidProblem:
         return evaluation.evaluate_metric(metric, self.dataset, self.split, self.eval_cfg)
 
 
+# Fixtures that run a whole pipeline, protocol or study once per module (seconds to minutes):
+# every test that uses one is slow, whatever its own body costs, so that the quick tier
+# (pytest -m "not slow") never pays for them.
+RUN_FIXTURES = frozenset(
+    {"aon_run", "tt_run", "reference", "full_grid", "protocol_run", "tiny_run", "finished",
+     "small_run", "eight_devices", "real"}
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks slow each test that uses one of ``RUN_FIXTURES``."""
+    for item in items:
+        if RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def reid():
     """The default config's synthetic data (200 identities x 4, 64-d), first split.

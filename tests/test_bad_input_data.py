@@ -316,6 +316,7 @@ def test_workdir_of_another_config(tmp_path, good_npz):
         pipeline.train_and_evaluate(_nn_config(good_npz, distance="cosine"), str(tmp_path / "w"))
 
 
+@pytest.mark.slow
 def test_workdir_on_changed_data(tmp_path, good_npz, arrays):
     pipeline.train_and_evaluate(_nn_config(good_npz), str(tmp_path / "w"))
     f, lab, c = arrays
@@ -528,6 +529,7 @@ def test_damaged_feature_cache_is_recomputed(tmp_path, image_paths, damage, reas
     np.testing.assert_array_equal(np.load(cache / stored), first)
 
 
+@pytest.mark.slow
 def test_read_only_feature_cache(tmp_path, image_paths, caplog, monkeypatch):
     def refuse(*args, **kwargs):  # what a read-only folder answers (root is never refused)
         raise PermissionError(13, "Permission denied", str(tmp_path / "cache"))

@@ -167,6 +167,7 @@ def test_a_damaged_cross_validation_result_is_redone(damage, copy, reference, ca
     assert _load(selected) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte"])
 def test_a_damaged_stored_dataset_is_rebuilt(damage, copy, reference, caplog):
     path = os.path.join(copy, "data", "synthetic.npz")

@@ -52,11 +52,13 @@ def test_kernel_distances_rank_as_their_base_distance(reid, reid_hist, kernel, d
     assert problem.score(metric)["rank1"] == problem.score(base)["rank1"]
 
 
+@pytest.mark.slow
 def test_kernel_nn_keeps_an_explicit_gamma(reid):
     cfg = _cfg("kernel_nn", kernel="rbf", kernel_gamma=0.25)
     assert baselines.fit_kernel_nn(reid.x_train, reid.y_train, cfg)[0].gamma == 0.25
 
 
+@pytest.mark.slow
 def test_mahalanobis_matrix_is_the_inverse_covariance():
     x, y, _ = dataset_arrays.make_synthetic(
         num_ids=12, images_per_id=3, dim=6, signal_dim=2, num_nuisance=1

@@ -405,6 +405,7 @@ def test_per_query_single_shot_hand_case_and_the_gallery_draw_skips():
     assert 8 < skipped < 32
 
 
+@pytest.mark.slow
 def test_per_query_single_shot_skips_fewer_queries_than_the_gallery_draw():
     rng = np.random.default_rng(2)
     nq, ng = 60, 240

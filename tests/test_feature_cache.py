@@ -96,6 +96,7 @@ DAMAGE = {
 REASON = {"truncated": "is damaged", "huge header": "declares a float32 array of shape"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
 def test_a_damaged_or_replaced_cache_is_recomputed_with_one_warning(
     tmp_path, counted, settled, caplog, damage

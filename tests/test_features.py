@@ -143,6 +143,7 @@ def test_uniform_colour_gives_one_hot_histograms(rgb):
     assert np.all(lbp8[0, :, FLAT_LBP8] == 1) and np.all(lbp16[0, :, FLAT_LBP16] == 1)
 
 
+@pytest.mark.slow
 def test_top_and_bottom_halves_fill_their_stripes():
     top, bottom = (200, 40, 90), (20, 150, 230)
     x = np.zeros((1, 128, 48, 3), np.uint8)
@@ -196,6 +197,7 @@ def test_interior_lbp_skips_each_stripes_border():
         clbp.color_lbp(img, lbp_pixels="edge")
 
 
+@pytest.mark.slow
 def test_centred_binning_is_matlabs_hist_on_centres():
     """``binning="centred"``: bin = clip(floor(16 v + 1/2), 0, 15), so the bins are centred
     on 0, 1/16, ..., 15/16 and the two end bins are half as wide."""
@@ -307,6 +309,7 @@ def test_extract_cache_hits_and_invalidates(tmp_path, monkeypatch, counted):
     assert len(calls) == 9 and len(os.listdir(cache)) == 4
 
 
+@pytest.mark.slow
 def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):
     paths = _write_images(tmp_path, n=2)
     real = extraction.DESCRIPTORS["color_lbp"]

@@ -108,6 +108,7 @@ def test_a_stays_positive_definite(gamma):
     assert int(k) == 500 and np.all(np.asarray(xi) > 0)
 
 
+@pytest.mark.slow
 def test_lost_definiteness_is_an_error():
     # Near-hard constraints that conflict drive A's condition number beyond float32's:
     # refused with the reason, never returned.
@@ -127,6 +128,7 @@ def test_same_seed_same_result():
     assert not np.array_equal(a.projection, c.projection)  # other pairs drawn
 
 
+@pytest.mark.slow
 def test_stops_on_the_rule_and_says_why():
     x, y = small_problem()
     rows = []

@@ -68,6 +68,7 @@ def test_only_the_library_is_installed():
     ), found
 
 
+@pytest.mark.slow
 def test_the_library_imports_neither_configs_nor_experiments():
     bad = {
         name: sorted(i for i in _imports(path) if i.split(".")[0] in ("configs", "experiments"))

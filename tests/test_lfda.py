@@ -61,6 +61,7 @@ def test_local_scatter_equals_direct_double_loop(knn):
     np.testing.assert_allclose(s_b, d_b, rtol=1e-4, atol=1e-4 * np.abs(d_b).max())
 
 
+@pytest.mark.slow
 def test_kernel_scatter_with_linear_kernel_is_x_s_xt():
     x, y = _small_problem()
     x = x.astype(np.float64)
@@ -135,6 +136,7 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     assert not np.allclose(c.projection, d.projection)
 
 
+@pytest.mark.slow
 def test_two_images_per_identity_needs_the_ridge():
     # VIPeR-like: 2 images per identity, so S_w has rank N / 2 = 40 < D = 64.
     x, y, _ = dataset_arrays.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)

@@ -152,6 +152,7 @@ def _replaced(wd, names, caplog) -> None:
     assert not [n for n in os.listdir(wd) if ".tmp" in n]
 
 
+@pytest.mark.slow
 def test_links_at_the_results_are_replaced_never_written_through(tmp_path, precious, caplog):
     wd, gone = tmp_path / "w", tmp_path / "outside" / "gone.json"
     names = ("results.json", "split_0.json", "cmc.png")
@@ -163,6 +164,7 @@ def test_links_at_the_results_are_replaced_never_written_through(tmp_path, preci
     assert json.loads((wd / "results.json").read_text())["mean"] == res["mean"]
 
 
+@pytest.mark.slow
 def test_a_finished_split_behind_a_link_is_not_read_but_redone(tmp_path, caplog):
     # a split_0.json planted as a link to a file outside the workdir (here a sound result
     # of another run): a rerun never reads through it, it redoes the split

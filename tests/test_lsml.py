@@ -163,6 +163,7 @@ def test_linear_change_of_features_gives_the_same_distances():
     np.testing.assert_allclose(da, d, rtol=2e-3, atol=2e-3 * d.max())
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(log_every=1)  # the chunk compiled for the tests above

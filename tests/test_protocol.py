@@ -126,6 +126,7 @@ def test_a_method_is_kernel_by_its_config_or_its_label(label, fields, kernel):
     assert is_kernel(label, fields) is kernel
 
 
+@pytest.mark.slow
 def test_the_cmc_of_twenty_methods_names_the_best_five_and_greys_the_rest(tmp_path):
     ranks = np.arange(1, 101)
     curves = {f"method {i}": 100 - (95 - 2 * i) * np.exp(-ranks / (5 + i)) for i in range(20)}

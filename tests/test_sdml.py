@@ -97,6 +97,7 @@ def test_unbounded_problem_is_refused_with_the_balance_that_works():
     assert metric.is_finite() and hist[-1]["stopped"].startswith("converged")
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     x, y = small_problem()
     cfg = _method(num_constraints=100)

@@ -112,6 +112,7 @@ def test_no_pickle_no_code_from_data_no_network(path):
         assert findings(f.read(), path) == []
 
 
+@pytest.mark.slow
 def test_the_library_reads_numpy_files_through_one_reader_that_never_unpickles(tmp_path):
     """Every .npy / .npz is read by ``bounded_reads`` (no ``np.load`` left to scan: the
     breach scan below refuses one without allow_pickle=False), and that reader refuses an

@@ -235,6 +235,7 @@ def test_map_singular_values_are_those_of_the_learned_map(small_split, kernel):
     np.testing.assert_allclose(sv / sv[0], expected / expected[0], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_panel_e_reads_the_finished_studies_it_is_given(aon_run, tmp_path):
     _, workdir, results = aon_run
     rows = aon_report.by_dataset(results, (str(workdir),))

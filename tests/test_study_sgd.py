@@ -124,6 +124,7 @@ def test_same_seed_same_result(reid, name):
     assert not np.allclose(a.projection, c.projection)
 
 
+@pytest.mark.slow
 def test_divergence_is_an_error_not_a_model(reid):
     cfg = _method("triplet_sgd", num_epochs=10, learning_rate=1e3)
     with pytest.raises(FloatingPointError, match="diverged|non-finite"):

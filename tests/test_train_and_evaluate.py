@@ -456,6 +456,7 @@ def _history(splits=2, steps=(10, 20, 30, 40), **columns):
     ]
 
 
+@pytest.mark.slow
 def test_training_curves_draw_the_loss_a_moving_ranking_measure_and_validation(tmp_path):
     rows = _history(
         loss=lambda s, t: 2.0 / t + s,
@@ -506,6 +507,7 @@ def _fake_results(num_splits=3, length=30):
     return {"method": "warca", "mean": {"mAP": 86.0}, "splits": splits}
 
 
+@pytest.mark.slow
 def test_run_figures_draw_cmc_and_only_an_iterative_learner_draws_curves(tmp_path):
     results = _fake_results()
     closed = tmp_path / "closed"
