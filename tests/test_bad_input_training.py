@@ -9,6 +9,7 @@ import importlib
 import numpy as np
 import pytest
 from repo_configs import config_module
+from repo_configs import method_section as _method
 
 from warca_jax import kernels, learner_loop, methods
 from warca_jax.methods import warca
@@ -16,14 +17,6 @@ from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.synthetic import make_synthetic
 
 _SCALE_MSG = "cannot train on features of this scale"
-
-
-def _method(name, variant=None, **overrides):
-    from warca_jax import defaults
-
-    module = config_module(name)
-    cfg = module.get_config(variant) if variant else module.get_config()
-    return defaults.overridden(cfg.method, **overrides)
 
 
 def _warca(**overrides):
