@@ -70,6 +70,24 @@ def reid_hist():
     return ReidProblem(histogram=True)
 
 
+def forbid(monkeypatch, owner, name: str, why: str) -> None:
+    """``owner.name`` fails the test, saying ``why``, if it is called: work that must not
+    start (loading the data, fitting a method)."""
+
+    def called(*args, **kwargs):
+        raise AssertionError(why)
+
+    monkeypatch.setattr(owner, name, called)
+
+
+def assert_refused_before_any_work(run, config, workdir, match: str) -> None:
+    """``run(config, str(workdir))`` (a run's entry, e.g. ``pipeline.train_and_evaluate``)
+    raises a ValueError matching ``match`` and makes no ``workdir``."""
+    with pytest.raises(ValueError, match=match):
+        run(config, str(workdir))
+    assert not workdir.exists()
+
+
 def small_problem(*, num_ids=20, dim=12, signal_dim=4, num_nuisance=2, **options):
     """(features [n, dim], labels [n]) of a small synthetic problem that the learners' tests
     fit in seconds; a test file that needs other sizes passes them (``options``: the rest of

@@ -1,6 +1,6 @@
-"""The checks the learners' tests share: same seed same result, a refusal, the row that says
-why a fit stopped, and a scikit-learn pipeline's 1-NN accuracy with and without a learner
-(conftest.py: the problems they run on)."""
+"""The checks the learners' tests share: same seed same result, a refusal, a divergence,
+the row that says why a fit stopped, and a scikit-learn pipeline's 1-NN accuracy with and
+without a learner (conftest.py: the problems they run on)."""
 
 import numpy as np
 import pytest
@@ -26,6 +26,13 @@ def assert_same_seed_same_result(fit, x, y, cfg, *, apart=None):
 def assert_refused(fit, x, y, cfg, match: str) -> None:
     """``fit(x, y, cfg)`` raises a ValueError whose message matches ``match``."""
     with pytest.raises(ValueError, match=match):
+        fit(x, y, cfg)
+
+
+def assert_diverges(fit, x, y, cfg, match: str) -> None:
+    """``fit(x, y, cfg)`` raises a FloatingPointError (it diverged) matching ``match``: an
+    error, never a model."""
+    with pytest.raises(FloatingPointError, match=match):
         fit(x, y, cfg)
 
 

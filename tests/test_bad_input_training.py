@@ -8,6 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 from repo_configs import method_section as _method
 
@@ -342,13 +343,9 @@ def _run_config(**method):
 def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp_path, monkeypatch):
     from warca_jax import pipeline
 
-    def no_fit(*args, **kwargs):
-        raise AssertionError("fitted despite a bad config value")
-
-    monkeypatch.setattr(pipeline, "fit_method", no_fit)
-    with pytest.raises(ValueError, match=message):
-        pipeline.train_and_evaluate(_run_config(**method), str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    forbid(monkeypatch, pipeline, "fit_method", "fitted despite a bad config value")
+    config = _run_config(**method)
+    assert_refused_before_any_work(pipeline.train_and_evaluate, config, tmp_path / "w", message)
 
 
 def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
@@ -369,10 +366,9 @@ def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
 def test_switching_method_name_names_the_fields_the_other_method_needs(tmp_path, monkeypatch):
     from warca_jax import datasets, pipeline
 
-    def no_load(*args, **kwargs):
-        raise AssertionError("data loaded for a method section of another method")
-
-    monkeypatch.setattr(datasets, "from_config", no_load)
+    forbid(
+        monkeypatch, datasets, "from_config", "data loaded for a method section of another method"
+    )
     with pytest.raises(ValueError) as info:
         pipeline.train_and_evaluate(_run_config(name="lfda"), str(tmp_path / "w"))
     msg = str(info.value)

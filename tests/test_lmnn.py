@@ -179,9 +179,8 @@ def test_bad_input_is_refused(mutate, overrides, match):
 
 
 def test_divergence_is_an_error():
-    x, y = small_problem()
-    with pytest.raises(FloatingPointError, match="diverged|non-finite"):
-        lmnn.fit(x, y, _method(num_iters=10, refresh_every=10, learning_rate=1e30))
+    cfg = _method(num_iters=10, refresh_every=10, learning_rate=1e30)
+    learner_checks.assert_diverges(lmnn.fit, *small_problem(), cfg, "diverged|non-finite")
 
 
 def _old_default(**overrides):

@@ -155,9 +155,8 @@ def test_same_seed_same_result(overrides):
 
 
 def test_divergence_is_an_error_not_a_model():
-    x, y = _small_problem()
-    with pytest.raises(FloatingPointError, match="diverged"):
-        rpcca.fit(x, y, _method(dim=4, num_iters=40, log_every=20, learning_rate=1e6))
+    cfg = _method(dim=4, num_iters=40, log_every=20, learning_rate=1e6)
+    learner_checks.assert_diverges(rpcca.fit, *_small_problem(), cfg, "diverged")
 
 
 @pytest.mark.parametrize(

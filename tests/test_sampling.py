@@ -170,27 +170,20 @@ def test_wsabie_tries_follow_the_geometric_law():
 
 @pytest.mark.slow
 def test_same_label_candidates_never_violate():
-    viol = sampling.find_violators(
+    draw = functools.partial(
+        sampling.find_violators,
         _u(4, 8),
         jnp.ones(8),
         jnp.zeros((8, 50)),
         jnp.zeros((8, 50), bool),
         jnp.full(8, 10.0),
         margin=1.0,
-        sampler="wsabie",
     )
+    viol = draw(sampler="wsabie")
     assert not np.any(np.asarray(viol.found))
     np.testing.assert_array_equal(np.asarray(viol.rank), 0.0)
     with pytest.raises(ValueError, match="unknown sampler"):
-        sampling.find_violators(
-            _u(4, 8),
-            jnp.ones(8),
-            jnp.zeros((8, 50)),
-            jnp.zeros((8, 50), bool),
-            jnp.full(8, 10.0),
-            margin=1.0,
-            sampler="warp",
-        )
+        draw(sampler="warp")
 
 
 @pytest.mark.slow
