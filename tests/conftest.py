@@ -1,6 +1,7 @@
 """Fixtures shared by the tests: the default synthetic data, a scorer, a descriptor counter;
-``small_problem``, the learners' small training problem; and ``known_defect``, the one way to
-mark a test that fails today for a known reason."""
+``small_problem``, the learners' small training problem (``learner_checks``: the checks
+their tests share); and ``known_defect``, the one way to mark a test that fails today for a
+known reason."""
 
 import pytest
 
@@ -13,6 +14,9 @@ from warca_jax.synthetic import make_synthetic
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points
 # have them (cli.reproducible_numerics; before JAX's first computation).
 cli.reproducible_numerics()
+
+# the shared checks' asserts report their operands as a test's own do
+pytest.register_assert_rewrite("learner_checks")
 
 
 def known_defect(reason: str) -> pytest.MarkDecorator:
@@ -41,6 +45,14 @@ class ReidProblem:
 
     def score(self, metric: Metric) -> dict:
         return evaluation.evaluate_metric(metric, self.dataset, self.split, self.eval_cfg)
+
+    def assert_beats_euclidean(self, metric: Metric, *, rank1: float, mAP: float) -> dict:
+        """``score(metric)``, once its rank-1 and mAP are checked to be at least ``rank1``
+        and ``mAP`` points above the Euclidean distance's."""
+        res = self.score(metric)
+        assert res["rank1"] >= self.euclidean["rank1"] + rank1
+        assert res["mAP"] >= self.euclidean["mAP"] + mAP
+        return res
 
 
 # Fixtures that run a whole pipeline, protocol or study once per module (seconds to minutes):
@@ -72,6 +84,24 @@ def reid():
 def reid_hist():
     """The histogram variant (non-negative, L1-normalised rows) for chi2 methods."""
     return ReidProblem(histogram=True)
+
+
+def forbid(monkeypatch, owner, name: str, why: str) -> None:
+    """``owner.name`` fails the test, saying ``why``, if it is called: work that must not
+    start (loading the data, fitting a method)."""
+
+    def called(*args, **kwargs):
+        raise AssertionError(why)
+
+    monkeypatch.setattr(owner, name, called)
+
+
+def assert_refused_before_any_work(run, config, workdir, match: str) -> None:
+    """``run(config, str(workdir))`` (a run's entry, e.g. ``pipeline.train_and_evaluate``)
+    raises a ValueError matching ``match`` and makes no ``workdir``."""
+    with pytest.raises(ValueError, match=match):
+        run(config, str(workdir))
+    assert not workdir.exists()
 
 
 def small_problem(*, num_ids=20, dim=12, signal_dim=4, num_nuisance=2, **options):

@@ -21,6 +21,11 @@ from PIL import Image
 ORL = Path(__file__).resolve().parents[1] / "data" / "orl_faces"
 
 
+def orl_paths(people: int, shots: int) -> list[Path]:
+    """The real ORL faces 1..``shots`` of people 1..``people``, person by person."""
+    return [ORL / f"s{p}/{i}.pgm" for p in range(1, people + 1) for i in range(1, shots + 1)]
+
+
 def assert_same_splits(a, b):
     """Two sequences of `dataset_arrays.Split`s hold the same indices."""
     assert len(a) == len(b)

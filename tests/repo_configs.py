@@ -6,7 +6,7 @@ started from.
 
 import os
 
-from warca_jax import config_files
+from warca_jax import config_files, defaults
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
@@ -20,6 +20,14 @@ def config_path(name: str) -> str:
 def config_module(name: str):
     """configs/<name>.py as a module (``get_config``, ``VARIANTS``, its constants)."""
     return config_files.load_config_module(config_path(name))
+
+
+def method_section(name: str, variant: str | None = None, **overrides):
+    """The method section of configs/<name>.py (of ``variant``; None: the file's default)
+    with ``overrides`` (``defaults.overridden``: unlocked, an unknown field refused)."""
+    module = config_module(name)
+    cfg = module.get_config(variant) if variant else module.get_config()
+    return defaults.overridden(cfg.method, **overrides)
 
 
 def tiny_protocol():

@@ -17,6 +17,7 @@ import zipfile
 import fixture_trees
 import numpy as np
 import pytest
+from conftest import assert_refused_before_any_work, forbid
 from processes import cpu_env
 from repo_configs import config_module
 
@@ -552,10 +553,9 @@ def test_metric_of_a_damaged_workdir_file_is_refused(tmp_path):
 def test_a_batch_size_below_one_is_refused_before_any_work(
     tmp_path, image_paths, batch_size, monkeypatch
 ):
-    def no_load(*args, **kwargs):
-        raise AssertionError("images loaded despite a bad batch size")
-
-    monkeypatch.setattr(features.image_files, "load_images", no_load)
+    forbid(
+        monkeypatch, features.image_files, "load_images", "images loaded despite a bad batch size"
+    )
     with pytest.raises(
         ValueError, match=r"data\.batch_size must be an integer >= 1 \(images .*\); got"
     ):
@@ -570,15 +570,11 @@ def test_a_batch_size_below_one_is_refused_before_any_work(
 def test_a_bad_data_batch_size_is_refused_by_the_driver_before_any_work(
     tmp_path, good_npz, batch_size, monkeypatch
 ):
-    def no_load(*args, **kwargs):
-        raise AssertionError("data loaded despite a bad data.batch_size")
-
-    monkeypatch.setattr(datasets, "from_config", no_load)
+    forbid(monkeypatch, datasets, "from_config", "data loaded despite a bad data.batch_size")
     c = _nn_config(good_npz)
     c.data.batch_size = batch_size
-    with pytest.raises(ValueError, match=r"^config\.data\.batch_size must be an integer >= 1"):
-        pipeline.train_and_evaluate(c, str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    message = r"^config\.data\.batch_size must be an integer >= 1"
+    assert_refused_before_any_work(pipeline.train_and_evaluate, c, tmp_path / "w", message)
 
 
 # ------------------------------------------------------------------ one-line errors
@@ -588,10 +584,7 @@ def test_an_empty_workdir_is_refused_before_any_work(good_npz, monkeypatch):
     with pytest.raises(ValueError, match="workdir is empty"):
         run_files.prepare("")
 
-    def no_load(*args, **kwargs):
-        raise AssertionError("data loaded for an empty workdir")
-
-    monkeypatch.setattr(datasets, "from_config", no_load)
+    forbid(monkeypatch, datasets, "from_config", "data loaded for an empty workdir")
     with pytest.raises(ValueError, match="workdir is empty"):
         pipeline.train_and_evaluate(_nn_config(good_npz), "")
 

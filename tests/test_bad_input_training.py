@@ -8,7 +8,9 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
+from repo_configs import method_section as _method
 
 from warca_jax import kernels, learner_loop, methods
 from warca_jax.methods import warca
@@ -16,14 +18,6 @@ from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.synthetic import make_synthetic
 
 _SCALE_MSG = "cannot train on features of this scale"
-
-
-def _method(name, variant=None, **overrides):
-    from warca_jax import defaults
-
-    module = config_module(name)
-    cfg = module.get_config(variant) if variant else module.get_config()
-    return defaults.overridden(cfg.method, **overrides)
 
 
 def _warca(**overrides):
@@ -349,13 +343,9 @@ def _run_config(**method):
 def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp_path, monkeypatch):
     from warca_jax import pipeline
 
-    def no_fit(*args, **kwargs):
-        raise AssertionError("fitted despite a bad config value")
-
-    monkeypatch.setattr(pipeline, "fit_method", no_fit)
-    with pytest.raises(ValueError, match=message):
-        pipeline.train_and_evaluate(_run_config(**method), str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    forbid(monkeypatch, pipeline, "fit_method", "fitted despite a bad config value")
+    config = _run_config(**method)
+    assert_refused_before_any_work(pipeline.train_and_evaluate, config, tmp_path / "w", message)
 
 
 def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
@@ -376,10 +366,9 @@ def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
 def test_switching_method_name_names_the_fields_the_other_method_needs(tmp_path, monkeypatch):
     from warca_jax import datasets, pipeline
 
-    def no_load(*args, **kwargs):
-        raise AssertionError("data loaded for a method section of another method")
-
-    monkeypatch.setattr(datasets, "from_config", no_load)
+    forbid(
+        monkeypatch, datasets, "from_config", "data loaded for a method section of another method"
+    )
     with pytest.raises(ValueError) as info:
         pipeline.train_and_evaluate(_run_config(name="lfda"), str(tmp_path / "w"))
     msg = str(info.value)

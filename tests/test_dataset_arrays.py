@@ -92,52 +92,43 @@ def test_npz_without_cameras_has_one_camera_per_image_and_trains(tmp_path):
     assert np.all(np.isfinite(metric.projection))
 
 
-def test_npz_some_split_keys_missing(tmp_path):
+def _npz_with(tmp_path, num_splits, split_keys):
+    """x.npz: ``_small()``'s arrays and the keys ``split_keys(splits)`` gives from
+    ``num_splits`` random splits of them."""
     features, labels, cams = _small()
-    split = identity_splits.random_splits(labels, cams, num_splits=1)[0]
+    splits = identity_splits.random_splits(labels, cams, num_splits=num_splits)
     path = tmp_path / "x.npz"
-    np.savez(
-        path,
-        features=features,
-        labels=labels,
-        cams=cams,
-        train_idx=split.train_idx,
-        query_idx=split.query_idx,
+    np.savez(path, features=features, labels=labels, cams=cams, **split_keys(splits))
+    return path
+
+
+def test_npz_some_split_keys_missing(tmp_path):
+    path = _npz_with(
+        tmp_path, 1, lambda s: dict(train_idx=s[0].train_idx, query_idx=s[0].query_idx)
     )
     with pytest.raises(KeyError, match=r"all three.*gallery_idx"):
         npz_file.load_npz(path)
 
 
 def test_npz_split_count_mismatch(tmp_path):
-    features, labels, cams = _small()
-    splits = identity_splits.random_splits(labels, cams, num_splits=3)
-    path = tmp_path / "x.npz"
-    np.savez(
-        path,
-        features=features,
-        labels=labels,
-        cams=cams,
-        train_idx=np.stack([s.train_idx for s in splits]),
-        query_idx=np.stack([s.query_idx for s in splits[:2]]),
-        gallery_idx=np.stack([s.gallery_idx for s in splits]),
-    )
+    def keys(splits):
+        return dict(
+            train_idx=np.stack([s.train_idx for s in splits]),
+            query_idx=np.stack([s.query_idx for s in splits[:2]]),
+            gallery_idx=np.stack([s.gallery_idx for s in splits]),
+        )
+
+    path = _npz_with(tmp_path, 3, keys)
     with pytest.raises(ValueError, match=r"number of splits S: \[3, 2, 3\]"):
         npz_file.load_npz(path)
 
 
 def test_npz_bad_split_names_the_split(tmp_path):
-    features, labels, cams = _small()
-    split = identity_splits.random_splits(labels, cams, num_splits=1)[0]
-    path = tmp_path / "x.npz"
-    np.savez(
-        path,
-        features=features,
-        labels=labels,
-        cams=cams,
-        train_idx=split.train_idx + 1,
-        query_idx=split.query_idx,
-        gallery_idx=split.gallery_idx,
-    )
+    def keys(splits):
+        s = splits[0]
+        return dict(train_idx=s.train_idx + 1, query_idx=s.query_idx, gallery_idx=s.gallery_idx)
+
+    path = _npz_with(tmp_path, 1, keys)
     with pytest.raises(ValueError, match="x split 0: "):
         npz_file.load_npz(path)
 
@@ -392,17 +383,7 @@ def _config(**overrides):
             num_train_ids=0,
             num_test_ids=0,
             seed=5,
-            synthetic=dict(
-                num_ids=12,
-                images_per_id=4,
-                num_cams=2,
-                dim=16,
-                signal_dim=4,
-                num_nuisance=2,
-                nuisance_scale=5.0,
-                noise=1.0,
-                histogram=False,
-            ),
+            synthetic=dict(num_ids=12, dim=16, signal_dim=4, num_nuisance=2),
         )
     )
     cfg.update(overrides)

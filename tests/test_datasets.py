@@ -54,6 +54,13 @@ def test_loader_reads_fixture_tree(tmp_path, name):
             assert len(np.unique(image_set.labels[split.query_idx])) == options["num_test_ids"]
 
 
+def test_no_loader_option_is_named_like_a_to_dataset_option():
+    # ``read`` sends these to ``to_dataset`` and the rest of its options to the loader
+    described = {"descriptor", "cache_dir", "batch_size", "progress", "skip_small_images"}
+    for name in datasets.LOADERS:
+        assert not set(datasets.option_names(name)) & described, name
+
+
 @pytest.mark.parametrize("name", sorted(set(fixture_trees.TREES) - {"market1501"}))
 def test_same_seed_same_splits_other_seed_others(tmp_path, name):
     root, options = _tree(tmp_path, name)

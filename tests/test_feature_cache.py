@@ -197,21 +197,27 @@ def test_checksum_sees_moved_rows_columns_and_single_values():
     assert ref not in sums and len(sums) == len(variants)
 
 
-def test_the_code_version_is_part_of_the_key(tmp_path, counted, settled, monkeypatch):
+@pytest.mark.parametrize(
+    "new_version",
+    [
+        pytest.param(
+            lambda monkeypatch: monkeypatch.setitem(feature_cache.CODE_VERSIONS, "color_lbp", 99),
+            id="descriptor_code",
+        ),
+        # features cached before images were turned upright by their EXIF orientation are
+        # not reused
+        pytest.param(
+            lambda monkeypatch: monkeypatch.setattr(feature_cache.image_files, "READ_VERSION", 1),
+            id="image_reading",
+        ),
+    ],
+)
+def test_the_code_and_image_reading_versions_are_part_of_the_key(
+    tmp_path, counted, settled, monkeypatch, new_version
+):
     paths = _write(tmp_path / "imgs")
     cache = tmp_path / "cache"
     _extract(paths, cache)
-    monkeypatch.setitem(feature_cache.CODE_VERSIONS, "color_lbp", 99)
-    _extract(paths, cache)
-    assert len(counted) == 2 and len(os.listdir(cache)) == 4
-
-
-def test_the_image_reading_version_is_part_of_the_key(tmp_path, counted, settled, monkeypatch):
-    """Features cached before images were turned upright by their EXIF orientation are
-    not reused: the version of the image reading is in the key."""
-    paths = _write(tmp_path / "imgs")
-    cache = tmp_path / "cache"
-    _extract(paths, cache)
-    monkeypatch.setattr(feature_cache.image_files, "READ_VERSION", 1)
+    new_version(monkeypatch)
     _extract(paths, cache)
     assert len(counted) == 2 and len(os.listdir(cache)) == 4

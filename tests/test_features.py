@@ -15,7 +15,6 @@ from warca_jax import features
 from warca_jax.features import color_lbp as clbp
 from warca_jax.features import extraction, image_files
 
-ORL = fixture_trees.ORL
 FLAT_LBP8, FLAT_LBP16 = 57, 241  # the all-ones code is the last uniform pattern
 
 
@@ -322,9 +321,7 @@ def test_extract_rejects_non_finite_features(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.real_data
 def test_orl_faces_same_person_is_closer():
-    people, shots = range(1, 6), range(1, 5)
-    paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]
-    f = features.extract(paths, descriptor="color_lbp", batch_size=20)
+    f = features.extract(fixture_trees.orl_paths(5, 4), descriptor="color_lbp", batch_size=20)
     assert f.shape == (20, 2580) and np.all(np.isfinite(f))
     s = f[:, None] + f[None]
     chi2 = np.where(s > 0, (f[:, None] - f[None]) ** 2 / np.where(s > 0, s, 1), 0).sum(-1)

@@ -4,20 +4,15 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
+from repo_configs import method_section
 
-from warca_jax import defaults
 from warca_jax.methods import frml
 
-get_config = config_module("frml").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
-
+_method = functools.partial(method_section, "frml")
 
 _small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 
@@ -25,10 +20,8 @@ _small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 @pytest.mark.slow
 def test_frml_beats_euclidean(reid):
     metric, hist = frml.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 77.5, mAP 78.6 against Euclidean 23.5 / 21.9.
-    assert res["rank1"] >= reid.euclidean["rank1"] + 40
-    assert res["mAP"] >= reid.euclidean["mAP"] + 40
+    reid.assert_beats_euclidean(metric, rank1=40, mAP=40)
     assert hist[-1]["loss"] < hist[0]["loss"]
     # The retraction keeps U orthonormal: W W^T = diag(s).
     w = metric.projection
@@ -94,12 +87,7 @@ def test_retraction_equals_dense_projection_and_truncation():
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(dim=4, num_iters=40, batch_size=64, log_every=20)
-    a, ha = frml.fit(x, y, cfg, seed=3)
-    b, hb = frml.fit(x, y, cfg, seed=3)
-    c, _ = frml.fit(x, y, cfg, seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert not np.allclose(a.projection, c.projection)
+    learner_checks.assert_same_seed_same_result(frml.fit, x, y, cfg, apart=np.allclose)
 
 
 @pytest.mark.parametrize(
@@ -115,14 +103,12 @@ def test_same_seed_same_result():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
-    with pytest.raises(ValueError, match=match):
-        frml.fit(x, y, _method(**{"dim": 4, **overrides}))
+    learner_checks.assert_refused(
+        frml.fit, *mutate(*_small_problem()), _method(**{"dim": 4, **overrides}), match
+    )
 
 
 @pytest.mark.slow
 def test_divergence_is_an_error():
-    x, y = _small_problem()
     cfg = _method(dim=4, num_iters=20, batch_size=64, log_every=20, learning_rate=1e30)
-    with pytest.raises(FloatingPointError, match="diverged|non-finite"):
-        frml.fit(x, y, cfg)
+    learner_checks.assert_diverges(frml.fit, *_small_problem(), cfg, "diverged|non-finite")

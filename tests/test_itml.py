@@ -1,24 +1,19 @@
 """ITML: it learns, its projections are the dense Bregman projections, A stays PSD, bad input."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from repo_configs import method_section
 
 import warca_jax.sklearn
-from warca_jax import defaults
 from warca_jax.methods import itml
 
-get_config = config_module("itml").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
+_method = functools.partial(method_section, "itml")
 
 
 def _dense_sweep(a, lam, xi, v, delta, gamma):
@@ -49,10 +44,8 @@ def _random_problem(rng, d=6, p=40):
 @pytest.mark.slow
 def test_itml_beats_euclidean(reid):
     metric, hist = itml.fit(reid.x_train, reid.y_train, _method(num_constraints=500))
-    res = reid.score(metric)
     # Measured: rank-1 78.0, mAP 77.1 (converged after 84 sweeps) against Euclidean 23.5 / 21.9.
-    assert res["rank1"] >= reid.euclidean["rank1"] + 45
-    assert res["mAP"] >= reid.euclidean["mAP"] + 45
+    reid.assert_beats_euclidean(metric, rank1=45, mAP=45)
     assert hist[-1]["stopped"].startswith("converged")
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
@@ -118,26 +111,21 @@ def test_lost_definiteness_is_an_error():
 
 @pytest.mark.slow
 def test_same_seed_same_result():
-    x, y = small_problem()
     cfg = _method(num_constraints=200, max_iter=30)
-    a, ha = itml.fit(x, y, cfg, seed=3)
-    b, hb = itml.fit(x, y, cfg, seed=3)
-    c, _ = itml.fit(x, y, cfg, seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert not np.array_equal(a.projection, c.projection)  # other pairs drawn
+    # seed 4 draws other pairs
+    learner_checks.assert_same_seed_same_result(
+        itml.fit, *small_problem(), cfg, apart=np.array_equal
+    )
 
 
 @pytest.mark.slow
 def test_stops_on_the_rule_and_says_why():
     x, y = small_problem()
-    rows = []
-    _, hist = itml.fit(x, y, _method(num_constraints=200), log_fn=rows.append)
+    hist = learner_checks.fit_to_the_stop(itml.fit, x, y, _method(num_constraints=200))
     last = hist[-1]
     assert last["stopped"].startswith("converged: conv") and last["conv"] < 1e-3
     assert f"after {last['step']} sweeps" in last["stopped"] and last["step"] < 1000
     assert all(r["conv"] >= 1e-3 for r in hist[:-1])
-    assert rows[-1]["stopped"] == last["stopped"]
     _, hist = itml.fit(x, y, _method(num_constraints=200, max_iter=7, log_every=5))
     assert [r["step"] for r in hist] == [5, 7]
     assert hist[-1]["stopped"].startswith("max_iter reached: 7 sweeps")
@@ -183,12 +171,7 @@ def test_singular_covariance_prior_is_refused():
 @pytest.mark.slow
 def test_sklearn_pipeline():
     x, y = small_problem()
-    pipe = make_pipeline(
-        StandardScaler(),
-        warca_jax.sklearn.estimator("itml", num_constraints=200),
-        KNeighborsClassifier(1),
-    )
-    pipe.fit(x[::2], y[::2])
+    est = warca_jax.sklearn.estimator("itml", num_constraints=200)
+    learned, plain = learner_checks.knn_accuracies(est, x[::2], y[::2], x[1::2], y[1::2])
     # Measured: 0.55 against 0.40 for the same pipeline without ITML.
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(x[::2], y[::2])
-    assert pipe.score(x[1::2], y[1::2]) > plain.score(x[1::2], y[1::2])
+    assert learned > plain

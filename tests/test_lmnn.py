@@ -5,31 +5,28 @@ import functools
 import finite_differences
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
+from repo_configs import method_section
 
-from warca_jax import defaults, learner_loop
+from warca_jax import learner_loop
 from warca_jax.methods import constraints, held_out, lmnn
 from warca_jax.metric import Metric
-
-get_config = config_module("lmnn").get_config
 
 
 def _method(**overrides):
     # The solver's tests train to num_iters / tol, without held-out identities (their
     # own tests below set val_fraction).
-    return defaults.overridden(get_config().method, **{"val_fraction": 0.0, **overrides})
+    return method_section("lmnn", **{"val_fraction": 0.0, **overrides})
 
 
 @pytest.mark.slow
 def test_lmnn_beats_euclidean(reid):
     metric, hist = lmnn.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 74.5, mAP 75.8 against Euclidean 23.5 / 21.9.
-    assert res["rank1"] >= reid.euclidean["rank1"] + 35
-    assert res["mAP"] >= reid.euclidean["mAP"] + 35
+    reid.assert_beats_euclidean(metric, rank1=35, mAP=35)
     assert hist[-1]["loss"] < hist[0]["loss"]
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
@@ -161,12 +158,10 @@ def test_small_classes_use_all_their_images():
 @pytest.mark.slow
 def test_same_seed_same_result():
     x, y = small_problem()
-    cfg = _method(num_iters=20, refresh_every=10, dim=6)
-    a, ha = lmnn.fit(x, y, cfg, seed=3)
-    b, hb = lmnn.fit(x, y, cfg, seed=3)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert a.projection.shape == (6, 12)
+    metric, _ = learner_checks.assert_same_seed_same_result(
+        lmnn.fit, x, y, _method(num_iters=20, refresh_every=10, dim=6)
+    )
+    assert metric.projection.shape == (6, 12)
 
 
 @pytest.mark.parametrize(
@@ -183,16 +178,13 @@ def test_same_seed_same_result():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*small_problem())
-    with pytest.raises(ValueError, match=match):
-        lmnn.fit(x, y, _method(**overrides))
+    learner_checks.assert_refused(lmnn.fit, *mutate(*small_problem()), _method(**overrides), match)
 
 
 @pytest.mark.slow
 def test_divergence_is_an_error():
-    x, y = small_problem()
-    with pytest.raises(FloatingPointError, match="diverged|non-finite"):
-        lmnn.fit(x, y, _method(num_iters=10, refresh_every=10, learning_rate=1e30))
+    cfg = _method(num_iters=10, refresh_every=10, learning_rate=1e30)
+    learner_checks.assert_diverges(lmnn.fit, *small_problem(), cfg, "diverged|non-finite")
 
 
 def _old_default(**overrides):
@@ -202,10 +194,8 @@ def _old_default(**overrides):
 
 @pytest.mark.slow
 def test_stops_early_when_converged_and_says_why():
-    x, y = small_problem()
-    rows = []
     cfg = _method(num_iters=5000, schedule="constant", tol=1e-3)
-    _, hist = lmnn.fit(x, y, cfg, log_fn=rows.append)
+    hist = learner_checks.fit_to_the_stop(lmnn.fit, *small_problem(), cfg)
     last = hist[-1]
     # Measured: converged at step 1950 of 5000.
     assert last["step"] < 5000
@@ -213,8 +203,6 @@ def test_stops_early_when_converged_and_says_why():
     assert f"at step {last['step']} of 5000" in last["stopped"]
     assert last["rel_change"] <= 1e-3
     assert all(r["rel_change"] > 1e-3 for r in hist[:-1] if "rel_change" in r)
-    assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
-    assert rows[-1]["stopped"] == last["stopped"]  # the log says it too
 
 
 @pytest.mark.slow

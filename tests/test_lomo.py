@@ -18,7 +18,6 @@ from warca_jax.features.lomo import (
     window_max_histograms,
 )
 
-ORL = fixture_trees.ORL
 COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
 ROWS = (24, 11, 5)  # rows of windows per scale at 128 x 48
 
@@ -141,9 +140,7 @@ def test_max_pooling_over_a_row_of_windows():
 @pytest.mark.slow
 @pytest.mark.real_data
 def test_orl_faces_lomo():
-    people, shots = range(1, 5), range(1, 4)
-    paths = [ORL / f"s{p}/{i}.pgm" for p in people for i in shots]
-    f = features.extract(paths, descriptor="lomo", batch_size=2)
+    f = features.extract(fixture_trees.orl_paths(4, 3), descriptor="lomo", batch_size=2)
     assert f.shape == (12, 26960) and np.all(np.isfinite(f))
     d = np.linalg.norm(f[:, None] - f[None], axis=-1)
     y = np.repeat(np.arange(4), 3)

@@ -5,24 +5,15 @@ import functools
 import finite_differences
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from repo_configs import method_section
 
-from warca_jax import dataset_arrays, defaults
-from warca_jax import sklearn as wsk
 from warca_jax.methods import lsml
 
-get_config = config_module("lsml").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
-
+_method = functools.partial(method_section, "lsml")
 
 _small_problem = functools.partial(small_problem, dim=10)
 
@@ -30,11 +21,9 @@ _small_problem = functools.partial(small_problem, dim=10)
 @pytest.mark.slow
 def test_lsml_beats_euclidean(reid):
     metric, hist = lsml.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 36.0, mAP 33.2 against Euclidean 23.5 / 21.9 (600 quadruplets: every
     # similar pair of the 100 training identities x 4 images).
-    assert res["rank1"] >= reid.euclidean["rank1"] + 8
-    assert res["mAP"] >= reid.euclidean["mAP"] + 8
+    reid.assert_beats_euclidean(metric, rank1=8, mAP=8)
     assert hist[-1]["loss"] < hist[0]["loss"] or len(hist) == 1
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
@@ -120,17 +109,14 @@ def test_loss_and_gradient_equal_a_loop_over_the_papers_quadruplets():
 @pytest.mark.slow
 def test_loss_falls_and_the_last_row_says_why():
     x, y = _small_problem()
-    rows = []
-    _, hist = lsml.fit(x, y, _method(log_every=1), log_fn=rows.append)
+    hist = learner_checks.fit_to_the_stop(lsml.fit, x, y, _method(log_every=1))
     losses = [r["loss"] for r in hist]
-    assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
     assert hist[-1]["stopped"].startswith(("converged", "no decrease"))
     # every step lowers the loss; a last step that found no decreasing step size (which stop
     # is met depends on float32 rounding, so on the library versions) leaves it as it was
     moved = losses if hist[-1]["stopped"].startswith("converged") else losses[:-1]
     assert all(b < a for a, b in zip(moved, moved[1:], strict=False))
     assert losses[-1] <= losses[-2]
-    assert rows[-1]["stopped"] == hist[-1]["stopped"]
     _, hist = lsml.fit(x, y, _method(max_iter=2, log_every=1))
     assert hist[-1]["step"] == 2 and hist[-1]["stopped"].startswith("max_iter reached: 2 steps")
     _, hist = lsml.fit(x, y, _method(tol=1e3, log_every=1))
@@ -165,14 +151,9 @@ def test_linear_change_of_features_gives_the_same_distances():
 
 @pytest.mark.slow
 def test_same_seed_same_result():
-    x, y = _small_problem()
     cfg = _method(log_every=1)  # the chunk compiled for the tests above
-    a, ha = lsml.fit(x, y, cfg, seed=3)
-    b, hb = lsml.fit(x, y, cfg, seed=3)
-    c, _ = lsml.fit(x, y, cfg, seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert not np.allclose(a.projection, c.projection)  # other quadruplets
+    # seed 4 draws other quadruplets
+    learner_checks.assert_same_seed_same_result(lsml.fit, *_small_problem(), cfg, apart=np.allclose)
 
 
 @pytest.mark.parametrize(
@@ -190,20 +171,4 @@ def test_same_seed_same_result():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
-    with pytest.raises(ValueError, match=match):
-        lsml.fit(x, y, _method(**overrides))
-
-
-@pytest.mark.slow
-def test_in_a_sklearn_pipeline():
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
-    )
-    test = np.tile([True, True, False, False, False, False], 40)
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(x[~test], y[~test])
-    pipe = make_pipeline(StandardScaler(), wsk.estimator("lsml", seed=0), KNeighborsClassifier(1))
-    pipe.fit(x[~test], y[~test])
-    # Measured: 1-NN accuracy 0.275 without LSML, 0.3375 with it (240 quadruplets, one per
-    # similar pair: LSML's side information is thin here).
-    assert pipe.score(x[test], y[test]) >= plain.score(x[test], y[test]) + 0.05
+    learner_checks.assert_refused(lsml.fit, *mutate(*_small_problem()), _method(**overrides), match)

@@ -1,27 +1,21 @@
 """MMC: it learns, its gradient is the autodiff one, its projections are the dense ones,
 its pairs come from the seed, bad input."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from repo_configs import method_section
 
-from warca_jax import dataset_arrays, defaults
-from warca_jax import sklearn as wsk
 from warca_jax.methods import mmc
-
-get_config = config_module("mmc").get_config
 
 EXACT = dict(projection="exact")  # tens of eigendecompositions per try, not thousands
 
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
+_method = functools.partial(method_section, "mmc")
 
 
 def _diffs(x, pairs):
@@ -33,11 +27,9 @@ def _diffs(x, pairs):
 def test_mmc_beats_euclidean(reid):
     # 5,000 dissimilar pairs instead of 20 C^2 = 200,000 (all 600 similar ones either way)
     metric, hist = mmc.fit(reid.x_train, reid.y_train, _method(num_constraints=5000, **EXACT))
-    res = reid.score(metric)
     # Measured: rank-1 39.5, mAP 47.4 against Euclidean 23.5 / 21.9 (41.0 / 48.9 with the
     # default 200,000 pairs).
-    assert res["rank1"] >= reid.euclidean["rank1"] + 12
-    assert res["mAP"] >= reid.euclidean["mAP"] + 20
+    reid.assert_beats_euclidean(metric, rank1=12, mAP=20)
     assert hist[-1]["objective"] > hist[0]["objective"]
     assert all(r["similar"] <= 1.0 + 1e-4 for r in hist)  # every kept A is feasible
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
@@ -124,13 +116,9 @@ def test_alternating_projections_learn_on_a_small_problem():
 @pytest.mark.slow
 def test_pairs_follow_the_seed():
     x, y = small_problem()
-    cfg = _method(max_iter=5, **EXACT)
-    a, ha = mmc.fit(x, y, cfg, seed=3)
-    b, hb = mmc.fit(x, y, cfg, seed=3)
-    c, _ = mmc.fit(x, y, cfg, seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert not np.array_equal(a.projection, c.projection)
+    learner_checks.assert_same_seed_same_result(
+        mmc.fit, x, y, _method(max_iter=5, **EXACT), apart=np.array_equal
+    )
     # metric-learn's number of constraints, 20 C^2 = 8,000, capped by the pairs that exist:
     # 120 similar, 80 * 79 / 2 - 120 = 3,040 dissimilar
     pairs = mmc.draw_pairs(y, 0, 3)
@@ -142,29 +130,9 @@ def test_pairs_follow_the_seed():
 
 @pytest.mark.slow
 def test_stops_when_the_step_is_below_tol_and_says_why():
-    x, y = small_problem()
-    rows = []
-    _, hist = mmc.fit(x, y, _method(tol=1e-3, **EXACT), log_fn=rows.append)
-    last = hist[-1]
+    last = learner_checks.fit_to_the_stop(mmc.fit, *small_problem(), _method(tol=1e-3, **EXACT))[-1]
     assert last["step"] < 100 and last["step_size"] < 1e-3
     assert last["stopped"].startswith("converged: relative step")
-    assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
-    assert rows[-1]["stopped"] == last["stopped"]
-
-
-@pytest.mark.slow
-def test_in_a_sklearn_pipeline():
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
-    )
-    test = np.tile([True, True, False, False, False, False], 40)
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(x[~test], y[~test])
-    est = wsk.estimator("mmc", max_iter=15, num_constraints=2000, **EXACT)
-    pipe = make_pipeline(StandardScaler(), est, KNeighborsClassifier(1))
-    pipe.fit(x[~test], y[~test])
-    # Measured: 1-NN accuracy 0.275 without MMC, 0.425 with it.
-    assert pipe.score(x[test], y[test]) >= plain.score(x[test], y[test]) + 0.1
-    assert pipe[1].transform(x[test]).shape == (80, 24)
 
 
 @pytest.mark.parametrize(
@@ -183,9 +151,7 @@ def test_in_a_sklearn_pipeline():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*small_problem())
-    with pytest.raises(ValueError, match=match):
-        mmc.fit(x, y, _method(**overrides))
+    learner_checks.assert_refused(mmc.fit, *mutate(*small_problem()), _method(**overrides), match)
 
 
 @pytest.mark.slow

@@ -4,23 +4,15 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from repo_configs import method_section
 
-from warca_jax import dataset_arrays, defaults
-from warca_jax import sklearn as wsk
 from warca_jax.methods import nca
 
-get_config = config_module("nca").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
+_method = functools.partial(method_section, "nca")
 
 
 def _dense_nca(lmap, x, y):
@@ -41,10 +33,8 @@ def _dense_nca(lmap, x, y):
 @pytest.mark.slow
 def test_nca_beats_euclidean(reid):
     metric, hist = nca.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 66.0, mAP 64.8 against Euclidean 23.5 / 21.9 (100 L-BFGS steps).
-    assert res["rank1"] >= reid.euclidean["rank1"] + 35
-    assert res["mAP"] >= reid.euclidean["mAP"] + 35
+    reid.assert_beats_euclidean(metric, rank1=35, mAP=35)
     assert hist[-1]["expected_accuracy"] > hist[0]["expected_accuracy"] + 0.1
     assert metric.kind == "linear" and metric.projection.shape == (64, 64)
 
@@ -85,13 +75,10 @@ def test_objective_is_expected_leave_one_out_accuracy():
 
 @pytest.mark.slow
 def test_same_seed_same_result():
-    x, y = small_problem()
-    cfg = _method(num_iters=20)
-    a, ha = nca.fit(x, y, cfg, seed=3)
-    b, hb = nca.fit(x, y, cfg, seed=3)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert a.projection.shape == (12, 12)
+    metric, _ = learner_checks.assert_same_seed_same_result(
+        nca.fit, *small_problem(), _method(num_iters=20)
+    )
+    assert metric.projection.shape == (12, 12)
 
 
 @pytest.mark.slow
@@ -105,32 +92,13 @@ def test_adam_learns_too():
 
 @pytest.mark.slow
 def test_stops_when_converged_and_says_why():
-    x, y = small_problem()
-    rows = []
-    _, hist = nca.fit(x, y, _method(num_iters=500, tol=1e-7), log_fn=rows.append)
-    last = hist[-1]
+    last = learner_checks.fit_to_the_stop(
+        nca.fit, *small_problem(), _method(num_iters=500, tol=1e-7)
+    )[-1]
     # Measured: no change over 20 steps at step 60 of 500.
     assert last["step"] < 500
     assert last["stopped"].startswith("converged: relative change")
     assert f"at step {last['step']} of 500" in last["stopped"]
-    assert ["stopped" in r for r in hist] == [False] * (len(hist) - 1) + [True]
-    assert rows[-1]["stopped"] == last["stopped"]
-
-
-@pytest.mark.slow
-def test_in_a_sklearn_pipeline():
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
-    )
-    test = np.tile([True, True, False, False, False, False], 40)
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(x[~test], y[~test])
-    pipe = make_pipeline(
-        StandardScaler(), wsk.estimator("nca", num_iters=30, dim=8), KNeighborsClassifier(1)
-    )
-    pipe.fit(x[~test], y[~test])
-    # Measured: 1-NN accuracy 0.275 without NCA, 0.49 with it (0.40 with dim = 4 or 24).
-    assert pipe.score(x[test], y[test]) >= plain.score(x[test], y[test]) + 0.15
-    assert pipe[1].transform(x[test]).shape == (80, 8)
 
 
 @pytest.mark.parametrize(
@@ -150,14 +118,10 @@ def test_in_a_sklearn_pipeline():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*small_problem())
-    with pytest.raises(ValueError, match=match):
-        nca.fit(x, y, _method(**overrides))
+    learner_checks.assert_refused(nca.fit, *mutate(*small_problem()), _method(**overrides), match)
 
 
 @pytest.mark.slow
 def test_divergence_is_an_error():
-    x, y = small_problem()
     cfg = _method(optimizer="adam", num_iters=10, learning_rate=1e30, tol=0.0)
-    with pytest.raises(FloatingPointError, match="diverged|non-finite|degenerate"):
-        nca.fit(x, y, cfg)
+    learner_checks.assert_diverges(nca.fit, *small_problem(), cfg, "diverged|non-finite|degenerate")

@@ -2,24 +2,15 @@
 
 import functools
 
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from repo_configs import method_section
 
-from warca_jax import dataset_arrays, defaults
-from warca_jax import sklearn as wsk
 from warca_jax.methods import constraints, rca
 
-get_config = config_module("rca").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
-
+_method = functools.partial(method_section, "rca")
 
 _small_problem = functools.partial(small_problem, num_ids=30)
 
@@ -50,10 +41,8 @@ def _dense_rca(x, y, *, n_chunks, chunk_size, reg, dim, seed):
 
 def test_rca_beats_euclidean(reid):
     metric, hist = rca.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 39.0, mAP 45.4 against Euclidean 23.5 / 21.9.
-    assert res["rank1"] >= reid.euclidean["rank1"] + 10
-    assert res["mAP"] >= reid.euclidean["mAP"] + 15
+    reid.assert_beats_euclidean(metric, rank1=10, mAP=15)
     assert hist == [] and metric.kind == "linear" and metric.projection.shape == (64, 64)
 
 
@@ -86,12 +75,10 @@ def test_singular_within_covariance_is_regularised():
 
 
 def test_same_seed_same_result():
-    x, y = _small_problem()
-    a, _ = rca.fit(x, y, _method(n_chunks=30), seed=3)
-    b, _ = rca.fit(x, y, _method(n_chunks=30), seed=3)
-    c, _ = rca.fit(x, y, _method(n_chunks=30), seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert not np.allclose(a.projection, c.projection)  # other chunklets
+    # seed 4 draws other chunklets
+    learner_checks.assert_same_seed_same_result(
+        rca.fit, *_small_problem(), _method(n_chunks=30), apart=np.allclose
+    )
 
 
 @pytest.mark.parametrize(
@@ -108,21 +95,4 @@ def test_same_seed_same_result():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
-    with pytest.raises(ValueError, match=match):
-        rca.fit(x, y, _method(**overrides))
-
-
-def test_in_a_sklearn_pipeline():
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
-    )
-    test = np.tile([True, True, False, False, False, False], 40)
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(x[~test], y[~test])
-    pipe = make_pipeline(
-        StandardScaler(), wsk.estimator("rca", n_chunks=80, dim=4, seed=0), KNeighborsClassifier(1)
-    )
-    pipe.fit(x[~test], y[~test])
-    # Measured: 1-NN accuracy 0.275 without RCA, 0.625 with it (0.425 with dim = D = 24).
-    assert pipe.score(x[test], y[test]) >= plain.score(x[test], y[test]) + 0.25
-    assert pipe[1].transform(x[test]).shape == (80, 4)
+    learner_checks.assert_refused(rca.fit, *mutate(*_small_problem()), _method(**overrides), match)

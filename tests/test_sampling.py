@@ -1,6 +1,7 @@
 """Tests of warca_jax.sampling: pair draws, exact and WSABIE violator search."""
 
 import collections
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -39,10 +40,7 @@ def test_cross_camera_pairs_are_uniform_over_pairs_of_two_cameras():
     i, j = (np.asarray(a) for a in jax.jit(sampling.sample_pairs)(bits, table))
     assert np.all(labels[i] == labels[j]) and np.all(cams[i] != cams[j])
     expected = {
-        (a, b)
-        for a in range(9)
-        for b in range(9)
-        if labels[a] == labels[b] and cams[a] != cams[b]
+        (a, b) for a in range(9) for b in range(9) if labels[a] == labels[b] and cams[a] != cams[b]
     }
     counts = collections.Counter(zip(i.tolist(), j.tolist(), strict=True))
     assert set(counts) == expected and len(expected) == 14
@@ -150,7 +148,8 @@ def test_wsabie_tries_follow_the_geometric_law():
     b, c = 8192, 400
     d_ik = jnp.tile(jnp.where(jnp.arange(c) % 4 == 0, 0.0, 5.0), (b, 1))
     big = 720720.0  # divisible by 1..16, so t = (|T| - 1) / rank exactly for t <= 16
-    viol = sampling.find_violators(
+    draw = functools.partial(
+        sampling.find_violators,
         _u(3, b),
         jnp.full(b, 0.5),
         d_ik,
@@ -159,6 +158,7 @@ def test_wsabie_tries_follow_the_geometric_law():
         margin=1.0,
         sampler="wsabie",
     )
+    viol = draw()
     assert np.all(np.asarray(viol.found))
     assert np.all(np.asarray(viol.index) % 4 == 0)
     tries = big / np.asarray(viol.rank)
@@ -166,43 +166,27 @@ def test_wsabie_tries_follow_the_geometric_law():
     assert np.allclose(tries[small], np.round(tries[small]))
     assert abs(np.mean(tries) - 4.0) < 0.2
     assert abs(np.mean(tries == 1) - 0.25) < 0.03
-    capped = sampling.find_violators(
-        _u(3, b),
-        jnp.full(b, 0.5),
-        d_ik,
-        jnp.ones((b, c), bool),
-        jnp.full(b, big + 1),
-        margin=1.0,
-        sampler="wsabie",
-        max_tries=2,
-    )
+    capped = draw(max_tries=2)
     assert abs(np.mean(np.asarray(capped.found)) - (1 - 0.75**2)) < 0.03
     assert np.all(np.asarray(capped.rank)[~np.asarray(capped.found)] == 0)
 
 
 @pytest.mark.slow
 def test_same_label_candidates_never_violate():
-    viol = sampling.find_violators(
+    draw = functools.partial(
+        sampling.find_violators,
         _u(4, 8),
         jnp.ones(8),
         jnp.zeros((8, 50)),
         jnp.zeros((8, 50), bool),
         jnp.full(8, 10.0),
         margin=1.0,
-        sampler="wsabie",
     )
+    viol = draw(sampler="wsabie")
     assert not np.any(np.asarray(viol.found))
     np.testing.assert_array_equal(np.asarray(viol.rank), 0.0)
     with pytest.raises(ValueError, match="unknown sampler"):
-        sampling.find_violators(
-            _u(4, 8),
-            jnp.ones(8),
-            jnp.zeros((8, 50)),
-            jnp.zeros((8, 50), bool),
-            jnp.full(8, 10.0),
-            margin=1.0,
-            sampler="warp",
-        )
+        draw(sampler="warp")
 
 
 @pytest.mark.slow

@@ -1,18 +1,16 @@
 """SCML: it learns, its objective is the paper's, its RDA step, LDA basis, seeds, bad input."""
 
+import functools
+
 import finite_differences
 import jax
 import jax.numpy as jnp
+import learner_checks
 import numpy as np
 import pytest
-from repo_configs import config_module
+from repo_configs import config_module, method_section
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
-from warca_jax import dataset_arrays, defaults
-from warca_jax import sklearn as wsk
 from warca_jax.methods import constraints, scml
 
 get_config = config_module("scml").get_config
@@ -20,33 +18,20 @@ get_config = config_module("scml").get_config
 # One chunk length and batch for the small fits below, so that they share one program.
 FAST = dict(max_iter=400, output_iter=200)
 
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
-
-
-def _split_problem():
-    """40 identities x 6 images, 24-d: (train x, train y, test x, test y), 2 test images each."""
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
-    )
-    test = np.tile([True, True, False, False, False, False], 40)
-    return x[~test], y[~test], x[test], y[test]
+_method = functools.partial(method_section, "scml")
 
 
 def _small_problem():
-    """The training part of ``_split_problem``: its fits and the pipeline's share programs."""
-    return _split_problem()[:2]
+    """The training part of ``split_problem``: its fits and the pipeline's share programs."""
+    return learner_checks.split_problem()[:2]
 
 
 @pytest.mark.slow
 def test_scml_beats_euclidean(reid):
     metric, hist = scml.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Measured: rank-1 76.5, mAP 80.0 against Euclidean 23.5 / 21.9 (460-600 of the 1,280
     # bases active).
-    assert res["rank1"] >= reid.euclidean["rank1"] + 40
-    assert res["mAP"] >= reid.euclidean["mAP"] + 40
+    reid.assert_beats_euclidean(metric, rank1=40, mAP=40)
     assert hist[-1]["best_loss"] < hist[0]["loss"] and len(hist) == 20
     assert hist[-1]["stopped"].startswith("max_iter reached: 10000 steps")
     assert 0 < hist[-1]["active_bases"] < 1280
@@ -179,15 +164,17 @@ def test_local_lda_is_sklearns_when_the_within_class_scatter_is_singular():
     assert scml.local_lda(x[::2], y[::2], 5).shape == (0, 40)  # one point a class: none
 
 
+def _same_weights(a, b):
+    """Whether two SCML maps are the same (their number of rows: the active bases)."""
+    return a.shape == b.shape and np.allclose(a, b)
+
+
 @pytest.mark.slow
 def test_same_seed_same_result_and_stopping_rule():
     x, y = _small_problem()
-    a, ha = scml.fit(x, y, _method(**FAST), seed=3)
-    b, hb = scml.fit(x, y, _method(**FAST), seed=3)
-    c, _ = scml.fit(x, y, _method(**FAST), seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert a.projection.shape != c.projection.shape or not np.allclose(a.projection, c.projection)
+    a, ha = learner_checks.assert_same_seed_same_result(
+        scml.fit, x, y, _method(**FAST), apart=_same_weights
+    )
     assert ha[-1]["stopped"].startswith("max_iter reached: 400 steps")
     # F of the returned metric, recomputed from W alone (beta tr(M) = beta ||w||_1 for unit
     # bases), is the best logged objective.
@@ -216,19 +203,4 @@ def test_same_seed_same_result_and_stopping_rule():
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
-    with pytest.raises(ValueError, match=match):
-        scml.fit(x, y, _method(**overrides))
-
-
-@pytest.mark.slow
-def test_in_a_sklearn_pipeline():
-    xtr, ytr, xte, yte = _split_problem()
-    plain = make_pipeline(StandardScaler(), KNeighborsClassifier(1)).fit(xtr, ytr)
-    pipe = make_pipeline(
-        StandardScaler(), wsk.estimator("scml", seed=0, **FAST), KNeighborsClassifier(1)
-    )
-    pipe.fit(xtr, ytr)
-    # Measured: 1-NN accuracy 0.275 without SCML, 0.425 with it (400 steps; seed 0 is the
-    # lowest of seeds 0-7, which give 0.425-0.6125).
-    assert pipe.score(xte, yte) >= plain.score(xte, yte) + 0.1
+    learner_checks.assert_refused(scml.fit, *mutate(*_small_problem()), _method(**overrides), match)

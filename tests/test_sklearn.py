@@ -3,6 +3,7 @@
 import inspect
 import pickle
 
+import learner_checks
 import numpy as np
 import pytest
 
@@ -67,6 +68,41 @@ def test_pipeline_beats_the_same_pipeline_without_warca(problem):
     # Measured: 0.175 without WARCA, 0.59 with it.
     assert learned.score(xte, yte) >= plain.score(xte, yte) + 0.25
     assert learned[1].transform(xte).shape == (len(yte), 8)
+
+
+def _slow(*values, id):
+    return pytest.param(*values, marks=pytest.mark.slow, id=id)
+
+
+@pytest.mark.parametrize(
+    "method, params, gain, dim",
+    [
+        # Measured: 1-NN accuracy 0.275 without LSML, 0.3375 with it (240 quadruplets, one
+        # per similar pair: LSML's side information is thin here).
+        _slow("lsml", dict(seed=0), 0.05, None, id="lsml"),
+        # Measured: 0.275 without MMC, 0.425 with it (projection "exact": tens of
+        # eigendecompositions per try, not thousands).
+        _slow(
+            "mmc", dict(max_iter=15, num_constraints=2000, projection="exact"), 0.1, 24, id="mmc"
+        ),
+        # Measured: 0.275 without NCA, 0.49 with it (0.40 with dim = 4 or 24).
+        _slow("nca", dict(num_iters=30, dim=8), 0.15, 8, id="nca"),
+        # Measured: 0.275 without RCA, 0.625 with it (0.425 with dim = D = 24).
+        pytest.param("rca", dict(n_chunks=80, dim=4, seed=0), 0.25, 4, id="rca"),
+        # Measured: 0.275 without SCML, 0.425 with it (400 steps, test_scml's; seed 0 is the
+        # lowest of seeds 0-7, which give 0.425-0.6125).
+        _slow("scml", dict(seed=0, max_iter=400, output_iter=200), 0.1, None, id="scml"),
+    ],
+)
+def test_a_learner_in_a_pipeline_beats_the_same_pipeline_without_it(method, params, gain, dim):
+    """``gain``: the least 1-NN accuracy gain asserted; ``dim``: the output dim (None: not
+    checked)."""
+    xtr, ytr, xte, yte = learner_checks.split_problem()
+    est = wsk.estimator(method, **params)
+    learned, plain = learner_checks.knn_accuracies(est, xtr, ytr, xte, yte)
+    assert learned >= plain + gain
+    if dim is not None:
+        assert est.transform(xte).shape == (len(yte), dim)
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import fixture_trees
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
+from conftest import assert_refused_before_any_work, forbid
 from PIL import Image
 from repo_configs import config_module
 
@@ -272,13 +273,8 @@ def test_validation_cost_plot_checks_its_curves(tmp_path):
     ],
 )
 def test_bad_configs_are_refused_before_loading_data(fields, message, monkeypatch, tmp_path):
-    def no_data(*args, **kwargs):
-        raise AssertionError("data was loaded for a bad config")
-
-    monkeypatch.setattr(datasets, "from_config", no_data)
-    with pytest.raises(ValueError, match=message):
-        study_figures.run(_small(**fields), str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    forbid(monkeypatch, datasets, "from_config", "data was loaded for a bad config")
+    assert_refused_before_any_work(study_figures.run, _small(**fields), tmp_path / "w", message)
 
 
 @pytest.mark.parametrize(
@@ -293,10 +289,5 @@ def test_bad_configs_are_refused_before_loading_data(fields, message, monkeypatc
 def test_bad_configs_for_the_data_are_refused_before_any_fit(
     fields, message, monkeypatch, tmp_path
 ):
-    def no_fit(*args, **kwargs):
-        raise AssertionError("a method was fitted for a bad config")
-
-    monkeypatch.setattr(pipeline, "fit_method", no_fit)
-    with pytest.raises(ValueError, match=message):
-        study_figures.run(_small(**fields), str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    forbid(monkeypatch, pipeline, "fit_method", "a method was fitted for a bad config")
+    assert_refused_before_any_work(study_figures.run, _small(**fields), tmp_path / "w", message)

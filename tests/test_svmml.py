@@ -3,23 +3,19 @@
 import functools
 
 import jax.numpy as jnp
+import learner_checks
 import ml_collections
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
+from repo_configs import method_section
 
 from warca_jax import defaults
 from warca_jax.learner_loop import TrainingDivergedError
 from warca_jax.methods import svmml, svmml_released
 from warca_jax.metric import Metric
 
-get_config = config_module("svmml").get_config
-
-
-def _method(**overrides):
-    return defaults.overridden(get_config().method, **overrides)
-
+_method = functools.partial(method_section, "svmml")
 
 _small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 
@@ -33,10 +29,8 @@ def small_fit():
 @pytest.mark.slow
 def test_svmml_beats_euclidean(reid):
     metric, hist = svmml.fit(reid.x_train, reid.y_train, _method())
-    res = reid.score(metric)
     # Euclidean: rank-1 23.5, mAP 21.9 (the margin asserted below).
-    assert res["rank1"] >= reid.euclidean["rank1"] + 15
-    assert res["mAP"] >= reid.euclidean["mAP"] + 15
+    reid.assert_beats_euclidean(metric, rank1=15, mAP=15)
     assert hist[-1]["loss"] < hist[0]["loss"]
     assert hist[-1]["stopped"].startswith("converged")
     for m in (metric.a_mat, metric.b_mat):  # projected on the PSD cone
@@ -108,9 +102,9 @@ def test_same_seed_same_result(small_fit):
     ],
 )
 def test_bad_input_is_refused(mutate, overrides, match):
-    x, y = mutate(*_small_problem())
-    with pytest.raises(ValueError, match=match):
-        svmml.fit(x, y, _method(**overrides))
+    learner_checks.assert_refused(
+        svmml.fit, *mutate(*_small_problem()), _method(**overrides), match
+    )
 
 
 @pytest.mark.slow
@@ -191,7 +185,7 @@ def test_fit_reaches_the_constrained_optimum():
 
 
 def _released(**overrides):
-    return defaults.overridden(config_module("svmml").get_config("released").method, **overrides)
+    return method_section("svmml", "released", **overrides)
 
 
 def _loop_objective(theta, x, y, lam):

@@ -10,6 +10,7 @@ import fixture_trees
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
+from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 
 from warca_jax import dataset_arrays, datasets, evaluation, methods, pipeline, plots, run_plots
@@ -62,18 +63,8 @@ def test_entry_point_writes_every_output(tmp_path):
     assert {"loss", "mean_rank", "penalty", "seconds"} <= set(lines[0])
     results = json.loads((workdir / "results.json").read_text())
     assert results["num_splits"] == 2 and len(results["splits"]) == 2
-    for key in (
-        "rank1",
-        "rank5",
-        "rank10",
-        "rank20",
-        "mAP",
-        "mINP",
-        "AUC",
-        "train_seconds",
-        "eval_seconds",
-        "num_skipped",
-    ):
+    keys = "rank1 rank5 rank10 rank20 mAP mINP AUC train_seconds eval_seconds num_skipped"
+    for key in keys.split():
         assert key in results["mean"] and key in results["std"] and key in results["splits"][0]
     assert png_size(workdir / "cmc.png") == CMC_SIZE
     assert png_size(workdir / "curves.png") == _curves_size(2)
@@ -163,24 +154,18 @@ def test_user_npz_with_fixed_splits(tmp_path):
     x, y, cams = dataset_arrays.make_synthetic(
         num_ids=40, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=1
     )
-    train_idx = np.nonzero(y < 20)[0]
-    query_idx = np.nonzero((y >= 20) & (cams == 0))[0]
-    gallery_idx = np.nonzero((y >= 20) & (cams == 1))[0]
-    path = tmp_path / "feats.npz"
-    np.savez(
-        path,
-        features=x,
-        labels=y,
-        cams=cams,
-        train_idx=train_idx,
-        query_idx=query_idx,
-        gallery_idx=gallery_idx,
+    split = dict(
+        train_idx=np.nonzero(y < 20)[0],
+        query_idx=np.nonzero((y >= 20) & (cams == 0))[0],
+        gallery_idx=np.nonzero((y >= 20) & (cams == 1))[0],
     )
+    path = tmp_path / "feats.npz"
+    np.savez(path, features=x, labels=y, cams=cams, **split)
     config = _small(name="npz", path=str(path))
     config.method.dim = 8
     results = pipeline.train_and_evaluate(config, str(tmp_path / "run"))
     assert results["dataset"] == "feats" and results["num_splits"] == 1
-    assert results["splits"][0]["num_queries"] == len(query_idx)
+    assert results["splits"][0]["num_queries"] == len(split["query_idx"])
 
 
 def test_bad_data_is_refused_before_any_training(tmp_path):
@@ -366,13 +351,9 @@ def test_keep_best_keeps_the_model_of_the_best_validated_chunk(tmp_path, monkeyp
 def test_bad_validation_settings_are_refused_before_any_work(
     overrides, message, tmp_path, monkeypatch
 ):
-    def no_fit(*args, **kwargs):
-        raise AssertionError("fitted despite a bad validation setting")
-
-    monkeypatch.setattr(pipeline, "fit_method", no_fit)
-    with pytest.raises(ValueError, match=message):
-        pipeline.train_and_evaluate(_val_config(**overrides), str(tmp_path / "w"))
-    assert not (tmp_path / "w").exists()
+    forbid(monkeypatch, pipeline, "fit_method", "fitted despite a bad validation setting")
+    config = _val_config(**overrides)
+    assert_refused_before_any_work(pipeline.train_and_evaluate, config, tmp_path / "w", message)
 
 
 def test_closed_form_learner_refuses_val_fraction(tmp_path):

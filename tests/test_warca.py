@@ -3,10 +3,11 @@
 import functools
 
 import jax
+import learner_checks
 import numpy as np
 import pytest
 from conftest import small_problem
-from repo_configs import config_module
+from repo_configs import config_module, method_section
 
 from warca_jax import dataset_arrays, datasets, defaults, evaluation, kernels, learner_loop
 from warca_jax.methods import warca
@@ -18,7 +19,7 @@ get_config = config_module("warca").get_config
 def _method(variant="linear", **overrides):
     """The config file's method section; lambda fixed at 1e-5 unless given (None: chosen
     on held-out identities, at one fit per grid point)."""
-    return defaults.overridden(get_config(variant).method, **{"lam": 1e-5, **overrides})
+    return method_section("warca", variant, **{"lam": 1e-5, **overrides})
 
 
 def _split_eval(learned, ds, split, **kw):
@@ -85,12 +86,7 @@ _small_problem = functools.partial(small_problem, num_ids=30, dim=16)
 def test_same_seed_same_result():
     x, y = _small_problem()
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
-    a, ha = warca.fit(x, y, cfg, seed=3)
-    b, hb = warca.fit(x, y, cfg, seed=3)
-    c, _ = warca.fit(x, y, cfg, seed=4)
-    np.testing.assert_array_equal(a.projection, b.projection)
-    assert [r["loss"] for r in ha] == [r["loss"] for r in hb]
-    assert not np.allclose(a.projection, c.projection)
+    learner_checks.assert_same_seed_same_result(warca.fit, x, y, cfg, apart=np.allclose)
 
 
 @pytest.mark.slow
@@ -117,10 +113,8 @@ def test_duplicate_images_do_not_give_nan():
 
 @pytest.mark.slow
 def test_divergence_is_an_error_not_a_model():
-    x, y = _small_problem()
     cfg = _method(dim=6, num_iters=60, batch_size=64, log_every=20, learning_rate=1e12)
-    with pytest.raises(FloatingPointError, match="diverged|non-finite"):
-        warca.fit(x, y, cfg)
+    learner_checks.assert_diverges(warca.fit, *_small_problem(), cfg, "diverged|non-finite")
 
 
 @pytest.mark.parametrize(
@@ -164,9 +158,9 @@ def test_divergence_is_an_error_not_a_model():
 def test_bad_input_is_refused_before_training(mutate, overrides, match):
     x, y = _small_problem()
     x = x - x.mean()  # has negative entries
-    x, y = mutate(x, y)
-    with pytest.raises(ValueError, match=match):
-        warca.fit(x, y, _method(**{"dim": 6, "num_iters": 5, **overrides}))
+    learner_checks.assert_refused(
+        warca.fit, *mutate(x, y), _method(**{"dim": 6, "num_iters": 5, **overrides}), match
+    )
 
 
 @pytest.mark.slow
@@ -400,8 +394,9 @@ def test_kernel_default_is_robust_to_the_step_size(reference_hist):
     xtr, ytr, probes, gallery = reference_hist
     chi2 = _method("chi2", lam=1e-3)
     by_eta = {
-        eta: _rank1(warca.fit(xtr, ytr, defaults.overridden(chi2, learning_rate=eta))[0],
-                    *probes, *gallery)
+        eta: _rank1(
+            warca.fit(xtr, ytr, defaults.overridden(chi2, learning_rate=eta))[0], *probes, *gallery
+        )
         for eta in ETAS
     }
     # chi2 distance gives 3.0 rank-1 on this problem; the constant step without the
@@ -463,9 +458,7 @@ def test_lambda_chosen_on_held_out_identities():
     x, y, c = dataset_arrays.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
-    cfg = _method(
-        dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2), lam=None
-    )
+    cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2), lam=None)
     assert get_config().method.lam is None  # the default: chosen on held-out identities
     logged = []
     metric, hist = warca.fit(x, y, cfg, cams=c, seed=1, log_fn=logged.append)

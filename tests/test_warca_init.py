@@ -3,6 +3,7 @@
 import jax
 import numpy as np
 import pytest
+from conftest import small_problem
 
 from warca_jax import dataset_arrays, defaults
 from warca_jax.methods import warca
@@ -39,9 +40,7 @@ def test_primal_pca_start_is_the_principal_axes(n, d, dim):
     """The D x D covariance (N >= D), the N x N Gram matrix (N < D), and D' beyond the rank
     (N - 1 = 4 axes, the rest random and orthogonal to them)."""
     x = np.random.default_rng(2).normal(size=(n, d)) * np.linspace(3, 1, d)
-    w = np.asarray(
-        prepare.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, init="pca")
-    )
+    w = np.asarray(prepare.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, init="pca"))
     np.testing.assert_allclose(w @ w.T, np.eye(dim), atol=1e-5)
     _, _, vt = np.linalg.svd(x - x.mean(0), full_matrices=False)
     k = min(dim, n - 1)
@@ -71,15 +70,7 @@ def test_unknown_init_is_refused_naming_the_options():
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["small", "chi2"])
 def test_pca_start_learns_and_is_reproducible(variant):
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=30,
-        images_per_id=4,
-        dim=16,
-        signal_dim=4,
-        num_nuisance=2,
-        seed=0,
-        histogram=variant == "chi2",
-    )
+    x, y = small_problem(num_ids=30, dim=16, histogram=variant == "chi2")
     base = defaults.method_config(f"warca:{variant}")
     cfg = defaults.overridden(base, init="pca", num_iters=100, dim=8, log_every=20)
     m1, h1 = warca.fit(x, y, cfg, seed=0)

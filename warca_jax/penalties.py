@@ -36,26 +36,33 @@ def frobenius_penalty_grad(w: jax.Array) -> jax.Array:
     return w
 
 
+def _no_penalty(w: jax.Array) -> jax.Array:
+    return jnp.zeros((), w.dtype)
+
+
+# kind -> (the penalty, its closed-form gradient)
+_FORMS = {
+    "aon": (aon_penalty, aon_penalty_grad),
+    "frobenius": (frobenius_penalty, frobenius_penalty_grad),
+    "none": (_no_penalty, jnp.zeros_like),
+}
+
+
+def _form(kind: str):
+    for name, form in _FORMS.items():
+        if kind == name:
+            return form
+    raise ValueError(f"unknown penalty {kind!r}; expected one of {PENALTIES}")
+
+
 def penalty(w: jax.Array, *, kind: str) -> jax.Array:
     """The penalty named ``kind`` (one of ``PENALTIES``) at ``w``."""
-    if kind == "aon":
-        return aon_penalty(w)
-    if kind == "frobenius":
-        return frobenius_penalty(w)
-    if kind == "none":
-        return jnp.zeros((), w.dtype)
-    raise ValueError(f"unknown penalty {kind!r}; expected one of {PENALTIES}")
+    return _form(kind)[0](w)
 
 
 def penalty_grad(w: jax.Array, *, kind: str) -> jax.Array:
     """Closed-form gradient of ``penalty(w, kind=kind)``."""
-    if kind == "aon":
-        return aon_penalty_grad(w)
-    if kind == "frobenius":
-        return frobenius_penalty_grad(w)
-    if kind == "none":
-        return jnp.zeros_like(w)
-    raise ValueError(f"unknown penalty {kind!r}; expected one of {PENALTIES}")
+    return _form(kind)[1](w)
 
 
 # ----------------------------------------------------------------------------

@@ -106,11 +106,15 @@ def get_loader(name: str):
     return LOADERS[key]
 
 
+def _keyword_options(fn) -> list[str]:
+    params = inspect.signature(fn).parameters
+    return [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
 def option_names(name: str) -> list[str]:
     """The keyword options the loader registered under ``name`` takes (its docstring says
     what each means)."""
-    params = inspect.signature(get_loader(name)).parameters
-    return [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    return _keyword_options(get_loader(name))
 
 
 def load(name: str, root, **options):
@@ -136,37 +140,21 @@ def load(name: str, root, **options):
     return loader(root, **options)
 
 
-def read(
-    name: str,
-    root,
-    *,
-    descriptor="color_lbp",
-    cache_dir=None,
-    batch_size=256,
-    progress=False,
-    skip_small_images=False,
-    **options,
-) -> dataset_arrays.Dataset:
+def read(name: str, root, **options) -> dataset_arrays.Dataset:
     """`load` followed by `to_dataset`: features, labels, cams and splits of a dataset.
 
     Args:
       name: a key of `LOADERS`.
       root: the dataset's folder or file.
-      descriptor, cache_dir, batch_size, progress, skip_small_images: passed to
-        `to_dataset`.
-      **options: the loader's keyword options.
+      **options: `to_dataset`'s keyword options (descriptor, cache_dir, batch_size,
+        progress, skip_small_images; its defaults for those not given) and the loader's
+        (no loader takes an option of the same name as one of `to_dataset`'s).
 
     Returns:
       A validated `data.Dataset`.
     """
-    return to_dataset(
-        load(name, root, **options),
-        descriptor=descriptor,
-        cache_dir=cache_dir,
-        batch_size=batch_size,
-        progress=progress,
-        skip_small_images=skip_small_images,
-    )
+    described = {k: options.pop(k) for k in _keyword_options(to_dataset) if k in options}
+    return to_dataset(load(name, root, **options), **described)
 
 
 def from_config(cfg, *, progress: bool = False) -> dataset_arrays.Dataset:
