@@ -261,7 +261,7 @@ def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
     if name in ("pairwise_sgd", "triplet_sgd"):
         cfg.num_val_ids = 4
     x, y, _, _ = _HIST_PROBLEM if name == "kernel_nn" else _PROBLEM  # chi2: histograms
-    metric, _ = method.fit(x, y, cfg, seed=0)
+    metric, _ = methods.call_fit(method, x, y, cfg, seed=0)
     # LMNN fits twice by default: first without held-out identities, to choose its number
     # of steps (that model is checked too, on the features it saw), then on all of them.
     fits = 2 if name == "lmnn" and cfg.val_fraction > 0 else 1

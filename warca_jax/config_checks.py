@@ -226,7 +226,7 @@ def check_validation_config(config) -> float:
             "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
         )
     name = config.method.name
-    if fraction and not methods.get(name).takes_callback:
+    if fraction and not methods.get(name).takes("callback"):
         raise ValueError(
             f"data.val_fraction={fraction}: validation during training needs an iterative "
             f"learner, one of {methods.with_callback()}; method {name!r} has no training "

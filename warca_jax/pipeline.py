@@ -23,7 +23,7 @@ evaluated on the held-out query/gallery as the split's test is (``evaluate_metri
 and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
 ``eval.keep_best`` the model of the chunk with the best ``val_mAP`` (the earliest of
 ties) is the split's model, saved and tested, instead of the last one. Only iterative
-learners (``Method.takes_callback``) can be watched this way: a closed-form learner
+learners (``Method.takes("callback")``) can be watched this way: a closed-form learner
 refuses ``data.val_fraction`` > 0 rather than train on fewer identities for nothing.
 """
 
@@ -78,26 +78,22 @@ def fit_method(
 ):
     """Fits the learner named ``method_cfg.name`` and returns (Metric, history).
 
-    ``cams``: the training samples' camera ids, passed to the learners that use them
-    (``Method.takes_cams``, e.g. WARCA's cross-camera positives) and ignored by the rest.
-
-    ``callback(row, metric)``, called after every logged chunk with the metric learned so
-    far (a dict it returns joins the row), goes to the learners that take one
-    (``Method.takes_callback``); for another, a callback is a ValueError.
+    ``methods.call_fit`` on the registered learner: each argument goes to the learners whose
+    ``fit`` takes it (``cams``, the training samples' camera ids, to WARCA's cross-camera
+    positives, ignored by the rest); ``callback(row, metric)``, called after every logged
+    chunk with the metric learned so far (a dict it returns joins the row), is a ValueError
+    for a learner that takes none.
     """
-    method = methods.get(method_cfg.name)
-    extra = {}
-    if callback is not None:
-        if not method.takes_callback:
-            raise ValueError(
-                f"method {method_cfg.name!r} takes no callback: evaluating during training "
-                f"needs an iterative learner, one of {methods.with_callback()}"
-            )
-        extra["callback"] = callback
-    if method.takes_cams:
-        extra["cams"] = cams
-    return method.fit(
-        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress, **extra
+    return methods.call_fit(
+        methods.get(method_cfg.name),
+        features,
+        labels,
+        method_cfg,
+        seed=seed,
+        cams=cams,
+        log_fn=log_fn,
+        progress=progress,
+        callback=callback,
     )
 
 
@@ -381,7 +377,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
     run_plots.write_run_figures(  # cmc.png, and curves.png of an iterative learner
         workdir,
         results,
-        iterative=methods.get(config.method.name).takes_callback,
+        iterative=methods.get(config.method.name).takes("callback"),
         max_rank=config.eval.plot_max_rank,
         # a name from a non-UTF-8 file name holds surrogates no font can draw
         title=f"{config.method.name} on {dataset.name}".encode("utf-8", "replace").decode(),
