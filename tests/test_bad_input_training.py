@@ -352,7 +352,7 @@ def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp
     def no_fit(*args, **kwargs):
         raise AssertionError("fitted despite a bad config value")
 
-    monkeypatch.setattr(pipeline, "fit_method", no_fit)
+    monkeypatch.setattr(methods, "call_fit", no_fit)
     with pytest.raises(ValueError, match=message):
         pipeline.train_and_evaluate(_run_config(**method), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
