@@ -20,7 +20,7 @@ import pytest
 from processes import ROOT, cpu_env
 from test_protocol import _run_results, _tiny
 
-from warca_jax import methods, pipeline, protocol
+from warca_jax import methods, protocol
 from warca_jax.protocol import cross_validation
 
 MEASURES = ("rank1", "rank5", "mAP", "AUC")
@@ -225,25 +225,26 @@ def test_a_method_that_cannot_run_on_a_dataset_is_not_applicable(tmp_path, monke
 
 
 def _failing_fit(fit, *, fail_all_warca=False):
-    """pipeline.fit_method, but WARCA at step size 0.1 (or any) diverges, kNN fails on split 1.
+    """methods.call_fit (every fit's way in), but WARCA at step size 0.1 (or any) diverges,
+    kNN fails on split 1.
 
     Its tests run WARCA's cross-validation a job per point (through this fit), not as one
     grid job (tests/test_cv_grid.py has the grid's failures)."""
 
-    def fit_method(features, labels, method_cfg, *, seed=0, **kw):
+    def call_fit(learner, features, labels, method_cfg, *, seed=0, **kw):
         if method_cfg.name == "warca" and (fail_all_warca or method_cfg.learning_rate == 0.1):
             raise FloatingPointError("warca diverged by step 30: loss nan; lower learning_rate")
         if method_cfg.name == "nn" and seed == 1:
             raise ValueError("all training rows are identical")
-        return fit(features, labels, method_cfg, seed=seed, **kw)
+        return fit(learner, features, labels, method_cfg, seed=seed, **kw)
 
-    return fit_method
+    return call_fit
 
 
 @pytest.mark.slow
 def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
-    monkeypatch.setattr(pipeline, "fit_method", _failing_fit(pipeline.fit_method))
+    monkeypatch.setattr(methods, "call_fit", _failing_fit(methods.call_fit))
     monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match=r"1 runs failed .* synthetic nn split 1: ValueError"):
         protocol.run_protocol(_tiny(), workdir)
@@ -275,9 +276,7 @@ def test_failed_runs_are_shown_with_their_reason_and_not_redone(tmp_path, monkey
 
 def test_a_method_whose_every_grid_point_failed_is_failed_not_an_abort(tmp_path, monkeypatch):
     workdir = str(tmp_path / "w")
-    monkeypatch.setattr(
-        pipeline, "fit_method", _failing_fit(pipeline.fit_method, fail_all_warca=True)
-    )
+    monkeypatch.setattr(methods, "call_fit", _failing_fit(methods.call_fit, fail_all_warca=True))
     monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)
     with pytest.raises(RuntimeError, match="every grid point of warca:linear"):
         protocol.run_protocol(_tiny(), workdir)

@@ -255,7 +255,7 @@ def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
     if name in ("pairwise_sgd", "triplet_sgd"):
         cfg.num_val_ids = 4
     x, y, _, _ = _HIST_PROBLEM if name == "kernel_nn" else _PROBLEM  # chi2: histograms
-    metric, _ = method.fit(x, y, cfg, seed=0)
+    metric, _ = methods.call_fit(method, x, y, cfg, seed=0)
     # LMNN fits twice by default: first without held-out identities, to choose its number
     # of steps (that model is checked too, on the features it saw), then on all of them.
     fits = 2 if name == "lmnn" and cfg.val_fraction > 0 else 1
@@ -343,7 +343,7 @@ def _run_config(**method):
 def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp_path, monkeypatch):
     from warca_jax import pipeline
 
-    forbid(monkeypatch, pipeline, "fit_method", "fitted despite a bad config value")
+    forbid(monkeypatch, methods, "call_fit", "fitted despite a bad config value")
     config = _run_config(**method)
     assert_refused_before_any_work(pipeline.train_and_evaluate, config, tmp_path / "w", message)
 

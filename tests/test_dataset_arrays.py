@@ -4,7 +4,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays, datasets, defaults, identity_splits, pipeline
+from warca_jax import dataset_arrays, datasets, defaults, identity_splits, pipeline, run_plan
 from warca_jax.dataset_arrays import Split
 from warca_jax.datasets import npz_file
 
@@ -341,7 +341,7 @@ def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
         own = held_out.split(dataset.labels[train], 0.2, seed=fit_seed)
         people = np.unique(dataset.labels[train][own.val])
         for val in (
-            pipeline.validation_split(dataset, s, config),
+            run_plan.validation_split(dataset, s, config),
             protocol.validation_split(dataset, s, fraction=0.2, seed=config.seed),
             identity_splits.validation_split(
                 dataset.labels, dataset.cams, train, fraction=0.2, seed=fit_seed

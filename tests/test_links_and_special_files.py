@@ -92,7 +92,7 @@ def precious(tmp_path):
 def test_a_link_at_the_lock_is_one_line_before_any_work(
     tmp_path, precious, capsys, monkeypatch, dangling
 ):
-    monkeypatch.setattr(pipeline.datasets, "from_config", _no_data)
+    monkeypatch.setattr(datasets, "from_config", _no_data)
     target = tmp_path / "outside" / "new.txt" if dangling else precious
     wd = tmp_path / "w"
     wd.mkdir()

@@ -73,3 +73,37 @@ def test_overridden_copies_and_refuses_unknown_fields():
     assert changed.lam == 0.5 and base.lam != 0.5
     with pytest.raises(KeyError, match="lerning_rate"):
         defaults.overridden(base, lerning_rate=0.1)
+
+
+def test_each_fit_declares_only_what_it_uses_and_call_fit_passes_only_that():
+    """A closed form takes no log_fn nor progress (a deterministic one no seed); call_fit
+    gives a learner only the keyword arguments its fit declares."""
+    takes = {name: methods.fit_parameters(m.fit) for name, m in methods.registry().items()}
+    for name in ("kissme", "rca", "kmeans_nn"):
+        assert takes[name] == {"seed"}, name
+    for name in ("lfda", "nn", "kernel_nn", "mahalanobis"):
+        assert takes[name] == set(), name
+    assert takes["xqda"] == {"cams"}
+    assert takes["warca"] == set(methods.FIT_KEYWORDS)
+    assert takes["nca"] == takes["mlapg"] == {"log_fn", "progress", "callback"}
+    assert takes["triplet_sgd"] == {"seed", "log_fn", "progress"}
+    assert "warca" in methods.with_callback() and "triplet_sgd" not in methods.with_callback()
+
+    seen = []
+
+    def closed(features, labels, cfg, *, seed=0):
+        seen.append(seed)
+        return "metric", []
+
+    def wrapper(features, labels, cfg, **kwargs):  # takes everything it is given
+        seen.append(sorted(kwargs))
+        return "metric", []
+
+    cfg = config_module("kissme").get_config().method
+    learner = methods.Method(closed, None, None, ())
+    got = methods.call_fit(learner, 1, 2, cfg, seed=4, cams=[0], log_fn=print, progress=True)
+    assert got == ("metric", []) and seen == [4]
+    methods.call_fit(learner._replace(fit=wrapper), 1, 2, cfg, seed=4)
+    assert seen[-1] == sorted(methods.FIT_KEYWORDS)
+    with pytest.raises(ValueError, match=r"method 'kissme' takes no callback: .* one of \["):
+        methods.call_fit(learner, 1, 2, cfg, callback=lambda row, metric: None)

@@ -214,3 +214,12 @@ def test_docstrings_list_every_parameter_and_its_default(method):
         assert "eq. 6 is unbounded below" in doc and "eq. 7 alone" not in doc
     if method == "triplet_sgd":
         assert "eq. 7 alone" in doc and "eq. 6 is unbounded below" not in doc
+
+
+def test_class_names_come_from_the_registry():
+    """CLASS_NAMES is every registered method but WARCA, each under its class's name."""
+    assert set(wsk.CLASS_NAMES.values()) == set(methods.registry()) - {"warca"}
+    for name, method in wsk.CLASS_NAMES.items():
+        assert wsk.estimator_class(method).__name__ == name
+    assert wsk._class_name("warca") == wsk.WARCA.__name__
+    assert wsk.CLASS_NAMES["KMeansNN"] == "kmeans_nn" and wsk.CLASS_NAMES["NN"] == "nn"

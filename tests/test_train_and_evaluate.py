@@ -13,7 +13,18 @@ import pytest
 from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 
-from warca_jax import dataset_arrays, datasets, evaluation, methods, pipeline, plots, run_plots
+from warca_jax import (
+    config_checks,
+    dataset_arrays,
+    datasets,
+    evaluation,
+    identity_splits,
+    methods,
+    pipeline,
+    plots,
+    run_plan,
+    run_plots,
+)
 from warca_jax.metric import Metric
 
 get_config = config_module("warca").get_config
@@ -279,7 +290,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     dataset = datasets.from_config(config.data)
     for s, labels in enumerate(fitted):
         split = dataset.splits[s]
-        val = pipeline.validation_split(dataset, s, config)
+        val = run_plan.validation_split(dataset, s, config)
         held = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
         trained = np.unique(labels)
         assert len(held) == 8 and len(trained) == 30 - 8  # round(0.25 * 30) of 30
@@ -298,8 +309,8 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     other = _val_config()
     other.seed = 1
     a, b = (
-        pipeline.validation_split(dataset, 0, config),
-        pipeline.validation_split(dataset, 0, other),
+        run_plan.validation_split(dataset, 0, config),
+        run_plan.validation_split(dataset, 0, other),
     )
     assert not np.array_equal(a.train_idx, b.train_idx)
 
@@ -351,7 +362,7 @@ def test_keep_best_keeps_the_model_of_the_best_validated_chunk(tmp_path, monkeyp
 def test_bad_validation_settings_are_refused_before_any_work(
     overrides, message, tmp_path, monkeypatch
 ):
-    forbid(monkeypatch, pipeline, "fit_method", "fitted despite a bad validation setting")
+    forbid(monkeypatch, methods, "call_fit", "fitted despite a bad validation setting")
     config = _val_config(**overrides)
     assert_refused_before_any_work(pipeline.train_and_evaluate, config, tmp_path / "w", message)
 
@@ -363,6 +374,52 @@ def test_closed_form_learner_refuses_val_fraction(tmp_path):
     x, y, _ = dataset_arrays.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
     with pytest.raises(ValueError, match="'kissme' takes no callback"):
         pipeline.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
+
+
+def _counting(monkeypatch, module, name):
+    """Wraps ``module.name`` to count its calls; returns the list of calls."""
+    real, calls = getattr(module, name), []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_run_checks_its_config_once_and_draws_each_held_out_part_once(tmp_path, monkeypatch):
+    """The validation settings are checked once per run, each split's held-out identities
+    drawn once (and trained without), the learner looked up once; a restart as well."""
+
+    fitted = []
+
+    def quick_fit(features, labels, cfg, *, log_fn, callback, **kwargs):  # one logged chunk
+        fitted.append(np.asarray(labels).copy())
+        proj = np.eye(4, features.shape[1], dtype=np.float32)
+        metric = Metric("linear", features.shape[1], projection=proj, name="warca")
+        row = {"step": 1, "loss": 1.0, "seconds": 0.0}
+        log_fn({**row, **callback(row, metric)})
+        return metric, [row]
+
+    config = _val_config(num_splits=3)
+    dataset = datasets.from_config(config.data)
+    real = methods.get("warca")
+    monkeypatch.setitem(methods.registry(), "warca", real._replace(fit=quick_fit))
+    checks = _counting(monkeypatch, config_checks, "check_validation_config")
+    draws = _counting(monkeypatch, identity_splits, "validation_split")
+    lookups = _counting(monkeypatch, methods, "get")
+    results = pipeline.train_and_evaluate(config, str(tmp_path))
+    assert len(checks) == 1 and len(lookups) == 1 and len(draws) == 3
+    for s, (draw, labels) in enumerate(zip(draws, fitted, strict=True)):
+        np.testing.assert_array_equal(draw[2], dataset.splits[s].train_idx)
+        held = results["splits"][s]["num_val_ids"]
+        assert held == 8 and len(np.unique(labels)) == 30 - held
+    os.remove(tmp_path / "split_2.json")  # a restart redoes split 2 from the same draws
+    del checks[:], draws[:], lookups[:]
+    pipeline.train_and_evaluate(config, str(tmp_path))
+    assert len(checks) == 1 and len(lookups) == 1 and len(draws) == 3 and len(fitted) == 4
+    np.testing.assert_array_equal(fitted[3], fitted[2])
 
 
 @pytest.mark.slow

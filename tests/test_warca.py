@@ -140,6 +140,8 @@ def test_divergence_is_an_error_not_a_model():
         (lambda x, y: (x, y), {"kernel": "rbf", "gradient": "autodiff"}, "preconditioned"),
         (lambda x, y: (x, y), {"batch_size": 0}, "batch_size"),
         (lambda x, y: (x, y), {"learning_rate": -1.0}, "learning_rate"),
+        (lambda x, y: (x, y), {"lam": -1.0}, r"method\.lam must be >= 0"),
+        (lambda x, y: (x, y), {"penalty_mode": "both"}, "unknown penalty_mode 'both'"),
         (lambda x, y: (x, y), {"kernel_approx": "random"}, "unknown kernel_approx"),
         (lambda x, y: (x, y), {"kernel_approx": "nystroem"}, "approximates a kernel"),
         (

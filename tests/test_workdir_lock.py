@@ -22,7 +22,7 @@ import pytest
 from processes import ROOT, cpu_env, run_python
 from repo_configs import config_module, tiny_protocol
 
-from warca_jax import pipeline
+from warca_jax import datasets, pipeline
 from warca_jax.protocol import run_protocol
 from warca_jax.studies import aon, figures, shared, training_time
 from warca_jax.workdir_lock import LOCK_FILE, WorkdirInUseError, WorkdirLock
@@ -42,7 +42,7 @@ def _no_data(*args, **kwargs):
 
 
 def test_a_second_run_on_a_held_workdir_is_refused_before_any_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline.datasets, "from_config", _no_data)
+    monkeypatch.setattr(datasets, "from_config", _no_data)
     with WorkdirLock(tmp_path) as held:
         record = json.loads((tmp_path / LOCK_FILE).read_text())
         assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
@@ -76,11 +76,11 @@ def test_a_new_workdir_is_locked_as_soon_as_it_is_made(tmp_path, monkeypatch):
     seen = []
     run_split = pipeline.run_split
 
-    def watch(dataset, s, config, workdir):
+    def watch(dataset, s, config, workdir, plan):
         seen.append(json.loads((tmp_path / "w" / LOCK_FILE).read_text())["pid"])
         with pytest.raises(WorkdirInUseError, match=HOLDER):
             WorkdirLock(workdir).acquire()  # what a second run started now meets
-        return run_split(dataset, s, config, workdir)
+        return run_split(dataset, s, config, workdir, plan)
 
     monkeypatch.setattr(pipeline, "run_split", watch)
     pipeline.train_and_evaluate(_nn(), str(tmp_path / "w"))

@@ -26,7 +26,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, features, pipeline, run_files, writes
+from warca_jax import cli, datasets, features, pipeline, run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import run_protocol
 
@@ -173,7 +173,7 @@ def test_a_read_only_parent_is_one_line_before_any_work(tmp_path, capsys, monkey
     wd = tmp_path / "parent" / "w"
     line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
     assert f"{tmp_path / 'parent'}" in line and "Read-only file system [EROFS]" in line, line
-    monkeypatch.setattr(pipeline.datasets, "from_config", no_load)
+    monkeypatch.setattr(datasets, "from_config", no_load)
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # the parent: unwritable
     monkeypatch.setattr(os, "statvfs", lambda path: os.statvfs_result((0,) * 8 + (1, 255)))
     line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), str(wd)))
@@ -191,7 +191,7 @@ def test_a_name_too_long_is_one_line_before_any_work(tmp_path, capsys, monkeypat
     def no_load(*args, **kwargs):
         raise AssertionError("data loaded for a workdir that cannot be made")
 
-    monkeypatch.setattr(pipeline.datasets, "from_config", no_load)
+    monkeypatch.setattr(datasets, "from_config", no_load)
     wd = os.path.join(tmp_path, path)
     line = one_line_exit(capsys, lambda: pipeline.train_and_evaluate(_config(), wd))
     assert line.startswith(f"error: workdir {tmp_path}") and problem in line, line

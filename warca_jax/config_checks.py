@@ -1,6 +1,6 @@
 """The checks of a run's config before any work, and messages that name the field.
 
-``train_and_evaluate`` (``pipeline.check_run_config``) refuses a config that cannot run
+``train_and_evaluate`` (``run_plan.check_run_config``) refuses a config that cannot run
 before it loads data, trains or writes anything, and every refusal starts with the config
 field it is about, so that one line says what to change:
 
@@ -85,18 +85,19 @@ def named_fields(config, *, section: str | None = None, where: str = ""):
         raise _renamed(e, message) from None
 
 
-def _config_hint(name: str) -> str:
+def _config_hint(name: str, method: methods.Method) -> str:
     """Where a method's own config starts: its file in configs/ (named after the method or
     its module), else its defaults."""
-    module = methods.get(name).fit.__module__.split(".")
+    module = method.fit.__module__.split(".")
     for stem in (name, module[module.index("methods") + 1] if "methods" in module else name):
         if os.path.isfile(os.path.join(_CONFIGS, f"{stem}.py")):
             return f"configs/{stem}.py"
     return f"warca_jax.defaults.method_config({name!r})"
 
 
-def check_method_section(section, where: str = "method") -> None:
-    """The ``method`` section has exactly the fields of the method its ``name`` names.
+def check_method_section(section, where: str = "method") -> methods.Method:
+    """The ``method`` section has exactly the fields of the method its ``name`` names;
+    returns that method (the run's one look-up in the registry).
 
     Changing only ``method.name`` (``--config.method.name=lfda`` on WARCA's config) leaves
     the other method's fields: refused, naming the fields the named method needs, the
@@ -112,7 +113,7 @@ def check_method_section(section, where: str = "method") -> None:
         raise ValueError(f"config.{where}.name: {e}") from None
     want, have = set(method.default_config().keys()), set(section.keys())
     if want == have:
-        return
+        return method
     owners = sorted(methods.registry().items())
     owner = next((n for n, m in owners if set(m.default_config().keys()) == have), None)
     missing, unknown = sorted(want - have), sorted(have - want)
@@ -121,21 +122,23 @@ def check_method_section(section, where: str = "method") -> None:
     whose = f"is {owner}'s" if owner else f"does not match {name}'s"
     raise ValueError(
         f"config.{where}.name is {name!r} but the {where} section {whose}: {name} needs the "
-        f"fields {sorted(want)} ({'; '.join(parts)}); start from {_config_hint(name)}"
+        f"fields {sorted(want)} ({'; '.join(parts)}); start from {_config_hint(name, method)}"
     )
 
 
-def check_settings(config, workdir) -> None:
+def check_settings(config, workdir) -> methods.Method:
     """The checks that need no data: the workdir path (not empty), the ``method``
-    section (``check_method_section``) and ``data.batch_size`` (an integer >= 1).
+    section (``check_method_section``) and ``data.batch_size`` (an integer >= 1); returns
+    the method the section names.
 
     Raises:
       ValueError: the first problem, led by its field.
     """
     run_files.check_path(workdir)
     with named_fields(config):
-        check_method_section(config.method)
+        method = check_method_section(config.method)
         check_batch_size(config.data.get("batch_size", 256))
+    return method
 
 
 def content_fingerprint(dataset: dataset_arrays.Dataset) -> str:
@@ -206,8 +209,9 @@ def fit_dim_to_data(config, dataset: dataset_arrays.Dataset) -> None:
         )
 
 
-def check_validation_config(config) -> float:
-    """Checks ``data.val_fraction`` and ``eval.keep_best``; returns the fraction.
+def check_validation_config(config, method: methods.Method) -> float:
+    """Checks ``data.val_fraction`` and ``eval.keep_best`` for ``method`` (the one
+    ``config.method.name`` names); returns the fraction.
 
     Raises:
       ValueError: a fraction outside [0, 1), ``keep_best`` without a fraction, or a
@@ -226,7 +230,7 @@ def check_validation_config(config) -> float:
             "data.val_fraction > 0 (e.g. 0.2) or keep_best=False"
         )
     name = config.method.name
-    if fraction and not methods.get(name).takes_callback:
+    if fraction and not method.takes("callback"):
         raise ValueError(
             f"data.val_fraction={fraction}: validation during training needs an iterative "
             f"learner, one of {methods.with_callback()}; method {name!r} has no training "

@@ -88,8 +88,9 @@ def make_optimizer(
     direction, the hinge part plus lambda R' of ``add_penalty_grad``, replaces it, as
     the paper's section 3.3 uses Adam).
 
-    ``learning_rate`` and ``lam`` are numbers (checked here) or scalar arrays, traced
-    ones included (checked by the caller: ``check_hyperparams`` on the config's values).
+    ``learning_rate`` and ``lam`` are numbers (checked here, ``check_hyperparams``) or
+    scalar arrays, traced ones included (checked by the caller: WARCA's config check,
+    ``methods.warca.config.check_config``, before any work).
     ``decay_steps`` > 0 multiplies the step by a cosine falling from 1 to 0 over that
     many steps (0: a constant step size). ``tx.update`` needs ``penalty_grad=``.
     """

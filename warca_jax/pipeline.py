@@ -23,7 +23,7 @@ evaluated on the held-out query/gallery as the split's test is (``evaluate_metri
 and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
 ``eval.keep_best`` the model of the chunk with the best ``val_mAP`` (the earliest of
 ties) is the split's model, saved and tested, instead of the last one. Only iterative
-learners (``Method.takes_callback``) can be watched this way: a closed-form learner
+learners (``Method.takes("callback")``) can be watched this way: a closed-form learner
 refuses ``data.val_fraction`` > 0 rather than train on fewer identities for nothing.
 """
 
@@ -39,12 +39,8 @@ import numpy as np
 from absl import logging
 
 from warca_jax import (
-    config_checks,
-    dataset_arrays,
-    datasets,
     defaults,
     evaluation,
-    identity_splits,
     methods,
     model_checks,
     run_files,
@@ -54,6 +50,12 @@ from warca_jax import (
 from warca_jax.config_checks import check_config_file
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
+from warca_jax.run_plan import (
+    SplitPlan,
+    check_run_config,
+    plan_split,
+    validation_split,  # noqa: F401 - pipeline.validation_split
+)
 
 SUMMARY_KEYS = (
     "rank1",
@@ -78,54 +80,23 @@ def fit_method(
 ):
     """Fits the learner named ``method_cfg.name`` and returns (Metric, history).
 
-    ``cams``: the training samples' camera ids, passed to the learners that use them
-    (``Method.takes_cams``, e.g. WARCA's cross-camera positives) and ignored by the rest.
-
-    ``callback(row, metric)``, called after every logged chunk with the metric learned so
-    far (a dict it returns joins the row), goes to the learners that take one
-    (``Method.takes_callback``); for another, a callback is a ValueError.
+    ``methods.call_fit`` on the registered learner: each argument goes to the learners whose
+    ``fit`` takes it (``cams``, the training samples' camera ids, to WARCA's cross-camera
+    positives, ignored by the rest); ``callback(row, metric)``, called after every logged
+    chunk with the metric learned so far (a dict it returns joins the row), is a ValueError
+    for a learner that takes none.
     """
-    method = methods.get(method_cfg.name)
-    extra = {}
-    if callback is not None:
-        if not method.takes_callback:
-            raise ValueError(
-                f"method {method_cfg.name!r} takes no callback: evaluating during training "
-                f"needs an iterative learner, one of {methods.with_callback()}"
-            )
-        extra["callback"] = callback
-    if method.takes_cams:
-        extra["cams"] = cams
-    return method.fit(
-        features, labels, method_cfg, seed=seed, log_fn=log_fn, progress=progress, **extra
+    return methods.call_fit(
+        methods.get(method_cfg.name),
+        features,
+        labels,
+        method_cfg,
+        seed=seed,
+        cams=cams,
+        log_fn=log_fn,
+        progress=progress,
+        callback=callback,
     )
-
-
-def validation_split(
-    dataset: dataset_arrays.Dataset, s: int, config
-) -> dataset_arrays.Split | None:
-    """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
-
-    The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
-    ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
-    identities are those ``identity_splits.held_out_ids`` draws from the split's training seed
-    ``config.seed + s``, the people a learner's own held-out choice (WARCA's lambda) draws
-    at the same fraction.
-    """
-    fraction = config_checks.check_validation_config(config)
-    if not fraction:
-        return None
-    try:
-        return identity_splits.validation_split(
-            dataset.labels,
-            dataset.cams,
-            dataset.splits[s].train_idx,
-            fraction=fraction,
-            seed=config.seed + s,
-            field="data.val_fraction",
-        )
-    except ValueError as e:
-        raise ValueError(f"{dataset.name} split {s}: {e}") from None
 
 
 def _copy_metric(metric: Metric) -> Metric:
@@ -147,39 +118,6 @@ def _jsonable(result: dict) -> dict:
             v = v.item()
         out[k] = v
     return out
-
-
-def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> dataset_arrays.Dataset:
-    """Every check of a run before any work (nothing is trained or written); the dataset.
-
-    The workdir path, the ``method`` section against the method it names and
-    ``data.batch_size`` (``config_checks.check_settings``), ``data.val_fraction`` and
-    ``eval.keep_best``, the data itself, and the method's ``validate`` on every split's
-    training part.
-
-    With ``auto_dim`` (the main job, when the command line sets no ``method.dim``), D'
-    follows the data first (``config_checks.fit_dim_to_data``).
-
-    Raises:
-      ValueError: the first problem, its message led by the config field it is about
-        (``config.method.kernel: unknown kernel 'rbff'; ...``), or by the dataset and
-        split for bad training data (``config_checks.named_fields``).
-    """
-    config_checks.check_settings(config, workdir)
-    with config_checks.named_fields(config):
-        config_checks.check_validation_config(config)
-        bars = defaults.progress_bars(config.progress)
-        dataset = datasets.from_config(config.data, progress=bars)
-    if auto_dim:
-        config_checks.fit_dim_to_data(config, dataset)
-    validate = methods.get(config.method.name).validate
-    for s, split in enumerate(dataset.splits):
-        val = validation_split(dataset, s, config)
-        t = split.train_idx if val is None else val.train_idx
-        where = f"{dataset.name} split {s}"
-        with config_checks.named_fields(config, section="method", where=where):
-            validate(dataset.features[t], dataset.labels[t], config.method)
-    return dataset
 
 
 def _drop_split_lines(path: str, split: int) -> None:
@@ -229,13 +167,17 @@ def reuse_split(workdir: str, s: int) -> dict | None:
     return res
 
 
-def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, float, dict]:
+def fit_split(
+    dataset, s: int, val, config, metrics_path: str, *, method: methods.Method | None = None
+) -> tuple[Metric, float, dict]:
     """Fits split ``s``'s model, its history rows appended to ``metrics_path``.
 
     With held-out identities ``val`` (``validation_split``), the model is trained on their
     training part and scored on them after every logged chunk; with ``eval.keep_best`` the
     model with the best held-out mAP (the earliest of ties, ``held_out.Best``) is kept, else
-    the last. Benchmarks call it to fit as a run does without writing a run's workdir.
+    the last. ``method``: the learner (``check_run_config``'s look-up; None: the one
+    ``config.method.name`` names). Benchmarks call it to fit as a run does without writing a
+    run's workdir.
 
     Returns:
       (the model, its training seconds without the validation, ``watch``: the kept chunk's
@@ -265,7 +207,8 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
 
     t0 = time.perf_counter()
     train = split.train_idx if val is None else val.train_idx
-    metric, _ = fit_method(
+    metric, _ = methods.call_fit(
+        methods.get(config.method.name) if method is None else method,
         dataset.features[train],
         dataset.labels[train],
         config.method,
@@ -283,14 +226,18 @@ def fit_split(dataset, s: int, val, config, metrics_path: str) -> tuple[Metric, 
     return metric, train_seconds, watch
 
 
-def run_split(dataset, s: int, config, workdir: str) -> dict:
-    """Fits, saves and evaluates split ``s``; returns its JSON-able results."""
+def run_split(dataset, s: int, config, workdir: str, plan: SplitPlan | None = None) -> dict:
+    """Fits, saves and evaluates split ``s``; returns its JSON-able results.
+
+    ``plan``: its learner and held-out part as ``check_run_config`` prepared them
+    (``CheckedRun.plan``); None (a protocol job): ``plan_split`` makes it.
+    """
     split = dataset.splits[s]
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     _drop_split_lines(metrics_path, s)
     seed = config.seed + s
-    val = validation_split(dataset, s, config)
-    metric, train_seconds, watch = fit_split(dataset, s, val, config, metrics_path)
+    method, val = plan_split(dataset, s, config) if plan is None else plan
+    metric, train_seconds, watch = fit_split(dataset, s, val, config, metrics_path, method=method)
     metric.save(os.path.join(workdir, f"model_split{s}.npz"))
     t0 = time.perf_counter()
     res = evaluation.evaluate_metric(metric, dataset, split, config.eval, seed=seed)
@@ -341,7 +288,8 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
     Returns:
       The dict written to results.json.
     """
-    dataset = check_run_config(config, workdir, auto_dim=auto_dim)
+    checked = check_run_config(config, workdir, auto_dim=auto_dim)
+    dataset = checked.dataset
     run_files.prepare(workdir)
     check_config_file(workdir, config, dataset)
     per_split = []
@@ -351,7 +299,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
             per_split.append(done)
             logging.info("split %d already done; reusing split_%d.json", s, s)
             continue
-        res = run_split(dataset, s, config, workdir)
+        res = run_split(dataset, s, config, workdir, checked.plan(s))
         logging.info(
             "split %d: rank1 %.2f  mAP %.2f  (train %.1fs)",
             s,
@@ -381,7 +329,7 @@ def train_and_evaluate(config, workdir: str, *, auto_dim: bool = False) -> dict:
     run_plots.write_run_figures(  # cmc.png, and curves.png of an iterative learner
         workdir,
         results,
-        iterative=methods.get(config.method.name).takes_callback,
+        iterative=checked.method.takes("callback"),
         max_rank=config.eval.plot_max_rank,
         # a name from a non-UTF-8 file name holds surrogates no font can draw
         title=f"{config.method.name} on {dataset.name}".encode("utf-8", "replace").decode(),

@@ -3,7 +3,7 @@
 * ``cmc.png``: the method's mean CMC over the splits with a band of +-1 std over them and
   its mAP in the legend, beside the Euclidean baseline's (``plots.plot_cmc``);
 * ``curves.png``: the training curves of an iterative learner (one whose registry entry
-  ``takes_callback``, i.e. that logs a history to metrics.jsonl), against the step: the
+  ``takes("callback")``, i.e. that logs a history to metrics.jsonl), against the step: the
   loss, a ranking measure that moves (``RANKING_MEASURES``: WARCA's ``closer_frac``, or
   the learner's own), and with ``data.val_fraction`` > 0 the validation rank-1 and mAP;
   one thin line per split and their mean (``plot_training_curves``). A closed-form

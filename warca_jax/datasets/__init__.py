@@ -66,7 +66,7 @@ __all__ = [
 
 # The output dimension D' the WARCA paper gives its methods on a dataset (Sec. 5:
 # 200 on Market-1501, 100 on VIPeR, 40 on the others): the protocol's ``dims`` and the main
-# job's D' on these datasets when the user sets none (``pipeline.check_run_config``).
+# job's D' on these datasets when the user sets none (``run_plan.check_run_config``).
 PAPER_DIMS = {"market1501": 200, "viper": 100}
 DEFAULT_PAPER_DIM = 40
 

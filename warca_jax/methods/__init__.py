@@ -3,13 +3,17 @@
 Every module in this package defines ``METHODS``, a dict from a method name (the
 ``method.name`` of a config) to a ``Method``:
 
-* ``fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False)
-  -> (Metric, history)``: learns on the training part, ``features`` [N, D] and
+* ``fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None,
+  cams=None) -> (Metric, history)``: learns on the training part, ``features`` [N, D] and
   ``labels`` [N] (identities); ``cfg`` is the config's ``method`` section
-  (configs/<learner>.py); ``seed`` seeds what the learner draws (same seed, same result;
-  unused by a deterministic learner); ``log_fn`` is called with each history row and
-  ``progress`` shows a progress bar; ``history`` is a list of dicts (empty for closed
-  forms, which ignore ``log_fn`` and ``progress``). It raises ``ValueError`` for bad data
+  (configs/<learner>.py). The keyword arguments are the ones a learner may take, and each
+  ``fit`` declares only those it uses: ``seed`` seeds what the learner draws (same seed,
+  same result); ``log_fn`` is called with each history row and ``progress`` shows a
+  progress bar (an iterative learner's); ``callback`` (see below) and ``cams`` ([N] camera
+  ids of the training samples, or None, e.g. WARCA's cross-camera positives). Callers go
+  through ``call_fit``, which passes a learner only what its ``fit`` declares
+  (``fit_parameters``): a closed form that draws nothing takes none of them. ``history``
+  is a list of dicts (empty for closed forms). It raises ``ValueError`` for bad data
   or config before any work (its ``validate``), and
   ``learner_loop.TrainingDivergedError`` when training diverged or ended in a non-finite
   or degenerate model. Each learner's ``fit`` docstring says only what is its own: what
@@ -19,12 +23,12 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
   ``checks.training_data``, every hyperparameter through ``checks.check_number`` or a
   check of its own); called on every split before any training; returns the
   ``checks.TrainingData``;
-* ``takes_callback`` (default False): True for an iterative learner whose ``fit`` also
-  takes ``callback=``, called as ``callback(row, metric)`` after every logged chunk
-  with the metric learned so far (its time left out of the rows' ``seconds``); a dict
-  it returns is merged into that history row before ``log_fn`` sees it
-  (``warca_jax.learner_loop.run_in_chunks``). ``warca_jax.pipeline`` evaluates on held-out
-  identities this way (``data.val_fraction``).
+* ``callback``: an iterative learner's ``fit`` may also take ``callback=``, called as
+  ``callback(row, metric)`` after every logged chunk with the metric learned so far (its
+  time left out of the rows' ``seconds``); a dict it returns is merged into that history
+  row before ``log_fn`` sees it (``warca_jax.learner_loop.run_in_chunks``).
+  ``warca_jax.pipeline`` evaluates on held-out identities this way (``data.val_fraction``);
+  ``Method.takes("callback")`` says whether a learner can be watched so.
 
 * ``kinds`` (default ``("linear",)``): the ``Metric`` kinds its ``fit`` may return; a
   metric's ``name`` is its method's name (or ``<method>_<variant>``, e.g. ``nn_cosine``),
@@ -42,7 +46,7 @@ module without ``METHODS`` registers nothing. Each learner's module ends the sam
 starts from ``checks.new_config(name, variant, VARIANTS)`` (the variant checked, ``name``
 set) and returns the ConfigDict unlocked, so that a config file or a caller can change
 fields before locking it; last ``METHODS = {name: Method(fit, validate, default_config,
-VARIANTS, takes_callback=...)}``.
+VARIANTS)}``.
 
 An iterative learner's ``fit`` ends in ``learner_loop.fit_in_chunks`` (through a
 ``learner_loop.Loop`` of its arguments; SDML and the study's SGD, with loops of their own,
@@ -54,12 +58,27 @@ never a model.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from typing import NamedTuple
 
 import ml_collections
+
+# the keyword arguments a learner's fit may take (``call_fit`` passes the ones it declares)
+FIT_KEYWORDS = ("seed", "log_fn", "progress", "callback", "cams")
+
+
+@functools.cache
+def fit_parameters(fit: Callable) -> frozenset[str]:
+    """The names of ``FIT_KEYWORDS`` that ``fit`` declares (its signature, read once per
+    function); all of them for a ``fit`` that takes ``**kwargs`` (a wrapper)."""
+    params = inspect.signature(fit).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return frozenset(FIT_KEYWORDS)
+    return frozenset(p.name for p in params if p.name in FIT_KEYWORDS)
 
 
 class Method(NamedTuple):
@@ -67,9 +86,6 @@ class Method(NamedTuple):
     validate: Callable
     default_config: Callable[..., ml_collections.ConfigDict]
     variants: tuple[str, ...]
-    takes_callback: bool = False
-    # fit takes ``cams=`` ([N] camera ids of the training samples, or None)
-    takes_cams: bool = False
     # ``grid(features, labels, cfg, lams_etas, *, seed, cams)``: the fits of a
     # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
     grid: Callable | None = None
@@ -77,10 +93,44 @@ class Method(NamedTuple):
     # (``model_checks.registered_method`` refuses any other at save, load and fit)
     kinds: tuple[str, ...] = ("linear",)
 
+    def takes(self, keyword: str) -> bool:
+        """Whether this learner's ``fit`` declares ``keyword`` (one of ``FIT_KEYWORDS``)."""
+        return keyword in fit_parameters(self.fit)
+
+
+def call_fit(
+    learner: Method,
+    features,
+    labels,
+    cfg,
+    *,
+    seed: int = 0,
+    cams=None,
+    log_fn: Callable[[dict], None] | None = None,
+    progress: bool = False,
+    callback: Callable | None = None,
+):
+    """``learner.fit(features, labels, cfg, ...)`` with the keyword arguments its ``fit``
+    declares; returns its (Metric, history).
+
+    What a learner does not declare is not passed: ``seed`` to a learner that draws nothing,
+    ``log_fn`` and ``progress`` to a closed form, ``cams`` to a learner that uses no
+    cameras (ignored). A ``callback`` for a learner that takes none is a ValueError: it
+    would never be called.
+    """
+    takes = fit_parameters(learner.fit)
+    if callback is not None and "callback" not in takes:
+        raise ValueError(
+            f"method {cfg.name!r} takes no callback: evaluating during training "
+            f"needs an iterative learner, one of {with_callback()}"
+        )
+    given = dict(seed=seed, cams=cams, log_fn=log_fn, progress=progress, callback=callback)
+    return learner.fit(features, labels, cfg, **{k: v for k, v in given.items() if k in takes})
+
 
 def with_callback() -> list[str]:
     """The names of the methods whose ``fit`` takes ``callback=``, sorted."""
-    return sorted(name for name, m in registry().items() if m.takes_callback)
+    return sorted(name for name, m in registry().items() if m.takes("callback"))
 
 
 _REGISTRY: dict[str, Method] = {}

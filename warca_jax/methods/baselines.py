@@ -49,9 +49,8 @@ def _check_nn(cfg, data: checks.TrainingData) -> None:
 validate_nn = checks.validator("nn", _check_nn, min_identities=0)
 
 
-def fit_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit_nn(features, labels, cfg):
     """Nearest neighbours under ``cfg.distance``: an identity Metric, empty history."""
-    del seed, log_fn, progress
     data = validate_nn(features, labels, cfg)
     metric = Metric(
         "identity",
@@ -79,13 +78,12 @@ def _check_kernel_nn(cfg, data: checks.TrainingData) -> None:
 validate_kernel_nn = checks.validator("kernel_nn", _check_kernel_nn, min_identities=0)
 
 
-def fit_kernel_nn(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit_kernel_nn(features, labels, cfg):
     """Nearest neighbours under a kernel's feature-space distance; empty history.
 
     Returns:
       (kernel_distance Metric with the kernel and its bandwidth, []).
     """
-    del seed, log_fn, progress
     data = validate_kernel_nn(features, labels, cfg)
     x = data.x
     if cfg.kernel_gamma > 0:  # the bandwidth given for the user's features, for the rescaled ones
@@ -129,9 +127,8 @@ def covariance(x: np.ndarray, labels: np.ndarray, *, kind: str) -> np.ndarray:
     return xc.T @ xc / (x.shape[0] - 1)
 
 
-def fit_mahalanobis(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit_mahalanobis(features, labels, cfg):
     """W with W^T W = inv(C + ridge): a linear Metric [D, D], empty history."""
-    del seed, log_fn, progress
     x, y, scale = validate_mahalanobis(features, labels, cfg)
     cov = covariance(x, y, kind=cfg.covariance)
     what = f"the {cfg.covariance} covariance"

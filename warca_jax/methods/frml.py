@@ -228,4 +228,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"frml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"frml": Method(fit, validate, default_config, VARIANTS)}

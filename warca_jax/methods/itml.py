@@ -338,4 +338,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"itml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"itml": Method(fit, validate, default_config, VARIANTS)}

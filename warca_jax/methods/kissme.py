@@ -76,7 +76,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
 validate = checks.validator("KISSME", check_config)
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit(features, labels, cfg, *, seed=0):
     """Learns a KISSME metric in closed form (arguments and errors: ``warca_jax.methods``).
 
     ``seed`` draws the sampled negative pairs (unused when all pairs are used).
@@ -84,7 +84,6 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Returns:
       (linear Metric with projection [k, D], k the PCA dimension; empty history).
     """
-    del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
     mean, comps = linalg.pca(x, variance=cfg.pca_variance, max_dim=cfg.pca_dim or None)
     xr = (x - mean) @ comps.T

@@ -41,9 +41,8 @@ def check_config(cfg, data: checks.TrainingData) -> None:
 validate = checks.validator("kmeans_nn", check_config, min_identities=0)
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit(features, labels, cfg, *, seed=0):
     """Returns the k-means search as a ``KMeansMetric`` (nothing is learned; empty history)."""
-    del log_fn, progress
     x, _, scale = validate(features, labels, cfg)
     metric = KMeansMetric(
         "kmeans",

@@ -179,13 +179,12 @@ def solve(s_w: np.ndarray, s_b: np.ndarray, *, dim: int, reg: float, embedding: 
     return vecs
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit(features, labels, cfg):
     """Learns an LFDA metric in closed form (arguments and errors: ``warca_jax.methods``).
 
     Returns:
       (Metric, []): kind "linear" with W: [dim, D], or kind "kernel" with A: [dim, N].
     """
-    del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
     y_idx = np.unique(y, return_inverse=True)[1]
     if cfg.kernel == "none":

@@ -388,4 +388,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"lmnn": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"lmnn": Method(fit, validate, default_config, VARIANTS)}

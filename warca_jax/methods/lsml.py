@@ -359,4 +359,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"lsml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"lsml": Method(fit, validate, default_config, VARIANTS)}

@@ -309,17 +309,16 @@ def prepared_features(x: np.ndarray, pca_dim: int):
     return feats, lambda w: unfold(np.asarray(w, np.float64) / np.sqrt(scale))
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
     """Learns an MLAPG metric (arguments and errors: ``warca_jax.methods``).
 
-    Deterministic: ``seed`` is unused. A history row (step, loss, rank, seconds)
+    Deterministic: it takes no ``seed``. A history row (step, loss, rank, seconds)
     every ``log_every`` iterations and at the last one. The iterations are
     ``ReducedAPG``'s (``make_step``'s, arranged for a large M).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
     """
-    del seed
     x, y, feature_scale = validate(features, labels, cfg)
     feats, unfold = prepared_features(x, int(cfg.pca_dim))
     sign, weight = pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
@@ -395,4 +394,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"mlapg": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"mlapg": Method(fit, validate, default_config, VARIANTS)}

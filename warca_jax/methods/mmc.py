@@ -315,4 +315,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"mmc": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"mmc": Method(fit, validate, default_config, VARIANTS)}

@@ -252,18 +252,17 @@ class _Trainer:
         return self.rule.chunk(metrics, done, length)
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
+def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
     """Learns an NCA map (arguments and errors: ``warca_jax.methods``).
 
-    Deterministic here (identity or PCA initialisation, full-batch steps): ``seed`` is
-    unused. A history row every ``log_every`` steps.
+    Deterministic here (identity or PCA initialisation, full-batch steps): it takes no
+    ``seed``. A history row every ``log_every`` steps.
 
     Returns:
       (linear Metric with W = L, history rows: step, loss (-f / N), expected_accuracy
       (f / N), seconds; rel_change from the ``tol_window``-th row on; the last row's
       ``stopped`` says why training ended).
     """
-    del seed
     x, y, _ = validate(features, labels, cfg)
     loop = learner_loop.Loop.start("NCA", features, log_fn, progress, callback)
     state = _Trainer(x, np.unique(y, return_inverse=True)[1], cfg)
@@ -319,4 +318,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"nca": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"nca": Method(fit, validate, default_config, VARIANTS)}

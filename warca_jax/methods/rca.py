@@ -116,7 +116,7 @@ def rca_projection(within: np.ndarray, total: np.ndarray, *, dim: int, reg: floa
     return vecs.T
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
+def fit(features, labels, cfg, *, seed=0):
     """Learns an RCA metric in closed form (arguments and errors: ``warca_jax.methods``;
     too few chunklets included is a ``ValueError`` too).
 
@@ -125,7 +125,6 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     Returns:
       (linear Metric with W: [dim or D, D], empty history).
     """
-    del log_fn, progress
     x, y, scale = validate(features, labels, cfg)
     chunks = constraints.chunklets(
         y, int(cfg.n_chunks), int(cfg.chunk_size), np.random.default_rng(seed)

@@ -330,8 +330,4 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "rpcca": Method(
-        fit, validate, default_config, VARIANTS, takes_callback=True, kinds=("linear", "kernel")
-    )
-}
+METHODS = {"rpcca": Method(fit, validate, default_config, VARIANTS, kinds=("linear", "kernel"))}

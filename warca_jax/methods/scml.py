@@ -353,4 +353,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"scml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"scml": Method(fit, validate, default_config, VARIANTS)}

@@ -346,4 +346,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"sdml": Method(fit, validate, default_config, VARIANTS, takes_callback=True)}
+METHODS = {"sdml": Method(fit, validate, default_config, VARIANTS)}

@@ -348,6 +348,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {
-    "svmml": Method(fit, validate, default_config, VARIANTS, takes_callback=True, kinds=("svmml",))
-}
+METHODS = {"svmml": Method(fit, validate, default_config, VARIANTS, kinds=("svmml",))}

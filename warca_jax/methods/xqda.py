@@ -138,7 +138,7 @@ def _views(cams, y, cfg) -> np.ndarray | None:
     return cams if len(key) > len(np.unique(key)) else None
 
 
-def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, cams=None):
+def fit(features, labels, cfg, *, cams=None):
     """Learns an XQDA metric in closed form (arguments and errors: ``warca_jax.methods``).
 
     ``cams`` ([N] camera ids, optional): with ``cfg.pairs = "cross_camera"`` the pairs are
@@ -148,7 +148,6 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, cams=None
     Returns:
       (linear Metric with projection [r, D], empty history).
     """
-    del seed, log_fn, progress
     x, y, scale = validate(features, labels, cfg)
     views = _views(cams, y, cfg)
     comps, xr = reduce_to_span(x)
@@ -184,4 +183,4 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     return m
 
 
-METHODS = {"xqda": Method(fit, validate, default_config, VARIANTS, takes_cams=True)}
+METHODS = {"xqda": Method(fit, validate, default_config, VARIANTS)}

@@ -14,9 +14,10 @@ what the files in configs/ start from)::
     same = MetricLearner("kissme", params={"seed": 0})  # the generic form
 
 ``WARCA`` is written out; the class of any other method is made from its config
-(``estimator_class(name)``), and the names in ``CLASS_NAMES`` (``PairwiseSGD``,
-``TripletSGD``, ``KISSME``, ...) are importable from this module once their method
-exists. Nested config sections are not hyper-parameters; they keep their defaults.
+(``estimator_class(name)``), named after the method (``PairwiseSGD``, ``TripletSGD``,
+``KISSME``, ...: ``_class_name``), and importable from this module: ``CLASS_NAMES`` lists
+them, made from the method registry, so that every registered learner has its class.
+Nested config sections are not hyper-parameters; they keep their defaults.
 
 ``score(X, y)`` is the leave-one-out rank-1 accuracy under the learned metric (each
 sample as a query against all the others), so ``GridSearchCV`` can tune a metric
@@ -65,29 +66,32 @@ from warca_jax.sklearn.base import (
     rank1_score,
 )
 
-CLASS_NAMES = {
-    "PairwiseSGD": "pairwise_sgd",
-    "TripletSGD": "triplet_sgd",
-    "KISSME": "kissme",
-    "XQDA": "xqda",
-    "LFDA": "lfda",
-    "RPCCA": "rpcca",
-    "MLAPG": "mlapg",
-    "LMNN": "lmnn",
-    "FRML": "frml",
-    "SVMML": "svmml",
-    "NCA": "nca",
-    "MMC": "mmc",
-    "ITML": "itml",
-    "SDML": "sdml",
-    "LSML": "lsml",
-    "RCA": "rca",
-    "SCML": "scml",
-    "Mahalanobis": "mahalanobis",
-    "NN": "nn",
-    "KernelNN": "kernel_nn",
-    "KMeansNN": "kmeans_nn",
+# How a word of a method's name is spelled in its class name: upper-cased (the learners'
+# names are acronyms: KISSME, XQDA, NN, SGD, WARCA, ...) unless it is one of these.
+_WORDS = {
+    "kernel": "Kernel",
+    "kmeans": "KMeans",
+    "mahalanobis": "Mahalanobis",
+    "pairwise": "Pairwise",
+    "triplet": "Triplet",
 }
+
+
+def _class_name(method: str) -> str:
+    """The class name of a registered method: its words spelled by ``_WORDS`` (KISSME,
+    PairwiseSGD, KMeansNN, ...)."""
+    return "".join(_WORDS.get(word, word.upper()) for word in method.split("_"))
+
+
+def _capitalized(method: str) -> str:
+    """The name a generated class had before ``_class_name`` (``Nn``, ``Kissme``), for old
+    pickles."""
+    return "".join(p.capitalize() for p in method.split("_"))
+
+
+# class name -> method: every registered method's but WARCA's (written out below); made
+# from the registry, so a new learner's class is listed with no change here
+CLASS_NAMES = {_class_name(m): m for m in sorted(methods.registry()) if m != "warca"}
 # The public names: ``from warca_jax.sklearn import *`` and ``dir(warca_jax.sklearn)``.
 __all__ = [
     "CLASS_NAMES",
@@ -235,15 +239,6 @@ class WARCA(_Named):
         self.seed = seed
 
 
-def _capitalized(method: str) -> str:
-    return "".join(p.capitalize() for p in method.split("_"))
-
-
-def _class_name(method: str) -> str:
-    names = {v: k for k, v in CLASS_NAMES.items()}
-    return names.get(method, _capitalized(method))
-
-
 @functools.cache
 def estimator_class(method: str) -> type:
     """The estimator class of a registered method, its ``__init__`` made from its config.
@@ -287,7 +282,7 @@ def __getattr__(name: str):
         return estimator_class(CLASS_NAMES[name])
     if name[:1].isupper():  # a generated class, looked up by pickle in a fresh process
         for method in methods.registry():
-            # the class's name, or its earlier one ("Nn", before CLASS_NAMES named it "NN")
+            # the class's name, or its earlier one ("Nn", before _class_name named it "NN")
             if name in (_class_name(method), _capitalized(method)):
                 return estimator_class(method)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

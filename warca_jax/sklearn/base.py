@@ -192,7 +192,8 @@ class _Learner(TransformerMixin, BaseEstimator):
         cfg = self._config()
         x = np.asarray(X)
         codes, _ = check_labels(y, x.shape[0] if x.ndim else None)
-        self.metric_, self.history_ = methods.get(name).fit(x, codes, cfg, seed=self.seed)
+        learner = methods.get(name)
+        self.metric_, self.history_ = methods.call_fit(learner, x, codes, cfg, seed=self.seed)
         self.n_features_in_ = x.shape[1] if x.ndim == 2 else 0
         return self
 

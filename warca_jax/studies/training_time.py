@@ -22,6 +22,7 @@ the curve. The workdir receives:
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -56,6 +57,12 @@ def check_config(config) -> None:
                 f"{name}: num_iters ({cfg.num_iters}) must be a positive multiple of log_every "
                 f"({cfg.log_every}), so that every timed chunk runs the warmed-up program"
             )
+
+
+def _registered_fit(name: str) -> Callable:
+    """``fit(x, y, cfg, *, seed, callback)`` of the registered learner ``name``
+    (``methods.call_fit``)."""
+    return functools.partial(methods.call_fit, methods.get(name))
 
 
 def warm_up(fit: Callable, x, y, cfg, *, seed: int) -> float:
@@ -96,14 +103,14 @@ def rank1_curve(
       cfg: a method section (configs/warca.py or configs/rpcca.py).
       eval_cfg: the evaluation section (warca_jax/defaults.py).
       seed: the fit's seed.
-      fit: the learner (default: the registered ``cfg.name``'s ``fit``).
+      fit: the learner (default: the registered ``cfg.name``'s, ``_registered_fit``).
 
     Returns:
       {seconds, step, rank1, loss}: lists with one entry per ``log_every`` steps
       (``seconds``: training time since the fit started, evaluations excluded), plus
       ``eval_seconds`` (the evaluations' total time, not in ``seconds``) and ``final_rank1``.
     """
-    fit = fit or methods.get(cfg.name).fit
+    fit = fit or _registered_fit(cfg.name)
     sp = dataset.splits[split]
     x, y = dataset.features[sp.train_idx], dataset.labels[sp.train_idx]
     curve = {"seconds": [], "step": [], "rank1": [], "loss": [], "eval_seconds": 0.0}
@@ -137,7 +144,7 @@ def _mean_curve(curves: list[dict]) -> dict:
 def _method_curves(name: str, dataset, config, workdir: str) -> dict:
     """Method ``name``'s curves on every split (a split's finished curve reused from the
     workdir), their mean and its compilation estimate."""
-    cfg, fit = config[name], methods.get(name).fit
+    cfg, fit = config[name], _registered_fit(name)
     per_split = []
     for s, sp in enumerate(dataset.splits):
         path = os.path.join(workdir, "curves", f"{name}_split{s}.json")

@@ -72,8 +72,6 @@ METHODS = {
         validate=validate,
         default_config=default_config,
         variants=VARIANTS,
-        takes_callback=True,
-        takes_cams=True,
         grid=GridFit,
         kinds=("linear", "kernel"),
     )

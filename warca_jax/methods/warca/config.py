@@ -98,6 +98,7 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
 def _check_names(cfg) -> None:
     """Raises ValueError for a config naming an option that does not exist."""
     for field, allowed in (
+        ("penalty_mode", optim.PENALTY_MODES),  # the order of optim.make_optimizer's parts
         ("penalty", losses.PENALTIES),
         ("gradient", GRADIENTS),
         ("sampler", sampling.SAMPLERS),
@@ -134,11 +135,7 @@ def check_config(cfg, *, n: int, d: int) -> None:
         checks.check_number(cfg, "lam", low=0)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_number(cfg, "num_landmarks", integer=True)
-    lam_select.check(cfg)
-    for lam in (cfg.lam,) if cfg.lam is not None else tuple(cfg.lam_grid):
-        optim.check_hyperparams(
-            learning_rate=cfg.learning_rate, lam=lam, penalty_mode=cfg.penalty_mode
-        )
+    lam_select.check(cfg)  # lam's grid; lam and learning_rate are checked above
     _check_names(cfg)
     if cfg.kernel_approx == "nystroem":
         if cfg.kernel == "none":
