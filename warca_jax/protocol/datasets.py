@@ -126,8 +126,8 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
 
 def validation_split(dataset: dataset_arrays.Dataset, s: int, *, fraction: float, seed: int):
     """A validation split inside the training part of split ``s``: the identities
-    ``identity_splits.held_out_ids`` draws from ``seed + s`` (the training seed of split ``s``, as in
-    the pipeline), their images divided into query and gallery. Indices are into
+    ``identity_splits.held_out_ids`` draws from ``seed + s`` (the training seed of split
+    ``s``, as in the pipeline), their images divided into query and gallery. Indices are into
     ``dataset``."""
     try:
         return identity_splits.validation_split(

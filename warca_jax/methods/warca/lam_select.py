@@ -41,7 +41,8 @@ def check(cfg) -> None:
     """Raises ValueError for a ``lam_grid`` or ``val_fraction`` that cannot run."""
     grid = tuple(cfg.lam_grid)
     for v in grid:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (np.isfinite(v) and v >= 0):
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not (number and np.isfinite(v) and v >= 0):
             raise ValueError(f"lam_grid must hold finite numbers >= 0; got {grid!r}")
     if cfg.lam is not None:
         return
