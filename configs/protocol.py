@@ -32,8 +32,8 @@ gave):
 CUHK01, the paper's Table 2 row from the images (the published campus/ layout; the
 loader's default protocol, Xiong et al.'s gallery draw, docs/datasets.md; add
 --config.data.loader_options="{'protocol': 'single_shot'}" for the camera rule; D' = 40;
-WARCA's lambda cross-validated on 1e-6 ... 1e-3 at eta 1e-2, FRML's step on its grid; benchmarks/RESULTS.md has the tables it gave, under both
-protocols, and times):
+WARCA's lambda cross-validated on 1e-6 ... 1e-3 at eta 1e-2, FRML's step on its grid;
+benchmarks/RESULTS.md has the tables it gave, under both protocols, and times):
 
   python -m experiments.protocol --config=configs/protocol.py:cuhk01 \
       --workdir=/tmp/cuhk01 --config.paths="{'cuhk01': 'PATH/CUHK01'}" \
