@@ -41,7 +41,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, defaults, pipeline
+from warca_jax import config_files, defaults, pipeline, run_plan
 from warca_jax.metric import Metric
 from warca_jax.protocol import plan
 
@@ -118,7 +118,7 @@ def score(ds, method, uses_hist: bool, pca_dims: int) -> tuple[float, float]:
     rows = []
     for s, split in enumerate(ds.splits):
         d = ds if uses_hist else real_data.on_pca(ds, split, pca_dims)
-        val = pipeline.validation_split(d, s, config)
+        val = run_plan.validation_split(d, s, config)
         with tempfile.TemporaryDirectory() as tmp:
             metric, _, _ = pipeline.fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
         r = real_data.score(metric, d, split, config.eval, seed=config.seed + s)

@@ -17,7 +17,7 @@ A run started again on the same workdir reuses every finished split (its
 holding a run with another config is refused rather than mixed.
 
 With ``data.val_fraction`` > 0, a share of each split's training identities is held out
-(``splits.validation_split``, seeded by ``seed`` and the split index) and the learner
+(``identity_splits.validation_split``, seeded by ``seed`` and the split index) and the learner
 trains on the rest; after every logged chunk of steps the metric learned so far is
 evaluated on the held-out query/gallery as the split's test is (``evaluate_metric``),
 and ``val_rank1`` and ``val_mAP`` join that chunk's metrics.jsonl line. With
@@ -50,12 +50,7 @@ from warca_jax import (
 from warca_jax.config_checks import check_config_file
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
-from warca_jax.run_plan import (
-    SplitPlan,
-    check_run_config,
-    plan_split,
-    validation_split,  # noqa: F401 - pipeline.validation_split
-)
+from warca_jax.run_plan import SplitPlan, check_run_config, plan_split
 
 SUMMARY_KEYS = (
     "rank1",
@@ -172,7 +167,7 @@ def fit_split(
 ) -> tuple[Metric, float, dict]:
     """Fits split ``s``'s model, its history rows appended to ``metrics_path``.
 
-    With held-out identities ``val`` (``validation_split``), the model is trained on their
+    With held-out identities ``val`` (``run_plan.validation_split``), the model is trained on their
     training part and scored on them after every logged chunk; with ``eval.keep_best`` the
     model with the best held-out mAP (the earliest of ties, ``held_out.Best``) is kept, else
     the last. ``method``: the learner (``check_run_config``'s look-up; None: the one

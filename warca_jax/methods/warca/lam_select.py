@@ -122,9 +122,7 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
     weakest = min(grid)
     held = held_out.split(np.asarray(labels), cfg.val_fraction, seed=seed)
     if isinstance(held, str):
-        note = f"lam {weakest:g}, the grid's weakest: {held}"
-        logging.info("WARCA: %s", note)
-        return weakest, note
+        return _said(weakest, f"lam {weakest:g}, the grid's weakest: {held}")
     tr, va = held.train, held.val
     labels = np.asarray(labels)
     cams = None if cams is None else np.asarray(cams)
@@ -134,14 +132,17 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
         metric, _ = fit(x[tr], labels[tr], train_cams, with_lam(cfg, lam), seed)
         aps.append(held_out_ap(metric, x[va], labels[va], val_cams))
     if not len(aps[0]):
-        note = f"lam {weakest:g}, the grid's weakest: no held-out query has a match"
-        logging.info("WARCA: %s", note)
-        return weakest, note
+        return _said(weakest, f"lam {weakest:g}, the grid's weakest: no held-out query has a match")
     best = choice(grid, aps, "smallest")
     note = (
         f"{held.num_ids} held-out identities chose lam {grid[best]:g} (held-out mAP "
         + ", ".join(f"{g:g}: {np.mean(a):.2f}" for g, a in zip(grid, aps, strict=True))
         + "; the weakest penalty within one standard error of the best)"
     )
+    return _said(grid[best], note)
+
+
+def _said(lam: float, note: str) -> tuple[float, str]:
+    """(``lam``, ``note``), the note logged: how a fit's lambda was chosen."""
     logging.info("WARCA: %s", note)
-    return grid[best], note
+    return lam, note
