@@ -43,7 +43,7 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, defaults, evaluation, pipeline
+from warca_jax import config_files, defaults, pipeline
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import lam_select
 from warca_jax.synthetic import make_reference_problem
@@ -81,46 +81,10 @@ def _numbers(values, kind) -> list:
     return [kind(v) for v in values if v]
 
 
-def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
-    """Test (rank-1, mAP): gallery = image 0 of each test person, probes = images 1-3."""
-    emb = np.asarray(metric.transform(x_test))
-    g, q = cams == 0, cams != 0
-    res = evaluation.evaluate(emb[q], emb[g], labels[q], labels[g], cams[q], cams[g])
-    return float(res["rank1"]), float(res["mAP"])
-
-
 # ----- the rule: lambda chosen on held-out training people, against every fixed lambda -----
 
 RULES = ("smallest", "largest", "argmax")  # lam_select's rules, each measured
 _CHOSEN = re.compile(r"\(([\d.eE+-]+(?:, [\d.eE+-]+)*)\)$")  # a cell's "(lam, lam, ...)"
-
-
-def _reference_dataset(seeds):
-    """The C++ release's problem (2,400 training images) once per training seed, each as
-    (seed, x, labels, cams, test scorer): the data is fixed."""
-    prob = make_reference_problem(1200, seed=0)
-    test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
-
-    def scores(metric):
-        return reference_scores(metric, *test)
-
-    return [(seed, prob["hist_train"], prob["train_labels"], None, scores) for seed in seeds]
-
-
-def _real_splits(name: str, path: str, splits: range, cache_dir: str):
-    """Splits ``splits`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
-    ds = real_data.read(name, path, cache_dir=cache_dir)
-    out = []
-    for s in splits:
-        split = ds.splits[s]
-        tr = split.train_idx
-
-        def scores(metric, split=split):
-            r = real_data.score(metric, ds, split)
-            return float(r["rank1"]), float(r["mAP"])
-
-        out.append((s, ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
-    return out
 
 
 def rule_rows(name, form, splits, grid, val_fraction, dim):
@@ -245,10 +209,10 @@ def main(argv) -> None:
         for item in _RULE.value:
             name, _, path = item.partition("=")
             if name == "reference":
-                splits = _reference_dataset(_numbers(_REF_SEEDS.value, int))
+                splits = real_data.reference_splits(_numbers(_REF_SEEDS.value, int))
             else:
                 chosen = range(_FIRST_SPLIT.value, _FIRST_SPLIT.value + _SPLITS.value)
-                splits = _real_splits(name, path, chosen, _CACHE_DIR.value)
+                splits = real_data.splits(name, path, chosen, _CACHE_DIR.value)
             dim = real_data.paper_dim(name)
             for form in _FORMS.value:
                 rows += rule_rows(name, form, splits, lams, _VAL_FRACTION.value, dim)
@@ -273,7 +237,7 @@ def main(argv) -> None:
                 metric, _ = warca.fit(xs, ys, cfg, seed=_SEED.value)
                 seconds = time.perf_counter() - t
                 test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
-                scores[lam] = reference_scores(metric, *test)[0]
+                scores[lam] = real_data.reference_scores(metric, *test)[0]
                 line = dict(num_ids=num_ids, images_per_id=k, lam=lam, rank1=scores[lam],
                             fit_s=round(seconds, 1))  # fmt: skip
                 print(json.dumps(line), flush=True)

@@ -11,7 +11,10 @@ splits' fits and the measures.
   (``evaluation.evaluate_metric``, by default with the base config's ``eval`` section):
   rank-1 ... rank-20, mAP;
 * ``on_pca``: the dataset on the top principal axes of a split's training images;
-* ``summary``: the mean rank-1, its standard deviation and the mean mAP over splits.
+* ``summary``: the mean rank-1, its standard deviation and the mean mAP over splits;
+* ``splits`` and ``reference_splits``: a real dataset's splits, or the synthetic problem
+  shared with the C++ release once per training seed, each with its test scorer
+  (``reference_scores`` on the latter: its probes against image 0 of each test person).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 import numpy as np
 
 from warca_jax import config_files, datasets, defaults, evaluation, linalg, pipeline
+from warca_jax.synthetic import make_reference_problem
 
 ORL_PATH = config_files.load_config_module("configs/warca.py").ORL_PATH
 
@@ -79,3 +83,39 @@ def summary(scores) -> dict:
         rank1_std=round(float(a[:, 0].std()), 2),
         mAP=round(float(a[:, 1].mean()), 2),
     )
+
+
+def reference_scores(metric, x_test, labels, cams) -> tuple[float, float]:
+    """Test (rank-1, mAP): gallery = image 0 of each test person, probes = images 1-3."""
+    emb = np.asarray(metric.transform(x_test))
+    g, q = cams == 0, cams != 0
+    res = evaluation.evaluate(emb[q], emb[g], labels[q], labels[g], cams[q], cams[g])
+    return float(res["rank1"]), float(res["mAP"])
+
+
+def reference_splits(seeds):
+    """The C++ release's problem (2,400 training images) once per training seed, each as
+    (seed, x, labels, cams, test scorer): the data is fixed."""
+    prob = make_reference_problem(1200, seed=0)
+    test = (prob["hist_test"], prob["test_labels"], prob["test_cams"])
+
+    def scores(metric):
+        return reference_scores(metric, *test)
+
+    return [(seed, prob["hist_train"], prob["train_labels"], None, scores) for seed in seeds]
+
+
+def splits(name: str, path: str, which: range, cache_dir: str):
+    """Splits ``splits`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
+    ds = read(name, path, cache_dir=cache_dir)
+    out = []
+    for s in which:
+        split = ds.splits[s]
+        tr = split.train_idx
+
+        def scores(metric, split=split):
+            r = score(metric, ds, split)
+            return float(r["rank1"]), float(r["mAP"])
+
+        out.append((s, ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
+    return out

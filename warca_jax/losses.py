@@ -43,7 +43,7 @@ eq. 14 (rank^gamma_ij)                ``sampling.find_violators``: its violators
                                       WSABIE's estimate (``wsabie``)
 eq. 15 (W = A X^T)                    the kernel form's parameter A: [D', N]
                                       (``methods.warca.step.kernel_step``); the learned ``Metric``
-                                      (``methods.warca.fitting._metric``)
+                                      (``methods.warca.problem._metric``)
 eq. 16 (F_A = ||A X^T (x_i - x_j)||)  a new point's embedding A k(X, x) (``kernels.kernel_matrix``,
                                       ``Metric.transform``)
 eq. 17 (||A (kappa_i - kappa_j)||)    ``distance``, ``candidate_distances`` on rows of K A^T

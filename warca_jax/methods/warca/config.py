@@ -8,7 +8,7 @@ from absl import logging
 
 from warca_jax import dataset_arrays, kernels, losses, optim, sampling
 from warca_jax.methods import checks
-from warca_jax.methods.warca import lam_select, prepare
+from warca_jax.methods.warca import prepare
 
 GRADIENTS = ("closed_form", "autodiff")
 KERNEL_APPROX = ("none", "nystroem")
@@ -114,6 +114,24 @@ def _check_names(cfg) -> None:
             raise ValueError(f"unknown {field} {value!r}; expected one of {allowed}")
 
 
+def _check_lam_grid(cfg) -> None:
+    """Raises ValueError for a ``lam_grid`` or ``val_fraction`` that cannot run."""
+    grid = tuple(cfg.lam_grid)
+    for v in grid:
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not (number and np.isfinite(v) and v >= 0):
+            raise ValueError(f"lam_grid must hold finite numbers >= 0; got {grid!r}")
+    if cfg.lam is not None:
+        return
+    if not grid:
+        raise ValueError(
+            "lam is None (chosen from lam_grid on held-out identities) but lam_grid is "
+            "empty: give lam a number, or lam_grid its values"
+        )
+    if not (isinstance(cfg.val_fraction, float) and 0.0 < cfg.val_fraction < 1.0):
+        raise ValueError(f"val_fraction must be a float in (0, 1); got {cfg.val_fraction!r}")
+
+
 def check_config(cfg, *, n: int, d: int) -> None:
     """Raises ValueError for a WARCA config that cannot run on N x D training data."""
     if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
@@ -135,7 +153,7 @@ def check_config(cfg, *, n: int, d: int) -> None:
         checks.check_number(cfg, "lam", low=0)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_number(cfg, "num_landmarks", integer=True)
-    lam_select.check(cfg)  # lam's grid; lam and learning_rate are checked above
+    _check_lam_grid(cfg)  # lam and learning_rate are checked above
     _check_names(cfg)
     if cfg.kernel_approx == "nystroem":
         if cfg.kernel == "none":

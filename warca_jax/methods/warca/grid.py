@@ -3,11 +3,12 @@
 A cross-validation grid differs only in lambda and eta, the ``Hyperparams`` argument of
 the compiled chunk: the validated data, the pair table, the kernel matrix or scaled
 features, the principal-axes start and the compiled program are made once
-(``fitting.prepare_fit``) and every point trains from them. ``GridFit.advance(step,
+(``problem.prepare_fit``) and every point trains from them. ``GridFit.advance(step,
 points)`` trains the given points to ``step``, chunk by chunk as ``fit`` does, so that a
 point advanced to ``num_iters`` is the model ``fit`` gives at its lambda and eta, bit for
 bit in the one-point-at-a-time mode; a point can be stopped at any multiple of
-``log_every`` and resumed (successive halving, ``warca_jax.protocol.cv``).
+``log_every`` and resumed (successive halving: the protocol's cross-validation and
+``lam_select``).
 
 The points train one after another. Running them as one ``jax.vmap``ped program was
 tried and dropped: it was no faster on a CPU or on an H100, and on the GPU its different
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 import jax
 
 from warca_jax import learner_loop
-from warca_jax.methods.warca import config, fitting
+from warca_jax.methods.warca import config, problem
 from warca_jax.metric import Metric
 
 
@@ -53,14 +54,14 @@ class GridFit:
         for c in self.cfgs:  # every point's lambda and eta, before any work
             config.check_config(c, n=data.x.shape[0], d=data.x.shape[1])
         self.features = features
-        self.prep = fitting.prepare_fit(data, cfg, seed=seed, cams=cams)
+        self.prep = problem.prepare_fit(data, cfg, seed=seed, cams=cams)
         self.num_iters, self.log_every = int(cfg.num_iters), int(cfg.log_every)
         n = len(self.cfgs)
         self.states = [self.prep.init_state(c) for c in self.cfgs]
         self.hypers = [self.prep.hyper(c) for c in self.cfgs]
         self.steps = dict.fromkeys(range(n), 0)
         self.failed: dict[int, str] = {}
-        self._reference = {p: fitting.reference_loss(c) for p, c in enumerate(self.cfgs)}
+        self._reference = {p: problem.reference_loss(c) for p, c in enumerate(self.cfgs)}
         share = (time.perf_counter() - t0) / max(n, 1)
         self.seconds = dict.fromkeys(range(n), share)
 
@@ -120,7 +121,7 @@ class GridFit:
                 method="WARCA",
                 step=self.steps[p],
                 reference_loss=self._reference[p],
-                hint=fitting.divergence_hint(self.cfgs[p]),
+                hint=problem.divergence_hint(self.cfgs[p]),
             )
         except learner_loop.TrainingDivergedError as e:
             self._fail(p, e)
@@ -134,7 +135,7 @@ class GridFit:
                 self.prep.metric(self.states[p].params),
                 method="WARCA",
                 features=self.features,
-                hint=fitting.divergence_hint(self.cfgs[p]),
+                hint=problem.divergence_hint(self.cfgs[p]),
             )
         except learner_loop.TrainingDivergedError as e:
             self._fail(p, e)

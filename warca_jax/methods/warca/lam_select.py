@@ -6,27 +6,41 @@ between datasets, and no statistic of the training set's shape predicts it
 protocol does across splits with its cross-validation:
 
 * ``held_out.split`` holds ``val_fraction`` of the training identities out (seeded);
-* one fit per lambda of ``lam_grid`` on the rest, each scored by the average precision of
-  every held-out image as a query against the other held-out images (with cameras, a
-  same-camera image of the query's identity is left out, as in the re-id test);
-* the weakest penalty whose held-out AP is within one standard error of the best one's
-  (paired over the held-out queries) is then used on all the training identities.
+* the lambdas of ``lam_grid`` train on the rest as one ``grid.GridFit`` (the data, the
+  start and the compiled program prepared once), compared at rungs by successive halving
+  (``rungs``): at each rung every live lambda is scored by the average precision of every
+  held-out image as a query against the other held-out images (with cameras, a
+  same-camera image of the query's identity is left out, as in the re-id test), and the
+  first ``ceil(n / FACTOR)`` in the rule's order go on; the others stop there;
+* the rule (``ranking``): the weakest penalty whose held-out AP is within one standard
+  error of the best one's (paired over the held-out queries) comes first; the lambda left
+  at the last rung is used on all the training identities.
 
 Why the weakest: the best lambda falls as the training set grows (docs/penalty.md), so the
 training part's best is at or above the whole set's; among the lambdas the held-out
-people cannot tell apart, the weakest is the one nearest the whole set's best. Where
-nothing can be held out, the grid's weakest lambda is used. The protocol's
+people cannot tell apart, the weakest is the one nearest the whole set's best. Why rungs:
+the held-out fits cost 4 x 0.8 fits when every lambda trains to the end; stopped at
+``num_iters / 9`` and ``num_iters / 3`` they cost 0.71 of one fit, and their choice was
+measured against the one at the end (docs/penalty.md). Where nothing can be held out, the
+grid's weakest lambda is used; a grid of one lambda is used as it is. The protocol's
 cross-validation sets lambda itself (``protocol.plan.run_method_config``).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 from absl import logging
 
+from warca_jax import learner_loop
 from warca_jax.methods import held_out
+from warca_jax.methods.warca.grid import GridFit
+
+# each rung keeps the first ceil(n / FACTOR) of its n lambdas; 1: every lambda to the end
+FACTOR = 3
+RULES = ("smallest", "largest", "argmax")
 
 
 def with_lam(cfg, lam: float):
@@ -35,24 +49,6 @@ def with_lam(cfg, lam: float):
     out.unlock()
     out.lam, out.lam_grid = float(lam), ()
     return out
-
-
-def check(cfg) -> None:
-    """Raises ValueError for a ``lam_grid`` or ``val_fraction`` that cannot run."""
-    grid = tuple(cfg.lam_grid)
-    for v in grid:
-        number = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if not (number and np.isfinite(v) and v >= 0):
-            raise ValueError(f"lam_grid must hold finite numbers >= 0; got {grid!r}")
-    if cfg.lam is not None:
-        return
-    if not grid:
-        raise ValueError(
-            "lam is None (chosen from lam_grid on held-out identities) but lam_grid is "
-            "empty: give lam a number, or lam_grid its values"
-        )
-    if not (isinstance(cfg.val_fraction, float) and 0.0 < cfg.val_fraction < 1.0):
-        raise ValueError(f"val_fraction must be a float in (0, 1); got {cfg.val_fraction!r}")
 
 
 def held_out_ap(metric, x, labels, cams) -> np.ndarray:
@@ -83,43 +79,85 @@ def held_out_ap(metric, x, labels, cams) -> np.ndarray:
     return 100.0 * ap
 
 
-RULES = ("smallest", "largest", "argmax")
+def ranking(grid, aps, rule: str = "smallest") -> list[int]:
+    """The indices of ``grid`` in the order ``rule`` prefers them, from the held-out APs
+    ``aps[k]`` of ``grid[k]`` (per query, the queries paired across the grid).
 
+    The lambdas within one standard error of the best held-out AP (the mean paired
+    difference to the best at most its standard error) come first:
 
-def choice(grid, aps, rule: str = "smallest") -> int:
-    """The index of the lambda that ``rule`` takes from the held-out APs ``aps[k]`` of
-    ``grid[k]`` (per query, the queries paired across the grid).
+    * ``smallest``: those, weakest penalty first (the rule of a default fit);
+    * ``largest``: those, strongest first (the one-standard-error rule as it is usually
+      stated, which prefers the simpler model);
+    * ``argmax``: every lambda by its mean held-out AP.
 
-    * ``smallest``: the weakest penalty whose held-out AP is within one standard error of
-      the best's (the mean paired difference to the best at most its standard error);
-    * ``largest``: the strongest such penalty (the one-standard-error rule as it is
-      usually stated, which prefers the simpler model);
-    * ``argmax``: the best held-out AP.
+    then the others by their mean held-out AP (ties: grid order).
     """
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; expected one of {RULES}")
     means = [float(np.mean(a)) for a in aps]
-    best = int(np.argmax(means))
+    by_mean = sorted(range(len(aps)), key=lambda k: (-means[k], k))
     if rule == "argmax":
-        return best
+        return by_mean
+    best = by_mean[0]
     ok = []
     for k, a in enumerate(aps):
         diff = aps[best] - a
         se = float(np.std(diff, ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
         if float(np.mean(diff)) <= se:
             ok.append(k)
-    if rule == "largest":
-        return max(ok, key=lambda k: grid[k])
-    return min(ok, key=lambda k: grid[k])
+    ok.sort(key=lambda k: grid[k], reverse=rule == "largest")
+    return ok + [k for k in by_mean if k not in ok]
 
 
-def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
+def choice(grid, aps, rule: str = "smallest") -> int:
+    """The index of the lambda that ``rule`` takes (the first of ``ranking``)."""
+    return ranking(grid, aps, rule)[0]
+
+
+def rungs(num_iters: int, log_every: int, num_points: int, factor: int = FACTOR):
+    """[(step, keep)]: successive halving of ``num_points`` lambdas down to one.
+
+    At each step the live lambdas are scored and the first ``keep`` go on; the last keep
+    is 1. With k rungs the i-th (from 1) is at ``num_iters / factor^(k - i + 1)`` steps,
+    on a multiple of ``log_every`` (at least one chunk, at most ``num_iters``): 4 lambdas
+    by 3 are compared at num_iters / 9 (2 go on) and num_iters / 3 (1). Rungs that fall
+    on one step are one. ``factor`` 1: every lambda trained to ``num_iters``, one rung.
+    """
+    if num_points <= 1:
+        return []
+    if factor <= 1:
+        return [(num_iters, 1)]
+    keeps, n = [], num_points
+    while n > 1:
+        n = math.ceil(n / factor)
+        keeps.append(n)
+    out: list[tuple[int, int]] = []
+    for i, keep in enumerate(keeps):
+        step = round(num_iters / factor ** (len(keeps) - i) / log_every) * log_every
+        step = min(max(step, log_every), num_iters)
+        if out and out[-1][0] == step:
+            out[-1] = (step, keep)
+        else:
+            out.append((step, keep))
+    return out
+
+
+def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[float, str]:
     """(the lambda to train with, a note saying how it was chosen), for ``cfg.lam`` None.
 
-    ``fit(x, labels, cams, cfg, seed)`` is WARCA's fit at a given lambda. Where nothing can
-    be held out (too few identities) or no held-out query has a match, the weakest lambda
-    of the grid, the rule's choice when the held-out data tell the lambdas apart nowhere.
+    The held-out fits are ``GridFit`` points at seed ``seed`` (each, trained to a step, the
+    model ``fit`` gives at its lambda there). Where nothing can be held out (too few
+    identities) or no held-out query has a match, the weakest lambda of the grid, the
+    rule's choice when the held-out data tell the lambdas apart nowhere.
+
+    Raises:
+      learner_loop.TrainingDivergedError: every lambda of the grid diverged.
     """
     grid = tuple(float(v) for v in cfg.lam_grid)
     weakest = min(grid)
+    if len(grid) == 1:
+        return _said(grid[0], f"lam {grid[0]:g}, the grid's only value")
     held = held_out.split(np.asarray(labels), cfg.val_fraction, seed=seed)
     if isinstance(held, str):
         return _said(weakest, f"lam {weakest:g}, the grid's weakest: {held}")
@@ -127,19 +165,58 @@ def choose(fit, x, labels, cams, cfg, *, seed: int) -> tuple[float, str]:
     labels = np.asarray(labels)
     cams = None if cams is None else np.asarray(cams)
     train_cams, val_cams = (None, None) if cams is None else (cams[tr], cams[va])
-    aps = []
-    for lam in grid:
-        metric, _ = fit(x[tr], labels[tr], train_cams, with_lam(cfg, lam), seed)
-        aps.append(held_out_ap(metric, x[va], labels[va], val_cams))
-    if not len(aps[0]):
+    points = GridFit(
+        x[tr], labels[tr], cfg, [(lam, cfg.learning_rate) for lam in grid],
+        seed=seed, cams=train_cams,
+    )  # fmt: skip
+
+    def scores(step, live):
+        points.advance(step, live)
+        live = points.live(live)
+        if not live:
+            raise learner_loop.TrainingDivergedError(
+                "WARCA: every lambda of lam_grid diverged on the held-out fits: "
+                + "; ".join(points.failed.values())
+            )
+        return {p: held_out_ap(points.metric(p), x[va], labels[va], val_cams) for p in live}
+
+    steps = rungs(int(cfg.num_iters), int(cfg.log_every), len(grid), factor)
+    chosen, seen = halve(grid, steps, scores, stop=points.drop)
+    if chosen is None:
         return _said(weakest, f"lam {weakest:g}, the grid's weakest: no held-out query has a match")
-    best = choice(grid, aps, "smallest")
     note = (
-        f"{held.num_ids} held-out identities chose lam {grid[best]:g} (held-out mAP "
-        + ", ".join(f"{g:g}: {np.mean(a):.2f}" for g, a in zip(grid, aps, strict=True))
-        + "; the weakest penalty within one standard error of the best)"
+        f"{held.num_ids} held-out identities chose lam {grid[chosen]:g} (held-out mAP at "
+        + "; ".join(
+            f"step {step}: " + ", ".join(f"{grid[p]:g}: {np.mean(a):.2f}" for p, a in aps.items())
+            for step, aps in seen
+        )
+        + "; the weakest penalty within one standard error of the best goes on)"
     )
-    return _said(grid[best], note)
+    return _said(grid[chosen], note)
+
+
+def halve(grid, steps, scores, *, stop=None):
+    """Successive halving of the lambdas ``grid`` over the rungs ``steps`` (``rungs``).
+
+    ``scores(step, live)`` trains the live points (indices of ``grid``) to ``step`` and
+    returns {point: its held-out APs} for those still alive; ``stop(point)``, if given, is
+    called for each point that does not go on. Returns (the point left, [(step, that
+    rung's scores)]), or (None, ...) when no held-out query has a match.
+    """
+    live, seen = list(range(len(grid))), []
+    for step, keep in steps:
+        aps = scores(step, live)
+        live = list(aps)
+        seen.append((step, aps))
+        if not len(aps[live[0]]):
+            return None, seen
+        order = ranking([grid[p] for p in live], [aps[p] for p in live], "smallest")
+        going = sorted(live[k] for k in order[:keep])
+        for p in live:
+            if p not in going and stop is not None:
+                stop(p)
+        live = going
+    return live[0], seen
 
 
 def _said(lam: float, note: str) -> tuple[float, str]:
