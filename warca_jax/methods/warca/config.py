@@ -82,6 +82,14 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # the directions it never moved stay as they started; on the whole datasets the two
     # starts tie (measurements: docs/methods.md#what-warca-needs-beyond-the-paper).
     m.init = "pca"
+    # the primal form on no more training images than features (N <= D: the 2,580-d colour
+    # + LBP descriptor on VIPeR's 632 training images; LOMO's 26,960): W = W' B, B an
+    # orthonormal basis [k, D] of the span of the centred training features and W' [D', k]
+    # trained on their coordinates. The training distances and the penalty are W's (every
+    # difference of training points lies in the span), a step costs about k / D of the
+    # full form's, and W has no part outside the span, which the training data never see
+    # (Adam's per-coordinate steps put one there in the full form). Used when k >= D'.
+    m.span = True
 
     if variant == "chi2":
         m.kernel = "chi2_rbf"
@@ -165,6 +173,8 @@ def check_config(cfg, *, n: int, d: int) -> None:
                 f"output dim {cfg.dim} exceeds the Nystroem feature dimension "
                 f"min(num_landmarks, N) = {min(cfg.num_landmarks, n)}"
             )
+    if not isinstance(cfg.span, bool):
+        raise ValueError(f"span must be True or False, got {cfg.span!r}")
     if not isinstance(cfg.num_devices, int) or cfg.num_devices < 0:
         raise ValueError(f"num_devices must be an int >= 0 (0: all), got {cfg.num_devices!r}")
     if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
