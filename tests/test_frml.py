@@ -10,6 +10,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
+from warca_jax import defaults, linalg
 from warca_jax.methods import frml
 
 _method = functools.partial(method_section, "frml")
@@ -112,3 +113,34 @@ def test_bad_input_is_refused(mutate, overrides, match):
 def test_divergence_is_an_error():
     cfg = _method(dim=4, num_iters=20, batch_size=64, log_every=20, learning_rate=1e30)
     learner_checks.assert_diverges(frml.fit, *_small_problem(), cfg, "diverged|non-finite")
+
+
+
+def _one_nn_accuracy(z, labels) -> float:
+    d = np.linalg.norm(z[:, None] - z[None], axis=-1)
+    np.fill_diagonal(d, np.inf)
+    return float(np.mean(labels[np.argmin(d, axis=1)] == labels))
+
+
+@pytest.mark.slow
+def test_wide_data_trains_in_the_span_of_the_training_features():
+    x, y = _small_problem(num_ids=40, images_per_id=4)
+    rng = np.random.default_rng(0)
+    d = 240  # D > N = 80 training images
+    lift = rng.standard_normal((x.shape[1], d)).astype(np.float32) / np.sqrt(x.shape[1])
+    noise = 0.05 * rng.standard_normal((len(y), d)).astype(np.float32)
+    wide = x @ lift + noise
+    train, test = y < 20, y >= 20
+    cfg = _method("small", dim=8, learning_rate=0.1)
+    metrics = {}
+    for span in (True, False):
+        metrics[span], _ = frml.fit(wide[train], y[train], defaults.overridden(cfg, span=span))
+    assert metrics[True].projection.shape == (8, d)
+    # no part outside the span of the centred training features: data off it is ignored
+    basis = linalg.training_span(wide[train], min_dim=8).basis
+    off = rng.standard_normal(d).astype(np.float32)
+    off -= basis.T @ (basis @ off)
+    np.testing.assert_allclose(metrics[True].projection @ off, 0, atol=1e-4)
+    assert np.abs(metrics[False].projection @ off).max() > 1e-2  # the full form keeps one
+    accuracy = {s: _one_nn_accuracy(m.transform(wide[test]), y[test]) for s, m in metrics.items()}
+    assert accuracy[True] > 0.5 and accuracy[True] >= accuracy[False] - 0.1, accuracy

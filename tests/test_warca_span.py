@@ -20,7 +20,9 @@ def _wide(num_ids=30, d=300):
 
 def _cfg(**overrides):
     cfg = default_config("linear")
-    cfg.update({"lam": 1e-3, "dim": 8, "num_iters": 20, "log_every": 10, "batch_size": 64, **overrides})
+    cfg.update(
+        {"lam": 1e-3, "dim": 8, "num_iters": 20, "log_every": 10, "batch_size": 64, **overrides}
+    )
     return cfg
 
 
@@ -33,7 +35,7 @@ def test_the_span_form_is_the_full_form_at_the_same_w():
     x, y, c = _wide()
     span = _prepared(x, y, c, _cfg(span=True))
     full = _prepared(x, y, c, _cfg(span=False))
-    basis = span.problem.basis
+    basis = span.problem.span.basis
     assert basis.shape == (len(y) - 1, x.shape[1])  # k = N - 1 coordinates for D = 300
     np.testing.assert_allclose(basis @ basis.T, np.eye(len(basis)), atol=1e-5)
     w = span.params
@@ -59,12 +61,12 @@ def test_the_span_form_is_the_full_form_at_the_same_w():
 
 def test_the_span_is_used_only_where_it_is_exact_and_smaller():
     x, y, c = _wide()
-    assert _prepared(x, y, c, _cfg(span=True)).problem.basis is not None
+    assert _prepared(x, y, c, _cfg(span=True)).problem.span is not None
     # more images than features, or a span narrower than D': the full form
     narrow, yn, cn = make_synthetic(num_ids=30, images_per_id=4, dim=32, seed=0)
-    assert _prepared(narrow, yn, cn, _cfg(span=True)).problem.basis is None
+    assert _prepared(narrow, yn, cn, _cfg(span=True)).problem.span is None
     few = np.isin(y, np.unique(y)[:2])  # 8 images: a span of 7 < D' = 8
-    assert _prepared(x[few], y[few], c[few], _cfg(span=True)).problem.basis is None
+    assert _prepared(x[few], y[few], c[few], _cfg(span=True)).problem.span is None
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ never inside a training loop: JAX has no advantage for a single eigendecompositi
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +76,38 @@ def span_basis(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = x.mean(axis=0)
     _, basis = _gram_directions(x - mean)
     return mean.astype(np.float32), basis.astype(np.float32)
+
+
+class Span(NamedTuple):
+    """The span of the centred rows of training features, for a linear learner with no more
+    training images than features (N <= D) whose loss sees the data only through
+    differences of training points: it trains on the k <= N - 1 coordinates ``coords``
+    instead of D, and its [D', k] map is ``lift``ed to the [D', D] one, which has no part
+    outside the span."""
+
+    mean: np.ndarray  # [D]
+    basis: np.ndarray  # [k, D], orthonormal rows
+
+    def coords(self, x) -> np.ndarray:
+        """[N, k] float32 coordinates of the rows of ``x`` (their centred projections)."""
+        return ((np.asarray(x, np.float64) - self.mean) @ self.basis.T.astype(np.float64)).astype(
+            np.float32
+        )
+
+    def lift(self, projection) -> np.ndarray:
+        """The [D', D] map of a [D', k] map on ``coords``."""
+        return np.asarray(projection, np.float32) @ self.basis
+
+
+def training_span(x, *, min_dim: int) -> Span | None:
+    """The ``Span`` of training features ``x`` [N, D] with N <= D, or None: more rows than
+    columns (no saving), or a span of fewer than ``min_dim`` dimensions (a learner's D'
+    orthonormal rows need D' of them)."""
+    n, d = x.shape
+    if n > d:
+        return None
+    mean, basis = span_basis(x)
+    return Span(mean, basis) if basis.shape[0] >= min_dim else None
 
 
 def initial_map(x: np.ndarray, dim: int) -> np.ndarray:

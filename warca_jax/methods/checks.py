@@ -230,6 +230,13 @@ def check_numbers(cfg, fields: tuple[str, ...], **bounds) -> None:
         check_number(cfg, field, **bounds)
 
 
+def check_bool(cfg, field: str) -> None:
+    """Raises ValueError unless ``cfg.<field>`` is True or False."""
+    value = getattr(cfg, field)
+    if not isinstance(value, bool):
+        raise ValueError(f"{field} must be True or False, got {value!r}")
+
+
 def check_choice(cfg, field: str, choices: tuple[str, ...], *, also: tuple[str, ...] = ()):
     """Returns ``cfg.<field>`` when it is one of ``choices`` (or of ``also``, e.g. 'none').
 

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop, losses, sampling
+from warca_jax import learner_loop, linalg, losses, sampling
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 
@@ -75,6 +75,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_number(cfg, "lam", low=0)
     checks.check_choice(cfg, "sampler", sampling.SAMPLERS)
     checks.check_choice(cfg, "weighting", losses.WEIGHTINGS)
+    checks.check_bool(cfg, "span")
 
 
 # FRML's margin is in the units of the (squared) distances, so features too small or too
@@ -182,6 +183,10 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
     """
     x, y, _ = validate(features, labels, cfg)
     loop = learner_loop.Loop.start("FRML", features, log_fn, progress, callback)
+    input_dim = x.shape[1]
+    span = linalg.training_span(x, min_dim=cfg.dim) if cfg.span else None
+    if span is not None:  # the loss sees only differences of training points
+        x = span.coords(x)
     table = sampling.make_pair_table(y)
     key_init, key_train = jax.random.split(jax.random.PRNGKey(seed))
     q, _ = jnp.linalg.qr(jax.random.normal(key_init, (x.shape[1], cfg.dim), jnp.float32))
@@ -196,7 +201,8 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
 
     def make_metric(state) -> Metric:
         w = np.asarray(state.u.T * jnp.sqrt(state.s)[:, None])
-        return Metric(kind="linear", input_dim=x.shape[1], projection=w, name="frml")
+        w = w if span is None else span.lift(w)
+        return Metric(kind="linear", input_dim=input_dim, projection=w, name="frml")
 
     hint = f"lower learning_rate (now {cfg.learning_rate:g})"
     return loop.fit(
@@ -220,6 +226,11 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     m.num_iters = 500  # Riemannian SGD steps.
     m.learning_rate = 3e-3  # constant step size eta (scale with 1 / ||x_i - x_j||^2).
     m.log_every = 100  # steps between history rows.
+    # with no more training images than features (N <= D), M on the k <= N - 1 coordinates
+    # of the span of the centred training features (``linalg.Span``): every difference
+    # the loss sees lies there, a step costs about k / D of the full form's, and M has no
+    # part outside the span (the full form keeps one from its random start); used when k >= dim.
+    m.span = True
     if variant == "small":  # rank 16, 200 steps of 128 pairs
         m.dim = 16
         m.batch_size = 128

@@ -173,8 +173,7 @@ def check_config(cfg, *, n: int, d: int) -> None:
                 f"output dim {cfg.dim} exceeds the Nystroem feature dimension "
                 f"min(num_landmarks, N) = {min(cfg.num_landmarks, n)}"
             )
-    if not isinstance(cfg.span, bool):
-        raise ValueError(f"span must be True or False, got {cfg.span!r}")
+    checks.check_bool(cfg, "span")
     if not isinstance(cfg.num_devices, int) or cfg.num_devices < 0:
         raise ValueError(f"num_devices must be an int >= 0 (0: all), got {cfg.num_devices!r}")
     if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":

@@ -37,7 +37,7 @@ class _Problem(NamedTuple):
     gamma: float  # the kernel's bandwidth (1 without a kernel)
     landmarks: np.ndarray | None  # Nystroem: the landmarks and the map M
     nys_proj: np.ndarray | None
-    basis: np.ndarray | None = None  # the span form: W = params @ basis (``_span``)
+    span: linalg.Span | None = None  # the primal form on the span: W = span.lift(params)
 
 
 def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key) -> _Problem:
@@ -54,31 +54,12 @@ def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key
         scale = prepare.feature_scale(phi, normalize=cfg.normalize)
         params = prepare.init_params(key, dim=cfg.dim, d=phi.shape[1], x=phi, init=cfg.init)
         return _Problem(phi, params, scale, gamma, landmarks, nys_proj)
-    basis = _span(x, cfg)
-    if basis is not None:
-        mean, basis = basis
-        x = (np.asarray(x, np.float64) - mean) @ basis.T.astype(np.float64)
-        x = x.astype(np.float32)
+    span = linalg.training_span(x, min_dim=cfg.dim) if cfg.span else None
+    if span is not None:  # every difference of training points lies in it (config.span)
+        x = span.coords(x)
     scale = prepare.feature_scale(x, normalize=cfg.normalize)
     params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, init=cfg.init)
-    return _Problem(x, params, scale, 1.0, None, None, basis)
-
-
-def _span(x, cfg) -> tuple[np.ndarray, np.ndarray] | None:
-    """(mean, basis [k, D]) of the span of the centred training features, for the primal
-    form's ``cfg.span`` with no more images than features (N <= D), or None.
-
-    Every difference of two training points lies in that span, so W = W' basis gives the
-    training distances and the penalty (W W^T = W' W'^T) of W' on the coordinates
-    (x - mean) basis^T: the loss is the same function, on k <= N - 1 coordinates instead
-    of D. None where the span has fewer than D' dimensions (W' could not have D'
-    orthonormal rows).
-    """
-    n, d = x.shape
-    if not cfg.span or n > d:
-        return None
-    mean, basis = linalg.span_basis(x)
-    return (mean, basis) if basis.shape[0] >= cfg.dim else None
+    return _Problem(x, params, scale, 1.0, None, None, span)
 
 
 def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Metric:
@@ -103,7 +84,7 @@ def _metric(params, cfg, x, problem: _Problem, data, *, kernel_form: bool) -> Me
     elif kernel_form:
         projection, support, kernel, kind = params, x, cfg.kernel, "kernel"
     else:
-        projection = params if problem.basis is None else params @ problem.basis
+        projection = params if problem.span is None else problem.span.lift(params)
         projection, support, kernel, kind = projection, None, "none", "linear"
     return Metric(
         kind=kind,
