@@ -170,6 +170,9 @@ class WARCA(_Named):
     init : str, default='pca'
         The initial W: the training data's top D' principal axes ('pca'), or random
         orthonormal rows ('random').
+    span : bool, default=True
+        Primal form with no more samples than features: W trained on the coordinates of
+        the span of the centred training samples (the same distances, a cheaper step).
     seed : int, default=0
         Seed of the initialisation and of the minibatch draws.
 
@@ -209,6 +212,7 @@ class WARCA(_Named):
         log_every: int = 100,
         num_devices: int = 0,
         init: str = "pca",
+        span: bool = True,
         seed: int = 0,
     ):
         self.dim = dim
@@ -236,6 +240,7 @@ class WARCA(_Named):
         self.log_every = log_every
         self.num_devices = num_devices
         self.init = init
+        self.span = span
         self.seed = seed
 
 

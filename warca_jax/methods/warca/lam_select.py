@@ -19,9 +19,9 @@ protocol does across splits with its cross-validation:
 Why the weakest: the best lambda falls as the training set grows (docs/penalty.md), so the
 training part's best is at or above the whole set's; among the lambdas the held-out
 people cannot tell apart, the weakest is the one nearest the whole set's best. Why rungs:
-the held-out fits cost 4 x 0.8 fits when every lambda trains to the end; stopped at
-``num_iters / 9`` and ``num_iters / 3`` they cost 0.71 of one fit, and their choice was
-measured against the one at the end (docs/penalty.md). Where nothing can be held out, the
+4 lambdas trained to the end on 80% of the data cost 3.2 fits; halved at
+``num_iters / 9`` and ``num_iters / 3`` they cost under one, and their choice was measured
+against the one at the end (docs/penalty.md). Where nothing can be held out, the
 grid's weakest lambda is used; a grid of one lambda is used as it is. The protocol's
 cross-validation sets lambda itself (``protocol.plan.run_method_config``).
 """
