@@ -3,6 +3,11 @@
 their tests share); and ``known_defect``, the one way to mark a test that fails today for a
 known reason."""
 
+import os
+import shutil
+import tempfile
+
+import jax
 import pytest
 
 from warca_jax import cli, datasets, defaults, evaluation
@@ -14,6 +19,23 @@ from warca_jax.synthetic import make_synthetic
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points
 # have them (cli.reproducible_numerics; before JAX's first computation).
 cli.reproducible_numerics()
+
+# One persistent compilation cache for the test session, in a private temporary folder
+# removed at its end: the entry points that tests start as processes (the main job, the
+# protocol's workers, the notebooks' kernels) and the tests that rebuild a program compile
+# the same programs again and again, a second or more each on 2 CPU cores; from the cache a
+# program is read instead. The same executables, so the same numbers. (A process started
+# by a test inherits the folder through JAX's environment variables.)
+_COMPILE_CACHE = tempfile.mkdtemp(prefix="warca_jax_tests_jit_")
+os.environ["JAX_COMPILATION_CACHE_DIR"] = _COMPILE_CACHE
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
+jax.config.update("jax_compilation_cache_dir", _COMPILE_CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
+
 
 # the shared checks' asserts report their operands as a test's own do
 pytest.register_assert_rewrite("learner_checks")

@@ -46,7 +46,7 @@ for name, over in cases.items():
     res = {}
     for nd in (1, 8):
         cfg = defaults.method_config("warca:small")
-        cfg.update(num_iters=60, log_every=20, num_devices=nd, lam=1e-3, **over)
+        cfg.update(num_iters=20, log_every=10, num_devices=nd, lam=1e-3, **over)
         metric, hist = warca.fit(feats, y, cfg, seed=3)
         res[nd] = (np.asarray(metric.projection), [h["loss"] for h in hist])
     p1, pn = res[1][0], res[8][0]
@@ -158,7 +158,13 @@ def test_two_processes_train_as_one_mesh_like_one_process(tmp_path):
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     env = cpu_env(JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo")
-    common = ["--config=configs/warca.py:small", "--config.progress=False"]
+    # one split of the config's two: each process runs the held-out choice of lambda and
+    # the final fit on the mesh
+    common = [
+        "--config=configs/warca.py:small",
+        "--config.data.num_splits=1",
+        "--config.progress=False",
+    ]
     dist = [f"--coordinator_address=localhost:{port}", "--num_processes=2"]
     procs = [
         subprocess.Popen(
