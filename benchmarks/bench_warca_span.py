@@ -1,17 +1,18 @@
-"""Linear WARCA in the span of its training features against the full form, side by side.
+"""A linear learner in the span of its training features against the full form, side by side.
 
 With no more training images than features (VIPeR's 2,580-d colour + LBP descriptor on
 632 training images, CUHK01's on 1,940, ORL's on 200), linear WARCA trains W = W' B on
 the k <= N - 1 coordinates of the span of the centred training features
-(``method.span``, the default) instead of all D. Per split this script fits
-``configs/warca.py`` (linear, D' the paper's for the dataset, lambda ``--lam``, or chosen
-by the default rule when empty) with ``span`` True and False, one after the other, and
+(``method.span``, the default) instead of all D; so does FRML (``--method=frml``). Per split
+this script fits ``configs/<method>.py`` (WARCA linear, D' the paper's for the dataset,
+lambda ``--lam``, or for WARCA chosen by the default rule when empty; step ``--eta``) with
+``span`` True and False, one after the other, and
 prints one JSON line each: the fit's seconds (its compilation included) and seconds per
 step (the fit's last logged chunks), test rank-1 and mAP; then a table, mean ± std over
 the splits, with the ratio of the two forms' times.
 
   python -m benchmarks.bench_warca_span --data=viper=PATH/VIPeR,cuhk01=PATH/CUHK01,orl \\
-      [--splits=10] [--lam=1e-4] [--eta=1e-2] [--cache_dir=/tmp/warca_cache]
+      [--method=warca] [--splits=10] [--lam=1e-4] [--eta=1e-2] [--cache_dir=/tmp/warca_cache]
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, defaults
-from warca_jax.methods import warca
+from warca_jax import config_files, defaults, pipeline
 
 _DATA = flags.DEFINE_list("data", "orl", "orl,viper=PATH,cuhk01=PATH")
+_METHOD = flags.DEFINE_enum("method", "warca", ("warca", "frml"), "the linear learner")
 _SPLITS = flags.DEFINE_integer("splits", 10, "splits of each dataset")
 _FIRST_SPLIT = flags.DEFINE_integer("first_split", 0, "the first split")
 _LAM = flags.DEFINE_string("lam", "", "lambda ('': chosen per fit by the default rule)")
@@ -37,8 +38,11 @@ _CACHE_DIR = flags.DEFINE_string("cache_dir", "/tmp/warca_cache", "descriptor ca
 
 
 def _config(name: str, span: bool):
-    base = config_files.load_config_module("configs/warca.py").get_config("linear").method
+    module = config_files.load_config_module(f"configs/{_METHOD.value}.py")
+    base = module.get_config("linear" if _METHOD.value == "warca" else "default").method
     lam = float(_LAM.value) if _LAM.value else None
+    if lam is None and _METHOD.value != "warca":
+        lam = base.lam  # FRML's own L2 weight
     return defaults.overridden(
         base, dim=real_data.paper_dim(name), lam=lam, learning_rate=_ETA.value, span=span
     )
@@ -55,12 +59,13 @@ def main(argv) -> None:
         for s, x, y, cams, scores in real_data.splits(name, path, which, _CACHE_DIR.value):
             for span in (True, False):
                 t = time.perf_counter()
-                metric, hist = warca.fit(x, y, _config(name, span), seed=s, cams=cams)
+                cfg = _config(name, span)
+                metric, hist = pipeline.fit_method(x, y, cfg, seed=s, cams=cams)
                 seconds = time.perf_counter() - t
                 rank1, m_ap = scores(metric)
                 step_s = np.diff([r["seconds"] for r in hist[-5:]]).mean() / hist[0]["step"]
-                row = dict(data=name, split=s, span=span, n=len(y), d=x.shape[1],
-                           seconds=round(seconds, 2), step_ms=round(1e3 * step_s, 2),
+                row = dict(method=_METHOD.value, data=name, split=s, span=span, n=len(y),
+                           d=x.shape[1], seconds=round(seconds, 2), step_ms=round(1e3 * step_s, 2),
                            lam=hist[-1].get("lam", _LAM.value), rank1=rank1, mAP=m_ap)  # fmt: skip
                 print(json.dumps(row), flush=True)
                 rows.append(row)
