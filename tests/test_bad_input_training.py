@@ -14,6 +14,7 @@ from repo_configs import method_section as _method
 
 from warca_jax import kernels, learner_loop, methods
 from warca_jax.methods import warca
+from warca_jax.methods.warca import lam_select
 from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.synthetic import make_synthetic
 
@@ -259,8 +260,9 @@ def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
     # LMNN fits twice by default: first without held-out identities, to choose its number
     # of steps (that model is checked too, on the features it saw), then on all of them.
     fits = 2 if name == "lmnn" and cfg.val_fraction > 0 else 1
-    if name == "warca" and cfg.lam is None:  # one fit per lambda of the grid, held out
-        fits = len(cfg.lam_grid) + 1
+    if name == "warca" and cfg.lam is None:  # the held-out lambdas' models at each rung
+        rungs = lam_select.rungs(cfg.num_iters, cfg.log_every, len(cfg.lam_grid))
+        fits = len(cfg.lam_grid) + sum(keep for _, keep in rungs[:-1]) + 1
     assert len(seen) == fits, f"{name}: check_model ran {len(seen)} times"
     assert seen[-1][0] is metric
     assert seen[-1][1] is not None and np.shape(seen[-1][1]) == x.shape

@@ -101,7 +101,7 @@ class GridFit:
             todo = [p for p in self.live(todo) if self.steps[p] < until]
         for p in self.live(points):
             if self.steps[p] == self.num_iters:
-                self._check_model(p)
+                self.check_model(p)
 
     def _chunk(self, group: list[int], length: int) -> list[dict]:
         prep = self.prep
@@ -129,7 +129,9 @@ class GridFit:
         if self.steps[p] <= self.log_every and "loss" in row:  # the first row
             self._reference[p] = max(abs(row["loss"]), abs(self._reference[p] or 0.0), 1.0)
 
-    def _check_model(self, p: int) -> None:
+    def check_model(self, p: int) -> None:
+        """``learner_loop.check_model`` of point ``p``'s model at the step it has reached
+        (``advance`` runs it at ``num_iters``); an unusable model fails the point."""
         try:
             learner_loop.check_model(
                 self.prep.metric(self.states[p].params),

@@ -172,6 +172,9 @@ def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[fl
 
     def scores(step, live):
         points.advance(step, live)
+        for p in points.live(live):  # a model stopped early is checked as a final one is
+            if points.steps[p] < points.num_iters:
+                points.check_model(p)
         live = points.live(live)
         if not live:
             raise learner_loop.TrainingDivergedError(
