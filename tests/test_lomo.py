@@ -164,7 +164,7 @@ def test_msrcp_keeps_each_pixels_chromaticity():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("retinex", ["none", "msrcr", "msrcp"])
+@pytest.mark.parametrize("retinex", ["liao", "none", "msrcr", "msrcp"])
 def test_every_retinex_gives_a_normalised_descriptor(retinex):
     x = np.random.default_rng(1).integers(0, 256, size=(2, 128, 48, 3)).astype(np.uint8)
     d = np.asarray(lomo(x, retinex=retinex))
