@@ -15,6 +15,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, plots, protocol, run_files
+from warca_jax.protocol import pool
 from warca_jax.protocol.report import is_kernel
 
 get_config = config_module("protocol").get_config
@@ -463,3 +464,18 @@ def test_a_stopped_protocol_ends_its_workers_in_one_line(tmp_path, how):
     assert last.startswith("interrupted by ") and "run the same command to resume" in last
     assert str(tmp_path) in last
     assert not glob.glob(f"{tmp_path}/**/.lock", recursive=True), "a lock was left behind"
+
+
+def test_workers_share_the_cores_among_their_blas_threads(monkeypatch):
+    # each worker's BLAS gets its share of the cores, a variable the user set is kept, and
+    # the parent's environment is as it was once the workers have started
+    for name in pool.BLAS_THREAD_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    cores = pool.blas_threads(1)
+    assert pool.blas_threads(2) == max(1, cores // 2) and pool.blas_threads(cores + 1) == 1
+    saved = pool._share_blas_threads(2)
+    share = str(max(1, cores // 2))
+    assert os.environ["OPENBLAS_NUM_THREADS"] == os.environ["OMP_NUM_THREADS"] == share
+    assert os.environ["MKL_NUM_THREADS"] == "3"
+    assert saved == {"OPENBLAS_NUM_THREADS": None, "OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "3"}

@@ -97,6 +97,37 @@ def _start_worker(parent: int, period: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+# The variables that set the threads of the BLAS / LAPACK libraries numpy and scipy load
+# (OpenBLAS, an OpenMP build, MKL), read once when the library loads.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def blas_threads(num_workers: int) -> int:
+    """The BLAS threads of each of ``num_workers`` workers: this process's cores shared
+    among them, at least one each."""
+    if hasattr(os, "sched_getaffinity"):  # the cores this process may run on (Linux)
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    return max(1, cores // num_workers)
+
+
+def _share_blas_threads(num_workers: int) -> dict[str, str | None]:
+    """Sets, in this process's environment that spawned workers inherit, each BLAS thread
+    variable the user has not set to ``blas_threads(num_workers)``; returns each
+    variable's value before (None: unset, so set here and to be removed after).
+
+    Each BLAS library starts a thread per core: workers side by side would run more
+    threads than cores, and OpenBLAS's threads, which wait by spinning, then slow each
+    other's factorisations (eigh, SVD, Cholesky) many times over.
+    """
+    saved = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
+    for k in BLAS_THREAD_VARS:
+        if saved[k] is None:
+            os.environ[k] = str(blas_threads(num_workers))
+    return saved
+
+
 def _run_all(todo: list[dict], num_workers: int, done) -> None:
     """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
     if num_workers <= 1:
@@ -106,10 +137,15 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    pool = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(),)
-    )
-    futures = {pool.submit(grid_job.run_any, job): job for job in todo}
+    saved = _share_blas_threads(num_workers)
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            num_workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(),)
+        )
+        futures = {pool.submit(grid_job.run_any, job): job for job in todo}
+    finally:  # the workers have started with them; this process keeps its own
+        for k in [k for k, v in saved.items() if v is None]:
+            os.environ.pop(k, None)
     try:
         for fut in concurrent.futures.as_completed(futures):
             done(futures[fut], fut.result())
