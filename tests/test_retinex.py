@@ -67,10 +67,13 @@ def test_rows_then_columns_match_a_gaussian_filter_once_the_shift_is_undone(sigm
 
 
 def test_a_constant_passes_unchanged_to_the_edges():
-    x = np.full((2, 17, 9, 3), 87.0)
-    for sigma in (5.0, 20.0):
-        np.testing.assert_array_equal(recursive_gaussian(x, sigma, 2), x)
-        np.testing.assert_array_equal(recursive_gaussian(x, sigma, 1), x)
+    """Edges replicated and a gain of 1: a constant stays that constant (to rounding) at
+    every pixel, the first and last 3 included."""
+    for value in (10.0, 87.0, 265.0):
+        x = np.full((2, 17, 9, 3), value)
+        for sigma in (5.0, 20.0):
+            np.testing.assert_allclose(recursive_gaussian(x, sigma, 2), x, rtol=1e-13)
+            np.testing.assert_allclose(recursive_gaussian(x, sigma, 1), x, rtol=1e-13)
     with pytest.raises(ValueError, match="shift must be 0, 1, 2 or 3"):
         recursive_gaussian(x, 5.0, 1, shift=4)
 

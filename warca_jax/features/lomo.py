@@ -188,8 +188,8 @@ def _young_van_vliet(sigma: float) -> tuple[float, float, float, float, float]:
 
     As GIMP's retinex plug-in computes them: q from sigma by the paper's eq. 11b, in single
     precision (GIMP's ``gfloat``), then b0..b3 (eq. 8c) and the normalisation B =
-    1 - (b1 + b2 + b3) / b0 (eq. 10) in double precision, so that a constant passes
-    unchanged.
+    1 - (b1 + b2 + b3) / b0 (eq. 10) in double precision: the filter's gain is 1, so a
+    constant passes unchanged (to rounding).
     """
     if sigma >= 2.5:
         q = 0.98711 * sigma - 0.96330
@@ -288,10 +288,10 @@ def liao_stretch(r: np.ndarray) -> np.ndarray:
     Returns:
       r's shape, float64 in [0, 255].
     """
-    flat = r.reshape(len(r), -1)
-    m = flat.shape[1]
+    values = r.reshape(len(r), -1)
+    m = values.shape[1]
     i_lo, i_hi = m // 40, 39 * m // 40  # floor(0.025 m), floor(0.975 m), exactly
-    ordered = np.partition(flat, (i_lo, i_hi), axis=1)
+    ordered = np.partition(values, (i_lo, i_hi), axis=1)
     shape = (-1,) + (1,) * (r.ndim - 1)
     lo, hi = ordered[:, i_lo].reshape(shape), ordered[:, i_hi].reshape(shape)
     span = hi - lo
