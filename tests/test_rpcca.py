@@ -10,12 +10,16 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
+from warca_jax import defaults, linalg
 from warca_jax.methods import rpcca
 from warca_jax.metric import Metric
 
 _method = functools.partial(method_section, "rpcca")
 
 _small_problem = functools.partial(small_problem, signal_dim=3)
+
+
+_KEY = jax.random.split(jax.random.PRNGKey(0), 3)[0]  # fit's pair key at seed 0
 
 
 def _pairs(y, seed=0):
@@ -183,4 +187,33 @@ def test_bad_input_is_refused(mutate, overrides, match):
     x, y = _small_problem()
     learner_checks.assert_refused(
         rpcca.fit, *mutate(x - x.mean(), y), _method(**{"dim": 4, **overrides}), match
+    )
+
+
+@pytest.mark.parametrize("init", ["random", "pca"])
+def test_wide_data_trains_in_the_span_like_the_full_form(init):
+    # D > N: the span form's steps are the full form's in other axes (plain gradient
+    # descent), and the map's part outside the span decays as the full form's does, so
+    # the two give the same map and the same losses up to float rounding
+    x, y = _small_problem(num_ids=12)
+    rng = np.random.default_rng(0)
+    lift = rng.standard_normal((x.shape[1], 200)).astype(np.float32) / np.sqrt(x.shape[1])
+    wide = x @ lift + 0.05 * rng.standard_normal((len(y), 200)).astype(np.float32)
+    assert wide.shape[0] < wide.shape[1]
+    cfg = _method("small", dim=6, num_iters=100, log_every=50, init=init)
+    i, _, _ = rpcca.pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=_KEY)
+    cfg = defaults.overridden(cfg, lam=2e-3 * len(i))  # the outside part shrinks 0.4% a step
+    got = {}
+    for span in (True, False):
+        got[span] = rpcca.fit(wide, y, defaults.overridden(cfg, span=span))
+    (m_span, h_span), (m_full, h_full) = got[True], got[False]
+    assert m_span.projection.shape == m_full.projection.shape == (6, 200)
+    scale = np.abs(m_full.projection).max()
+    np.testing.assert_allclose(m_span.projection, m_full.projection, atol=2e-4 * scale)
+    if init == "random":  # a part outside the span, shrunk by the penalty
+        basis = linalg.training_span(wide, min_dim=1).basis
+        off = m_full.projection - (m_full.projection @ basis.T) @ basis
+        assert np.abs(off).max() > 1e-3 * scale
+    np.testing.assert_allclose(
+        [r["loss"] for r in h_span], [r["loss"] for r in h_full], rtol=1e-4
     )

@@ -58,6 +58,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_number(cfg, "lam", low=0)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_numbers(cfg, ("num_iters", "log_every"), low=1, integer=True)
+    checks.check_bool(cfg, "span")
     checks.check_number(cfg, "batch_size", low=0, integer=True, note="; 0: full batch")
     if "tol" in cfg:  # configs written before the fields ran all num_iters steps
         checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
@@ -162,34 +163,50 @@ def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition
 
 
 def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
-    """Jitted ``chunk(params, feats, i, j, y, key, step0, length) -> (params, metrics)``.
+    """Jitted ``chunk(params, feats, i, j, y, key, step0, length, outside) -> (params,
+    metrics)``.
 
-    Built once per setting through ``learner_loop.compiled``.
+    ``outside`` is ||L_0's part outside the span||^2 when the linear form trains in the span
+    of its training features (0 otherwise): that part only decays, by (1 - 2 lr lam) a step,
+    and the loss counts its penalty as the full form's does. Built once per setting through
+    ``learner_loop.compiled``.
     """
     loss_and_grad = kernel_loss_and_grad if kernel_form else linear_loss_and_grad
 
-    def step(params, t, feats, i, j, y, key):
+    def step(params, t, feats, i, j, y, key, outside):
         if batch:
             pick = jax.random.randint(jax.random.fold_in(key, t), (batch,), 0, i.shape[0])
             i, j, y = i[pick], j[pick], y[pick]
         loss, grad = loss_and_grad(params, feats, i, j, y, beta=beta, lam=lam)
+        loss = loss + lam * outside * outside_decay(lr, lam, t) ** 2
         return params - lr * grad, {"loss": loss}
 
-    def chunk(params, feats, i, j, y, key, step0, length):
+    def chunk(params, feats, i, j, y, key, step0, length, outside):
         ts = step0 + jnp.arange(length)
-        return learner_loop.scan_steps(lambda p, t: step(p, t, feats, i, j, y, key), params, ts)
+        return learner_loop.scan_steps(
+            lambda p, t: step(p, t, feats, i, j, y, key, outside), params, ts
+        )
 
     return jax.jit(chunk, static_argnums=7)
 
 
-def initial_map(x, i, j, cfg, key_init, feature_scale) -> tuple[jax.Array, jax.Array, float, float]:
-    """(feats, params, scale, gamma): what rPCCA trains from.
+def outside_decay(lr: float, lam: float, steps):
+    """The factor on L's part outside the span after ``steps`` gradient steps: the data
+    loss does not see that part, so each step only shrinks it by the penalty's 2 lr lam."""
+    return (1.0 - 2.0 * lr * lam) ** steps
+
+
+def initial_map(x, i, j, cfg, key_init, feature_scale, span=None):
+    """(feats, params, scale, gamma, outside): what rPCCA trains from.
 
     ``feats``: the Gram matrix of ``x`` (kernel form) or ``x`` itself, divided by
     ``scale``, the mean squared distance of the pairs ``(i, j)`` (refused when 0);
     ``params``: the initial map (random from ``key_init``, or PCA whitened with
     ``init="pca"``), scaled to a mean squared pair distance of 1; ``gamma``: the kernel's
-    bandwidth (1.0 for the linear form).
+    bandwidth (1.0 for the linear form). With ``span`` (a ``linalg.Span`` of ``x``, linear
+    form) ``feats`` are the span's coordinates and ``params`` the map's part in them, and
+    ``outside`` [dim, D] is its part outside the span (None without ``span``), both scaled
+    as the full form's map: the full form's start, split in two.
     """
     gamma = 1.0
     if cfg.kernel != "none":
@@ -210,12 +227,19 @@ def initial_map(x, i, j, cfg, key_init, feature_scale) -> tuple[jax.Array, jax.A
         else:
             q, _ = jnp.linalg.qr(jax.random.normal(key_init, (x.shape[1], cfg.dim), jnp.float32))
             params = q.T
+    outside = None
+    if span is not None:  # the map in the span's coordinates, and its part outside
+        basis = jnp.asarray(span.basis)
+        inside = params @ basis.T
+        outside = params - inside @ basis
+        params = inside
+        feats = jnp.asarray(span.coords(x)) / np.sqrt(scale)
     if not scale > 0 or not np.isfinite(scale):
         raise ValueError("rPCCA needs pairs at non-zero distance; all pair distances are 0")
     # Start with a mean squared pair distance of 1, the loss's threshold.
     emb = feats @ params.T
-    params = params / jnp.sqrt(jnp.mean(jnp.sum((emb[i] - emb[j]) ** 2, axis=1)))
-    return feats, params, scale, gamma
+    norm = jnp.sqrt(jnp.mean(jnp.sum((emb[i] - emb[j]) ** 2, axis=1)))
+    return feats, params / norm, scale, gamma, None if outside is None else outside / norm
 
 
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
@@ -232,7 +256,17 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
     kernel_form = cfg.kernel != "none"
     key_pairs, key_init, key_batch = jax.random.split(jax.random.PRNGKey(seed), 3)
     i, j, sign = pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=key_pairs)
-    feats, params, scale, gamma = initial_map(x, i, j, cfg, key_init, feature_scale)
+    # The linear form with N <= D trains in the span of the centred training features: its
+    # loss sees only differences of training points, and plain gradient descent is the
+    # same in any orthonormal axes, so the map's part in the span follows the full form's
+    # (up to float rounding) at k / D of its cost, and the part outside only decays.
+    span = None
+    if not kernel_form and cfg.span:
+        span = linalg.training_span(np.asarray(x), min_dim=1)
+    feats, params, scale, gamma, outside = initial_map(
+        x, i, j, cfg, key_init, feature_scale, span
+    )
+    outside2 = 0.0 if outside is None else float(jnp.sum(outside * outside))
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
     chunk = learner_loop.compiled(
         make_chunk,
@@ -251,13 +285,20 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
         log_every=int(cfg.log_every),
     )
 
+    steps = 0
+
     def advance(done, length):
-        nonlocal params
-        params, metrics = chunk(params, feats, *pairs, key_batch, done, length)
+        nonlocal params, steps
+        params, metrics = chunk(params, feats, *pairs, key_batch, done, length, outside2)
+        steps = done + length
         return rule.chunk(metrics, done, length)
 
     def make_metric(params) -> Metric:
         proj = np.asarray(params, np.float64)
+        if span is not None:  # back to D: the span's part, and the decayed part outside
+            lam = float(cfg.lam) / len(i)
+            decay = outside_decay(float(cfg.learning_rate), lam, steps)
+            proj = proj @ span.basis.astype(np.float64) + np.asarray(outside, np.float64) * decay
         # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
         proj = proj / scale if kernel_form else proj / np.sqrt(scale)
         return Metric(
@@ -309,6 +350,11 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     m.negatives_per_positive = 10.0  # negative pairs drawn (once, from the seed) per
     #                                  positive pair; every positive pair is used.
     m.batch_size = 0  # pairs per step drawn from the pair set (0: full batch).
+    # The linear form with no more training images than features trains in the span of
+    # the centred training features (``linalg.Span``): the same gradient steps on k <= N - 1
+    # coordinates instead of D, the map's part outside the span carried along as it only
+    # decays. False: the full D-dimensional form.
+    m.span = True
     m.log_every = 100  # steps between lines of metrics.jsonl.
     if variant == "chi2":
         # The chi2-RBF kernel exp(-gamma chi2(x, y)), gamma = 1 / mean training chi2
