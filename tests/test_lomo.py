@@ -9,14 +9,8 @@ import numpy as np
 import pytest
 
 from warca_jax import features
-from warca_jax.features.lomo import (
-    lomo,
-    lomo_dim,
-    msrcp,
-    siltp_codes,
-    tail_quantiles,
-    window_max_histograms,
-)
+from warca_jax.features.lomo import lomo, lomo_dim, siltp_codes, window_max_histograms
+from warca_jax.features.retinex import msrcp, tail_quantiles
 
 COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
 ROWS = (24, 11, 5)  # rows of windows per scale at 128 x 48

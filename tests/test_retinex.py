@@ -8,16 +8,16 @@ import pytest
 from scipy.ndimage import gaussian_filter
 
 from warca_jax.features import feature_cache
-from warca_jax.features import lomo as lomo_module
+from warca_jax.features import retinex as retinex_module
 from warca_jax.features.image_files import load_images
-from warca_jax.features.lomo import (
+from warca_jax.features.lomo import lomo
+from warca_jax.features.retinex import (
     RETINEX,
     keep_brighter,
     liao_colour_restoration,
     liao_msr,
     liao_retinex,
     liao_stretch,
-    lomo,
     recursive_gaussian,
 )
 
@@ -171,7 +171,7 @@ def test_each_step_is_needed_for_the_original_outputs(monkeypatch):
     no_max = np.floor(restored).astype(np.uint8)
     assert np.mean(no_max == outputs) < 0.95
     plain = lambda x, sigma, axis: recursive_gaussian(x, sigma, axis, shift=0)  # noqa: E731
-    monkeypatch.setattr(lomo_module, "recursive_gaussian", plain)
+    monkeypatch.setattr(retinex_module, "recursive_gaussian", plain)
     assert np.mean(liao_retinex(inputs) == outputs) < 0.9
 
 
