@@ -18,9 +18,8 @@ Variants (``--config=configs/protocol.py:<arg>``):
 
 VIPeR, the paper's Table 2 row from the images (the published cam_a/ cam_b/ layout; the
 paper's ten methods plus Euclidean and XQDA; cross-validation on 5 splits: WARCA-chi2 and
-WARCA-L on the paper's full 9 x 4 lambda x eta grid, FRML's step on its grid; about 80
-minutes on 2 CPU cores before WARCA-L and FRML trained in the span of their training
-features, not yet timed since; benchmarks/RESULTS.md has the table it gave):
+WARCA-L on the paper's full 9 x 4 lambda x eta grid by successive halving, FRML's step on
+its grid; docs/results.md has the table it gave and its wall time on 2 CPU cores):
 
   python -m experiments.protocol --config=configs/protocol.py:viper \
       --workdir=/tmp/viper --config.paths="{'viper': 'PATH/VIPeR'}" --num_workers=2
