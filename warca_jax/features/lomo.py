@@ -27,9 +27,9 @@ SILTP borders replicate the edge pixels; at the coarser scales the grey image is
 mean pooled, while the colour pyramid pools the quantised H, S and V bin indices with
 floor(mean) (``ColorPooling``). An odd last row or column is dropped before pooling.
 
-The Retinex (``retinex``, default "liao", the original's reproduced to the pixel) feeds
-only the HSV histogram; SILTP reads the grey level of the input (above). The Retinex
-readings and their steps: ``warca_jax.features.retinex``.
+The Retinex (``retinex``, default "none"; "liao" is the original's, reproduced to the
+pixel) feeds only the HSV histogram; SILTP reads the grey level of the input (above). The
+Retinex readings and their steps: ``warca_jax.features.retinex``.
 
 How each reading does with XQDA on VIPeR and CUHK01: docs/methods.md#xqda-and-lomo.
 
@@ -154,7 +154,7 @@ def lomo(
     tau: float = 0.3,
     radii: tuple[int, ...] = (3, 5),
     num_scales: int = 3,
-    retinex: str = "liao",
+    retinex: str = "none",
     normalize: bool = True,
 ) -> jax.Array:
     """LOMO descriptors of a batch of images.

@@ -1,6 +1,6 @@
 """The Retinex of LOMO, the colour preprocessing before its HSV histograms.
 
-``lomo(retinex=...)``, default "liao". The original preprocesses the colour channels with
+``lomo(retinex=...)``, default "none". The original preprocesses the colour channels with
 a multi-scale Retinex (sigmas 5 and 20) whose source was never released (its package
 ships compiled MEX files only). "liao" (``liao_retinex``) is that Retinex read from the
 released binary and checked against its outputs pixel for pixel (tests/test_retinex.py;
