@@ -2,7 +2,7 @@
 
 For each image, at 3 scales (the image, then twice 2 x 2 average pooled):
 
-* colour: HSV (after a Retinex, by default the original's, below) quantised to 8 x 8 x 8 = 512 joint
+* colour: HSV (after an optional Retinex, below) quantised to 8 x 8 x 8 = 512 joint
   bins, code = 64 v + 8 s + h;
 * texture: SILTP codes with tau = 0.3 and 4 neighbours (right, up, left, down; 3^4 = 81
   bins) at radius 3 and at radius 5, on the grey image;

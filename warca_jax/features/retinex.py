@@ -18,7 +18,7 @@ changes, per 8-bit RGB image, in double precision,
    (``liao_colour_restoration``);
 5. max(R, RGB) truncated to 8 bits (``keep_brighter``): no pixel darker than the input.
 
-The Retinex feeds only the HSV histogram; SILTP reads the grey level of the input (above).
+The Retinex feeds only the HSV histogram; SILTP reads the grey level of the input (``lomo``).
 The project's earlier readings stay options:
 
 * "none": the input itself;

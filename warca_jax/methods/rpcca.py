@@ -163,28 +163,28 @@ def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, precondition
 
 
 def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
-    """Jitted ``chunk(params, feats, i, j, y, key, step0, length, outside) -> (params,
+    """Jitted ``chunk(params, feats, i, j, y, key, step0, length, outside_sq) -> (params,
     metrics)``.
 
-    ``outside`` is ||L_0's part outside the span||^2 when the linear form trains in the span
+    ``outside_sq`` is ||L_0's part outside the span||^2 when the linear form trains in the span
     of its training features (0 otherwise): that part only decays, by (1 - 2 lr lam) a step,
     and the loss counts its penalty as the full form's does. Built once per setting through
     ``learner_loop.compiled``.
     """
     loss_and_grad = kernel_loss_and_grad if kernel_form else linear_loss_and_grad
 
-    def step(params, t, feats, i, j, y, key, outside):
+    def step(params, t, feats, i, j, y, key, outside_sq):
         if batch:
             pick = jax.random.randint(jax.random.fold_in(key, t), (batch,), 0, i.shape[0])
             i, j, y = i[pick], j[pick], y[pick]
         loss, grad = loss_and_grad(params, feats, i, j, y, beta=beta, lam=lam)
-        loss = loss + lam * outside * outside_decay(lr, lam, t) ** 2
+        loss = loss + lam * outside_sq * outside_decay(lr, lam, t) ** 2
         return params - lr * grad, {"loss": loss}
 
-    def chunk(params, feats, i, j, y, key, step0, length, outside):
+    def chunk(params, feats, i, j, y, key, step0, length, outside_sq):
         ts = step0 + jnp.arange(length)
         return learner_loop.scan_steps(
-            lambda p, t: step(p, t, feats, i, j, y, key, outside), params, ts
+            lambda p, t: step(p, t, feats, i, j, y, key, outside_sq), params, ts
         )
 
     return jax.jit(chunk, static_argnums=7)
@@ -263,10 +263,8 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
     span = None
     if not kernel_form and cfg.span:
         span = linalg.training_span(np.asarray(x), min_dim=1)
-    feats, params, scale, gamma, outside = initial_map(
-        x, i, j, cfg, key_init, feature_scale, span
-    )
-    outside2 = 0.0 if outside is None else float(jnp.sum(outside * outside))
+    feats, params, scale, gamma, outside = initial_map(x, i, j, cfg, key_init, feature_scale, span)
+    outside_sq = 0.0 if outside is None else float(jnp.sum(outside * outside))
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
     chunk = learner_loop.compiled(
         make_chunk,
@@ -289,7 +287,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
 
     def advance(done, length):
         nonlocal params, steps
-        params, metrics = chunk(params, feats, *pairs, key_batch, done, length, outside2)
+        params, metrics = chunk(params, feats, *pairs, key_batch, done, length, outside_sq)
         steps = done + length
         return rule.chunk(metrics, done, length)
 

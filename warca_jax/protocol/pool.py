@@ -112,20 +112,19 @@ def blas_threads(num_workers: int) -> int:
     return max(1, cores // num_workers)
 
 
-def _share_blas_threads(num_workers: int) -> dict[str, str | None]:
+def _share_blas_threads(num_workers: int) -> list[str]:
     """Sets, in this process's environment that spawned workers inherit, each BLAS thread
-    variable the user has not set to ``blas_threads(num_workers)``; returns each
-    variable's value before (None: unset, so set here and to be removed after).
+    variable the user has not set to ``blas_threads(num_workers)``; returns the names it
+    set, for the caller to remove once the workers have started.
 
     Each BLAS library starts a thread per core: workers side by side would run more
     threads than cores, and OpenBLAS's threads, which wait by spinning, then slow each
     other's factorisations (eigh, SVD, Cholesky) many times over.
     """
-    saved = {k: os.environ.get(k) for k in BLAS_THREAD_VARS}
-    for k in BLAS_THREAD_VARS:
-        if saved[k] is None:
-            os.environ[k] = str(blas_threads(num_workers))
-    return saved
+    unset = [k for k in BLAS_THREAD_VARS if k not in os.environ]
+    for k in unset:
+        os.environ[k] = str(blas_threads(num_workers))
+    return unset
 
 
 def _run_all(todo: list[dict], num_workers: int, done) -> None:
@@ -137,14 +136,14 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    saved = _share_blas_threads(num_workers)
+    set_here = _share_blas_threads(num_workers)
     try:
         pool = concurrent.futures.ProcessPoolExecutor(
             num_workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(),)
         )
         futures = {pool.submit(grid_job.run_any, job): job for job in todo}
     finally:  # the workers have started with them; this process keeps its own
-        for k in [k for k, v in saved.items() if v is None]:
+        for k in set_here:
             os.environ.pop(k, None)
     try:
         for fut in concurrent.futures.as_completed(futures):
