@@ -1,6 +1,6 @@
 """Dense reference forms of WARCA's equations, to check ``warca_jax.losses`` against.
 
-The training step never forms these matrices: it uses the outer-product form of eq. 20-21
+The training step never forms these matrices: it uses the closed forms of eq. 20-21
 and the three-column scatter of eq. 23-24 (``losses.hinge_grad``,
 ``losses.kernel_hinge_precond_grad``) and the embeddings K A^T in place of K. Here each
 equation is written as the paper writes it, with dense [N, N] matrices, in loops over

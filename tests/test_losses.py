@@ -1,6 +1,8 @@
 """The training path's equations (warca_jax.losses) against jax.grad and against the
 paper's dense forms (tests/reference_forms.py), in float64."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,18 +34,29 @@ def _triplets(seed, *, b=12, d=7, dp=4):
     return jnp.asarray(w), jnp.asarray(u), jnp.asarray(v), jnp.asarray(weights), hinge
 
 
-def _hinge_grad(w, u, v, weights, margin=1.0):
+def _as_rows(u, v):
+    """Features and triplet indices whose differences are u and v: rows a_b (anchors),
+    a_b - u_b (positives) and a_b - v_b (violators), [3B, D]."""
+    b = u.shape[0]
+    anchors = jnp.asarray(np.random.default_rng(b).normal(size=u.shape))
+    feats = jnp.concatenate([anchors, anchors - u, anchors - v])
+    return feats, jnp.arange(b), b + jnp.arange(b), 2 * b + jnp.arange(b)
+
+
+def _hinge_grad(w, u, v, weights, margin=1.0, form="auto"):
     """``losses.hinge_grad`` as the training step calls it, from projected differences."""
-    return losses.hinge_grad(u @ w.T, v @ w.T, u, v, weights, margin=margin)
+    feats, i, j, k = _as_rows(u, v)
+    return losses.hinge_grad(u @ w.T, v @ w.T, feats, i, j, k, weights, margin=margin, form=form)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("form", ["pairs", "rows"])
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_primal_hinge_grad_matches_autodiff(seed, jit):
+def test_primal_hinge_grad_matches_autodiff(seed, jit, form):
     w, u, v, weights, hinge = _triplets(seed)
     assert 0 < int(jnp.sum(hinge > 0)) < len(hinge) or seed != 0  # both regimes exercised
-    grad_fn = _hinge_grad
+    grad_fn = functools.partial(_hinge_grad, form=form)
     auto_fn = jax.grad(losses.warca_hinge_loss)
     if jit:
         grad_fn = jax.jit(grad_fn, static_argnames="margin")
@@ -131,11 +144,39 @@ def _kernel_problem(seed, *, n=9, dp=3, b=6):
     return gram, a, i, j, k, weights
 
 
-def _kernel_hinge_grad(gram, a, i, j, k, weights):
+def _kernel_hinge_grad(gram, a, i, j, k, weights, form="auto"):
     """The kernel form's plain hinge gradient as the training step computes it."""
     emb = gram @ a.T
-    u, v = gram[i] - gram[j], gram[i] - gram[k]
-    return losses.hinge_grad(emb[i] - emb[j], emb[i] - emb[k], u, v, weights, margin=1.0)[0]
+    pu, pv = emb[i] - emb[j], emb[i] - emb[k]
+    return losses.hinge_grad(pu, pv, gram, i, j, k, weights, margin=1.0, form=form)[0]
+
+
+def test_hinge_grad_arrangements_agree_and_auto_takes_the_cheaper():
+    """The pairs' outer products and the rows' single product are one sum; "auto" takes
+    "rows" when the features have fewer rows than the 2B differences, and a repeated
+    index (the same row as anchor of two pairs) adds up in the rows form."""
+    w, u, v, weights, _ = _triplets(7)
+    feats, i, j, k = _as_rows(u, v)
+    b = u.shape[0]
+    i = i.at[1].set(i[0])  # a shared anchor row
+    pu = (feats[i] - feats[j]) @ w.T
+    pv = (feats[i] - feats[k]) @ w.T
+    grads = {
+        form: losses.hinge_grad(pu, pv, feats, i, j, k, weights, margin=1.0, form=form)[0]
+        for form in ("pairs", "rows")
+    }
+    np.testing.assert_allclose(grads["rows"], grads["pairs"], rtol=1e-10, atol=1e-12)
+    u2, v2 = feats[i] - feats[j], feats[i] - feats[k]
+    np.testing.assert_allclose(grads["pairs"], ref.hinge_grad(w, u2, v2, weights, 1.0), rtol=1e-10)
+    assert feats.shape[0] >= 2 * b  # 3B rows: "auto" is the pairs' form here ...
+    small = feats[: 2 * b - 1]  # ... and the rows' form with fewer than 2B rows
+    sub = (i % (2 * b - 1), j % (2 * b - 1), k % (2 * b - 1))
+    pu, pv = (small[sub[0]] - small[sub[1]]) @ w.T, (small[sub[0]] - small[sub[2]]) @ w.T
+    want = losses.hinge_grad(pu, pv, small, *sub, weights, margin=1.0, form="rows")
+    got = jax.jit(functools.partial(losses.hinge_grad, margin=1.0))(pu, pv, small, *sub, weights)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    with pytest.raises(ValueError, match="form must be"):
+        losses.hinge_grad(pu, pv, small, *sub, weights, margin=1.0, form="dense")
 
 
 @pytest.mark.slow
@@ -146,6 +187,9 @@ def test_kernel_hinge_grad_matches_autodiff_and_the_dense_form(seed):
     gram, a, i, j, k, weights = _kernel_problem(seed)
     u, v = gram[i] - gram[j], gram[i] - gram[k]
     closed = _kernel_hinge_grad(gram, a, i, j, k, weights)
+    np.testing.assert_allclose(
+        _kernel_hinge_grad(gram, a, i, j, k, weights, form="pairs"), closed, rtol=1e-10
+    )
     auto = jax.grad(ref.hinge_loss)(a, u, v, weights, 1.0)
     np.testing.assert_allclose(closed, auto, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(closed, ref.hinge_grad(a, u, v, weights, 1.0), rtol=1e-10)

@@ -54,8 +54,8 @@ eq. 18 (L(A))                         ``objective`` with ``kernel_penalty`` (``k
 eq. 19 (xi_ijk under F_A)             ``margin_violation``, ``triplet_hinge`` on differences of rows
                                       of K A^T
 eq. 20, first term                    ``kernel_aon_penalty_grad`` (primal: ``aon_penalty_grad``)
-eq. 20 hinge term, eq. 21 (G_ijk)     ``hinge_grad`` (outer-product form, G never formed; primal and
-                                      kernel)
+eq. 20 hinge term, eq. 21 (G_ijk)     ``hinge_grad`` (G never formed: outer products of the pairs or
+                                      one product of row coefficients; primal and kernel)
 eq. 22 (d_ij, d_ik)                   ``distance`` (in the violator search ``candidate_distances``)
 eq. 23, first term                    ``kernel_aon_penalty_precond_grad``
 eq. 23 hinge term, eq. 24 (E_ijk)     ``kernel_hinge_precond_grad`` (the nine entries of E_ijk)
@@ -270,34 +270,53 @@ def _hinge_coefficients(
 def hinge_grad(
     pu: jax.Array,
     pv: jax.Array,
-    u: jax.Array,
-    v: jax.Array,
+    feats: jax.Array,
+    i: jax.Array,
+    j: jax.Array,
+    k: jax.Array,
     weights: jax.Array,
     *,
     margin: float,
+    form: str = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Gradient of ``sampled_hinge`` in W (or A): mean_b L_b 1[.] W G_ijk (eq. 20-22).
 
     For one active triplet d||W u||/dW = W u u^T / ||W u||, so the gradient is W G_ijk
-    with G_ijk = u u^T / d_ij - v v^T / d_ik (eq. 21; d of eq. 22): the outer-product
-    form (W u) u^T / d_ij - (W v) v^T / d_ik, assembled as two [D', B] x [B, D] products
-    without forming G. The same function serves the kernel form with u, v kernel
-    columns and pu, pv rows of K A^T.
+    with G_ijk = u u^T / d_ij - v v^T / d_ik (eq. 21; d of eq. 22), u = x_i - x_j and
+    v = x_i - x_k, never formed as a [D, D] matrix. Two arrangements of the same sum:
+
+    * ``"pairs"``: (W u) u^T / d_ij - (W v) v^T / d_ik as two [D', B] x [B, D] products
+      of the minibatch's differences;
+    * ``"rows"``: the coefficients scattered onto the rows they multiply (c_u - c_v into
+      row i, -c_u into j, c_v into k: P [rows, D']), then one P^T X product.
+
+    ``"auto"`` takes the cheaper one: "rows" when the features have fewer rows than the
+    two products have pairs (rows < 2B; a training set smaller than the minibatch's
+    differences, as on VIPeR), else "pairs". The same function serves the kernel form with
+    ``feats`` the kernel matrix and pu, pv rows of K A^T.
 
     Args:
       pu, pv: [B, D'] projected differences W u, W v.
-      u, v: [B, D] the differences themselves.
-      weights: [B] rank weights.
+      feats: [rows, D] the training features X (kernel form: K) the indices point into.
+      i, j, k: [B] anchors, positives and violators (rows of ``feats``).
+      weights: [B] rank weights (0 where a pair has no violator).
       margin: gamma.
+      form: "auto", "pairs" or "rows".
 
     Returns:
       ([D', D] gradient, [B] hinge values).
     """
     chex.assert_equal_shape([pu, pv])
-    chex.assert_equal_shape([u, v])
     chex.assert_shape(weights, (pu.shape[0],))
+    chex.assert_shape([i, j, k], (pu.shape[0],))
+    if form not in ("auto", "pairs", "rows"):
+        raise ValueError(f"form must be 'auto', 'pairs' or 'rows', got {form!r}")
     cu, cv, hinge = _hinge_coefficients(pu, pv, weights, margin=margin)
-    return cu.T @ u - cv.T @ v, hinge
+    if form == "rows" or (form == "auto" and feats.shape[0] < 2 * pu.shape[0]):
+        coef = jnp.zeros((feats.shape[0], pu.shape[1]), cu.dtype)
+        coef = coef.at[i].add(cu - cv).at[j].add(-cu).at[k].add(cv)
+        return coef.T @ feats, hinge
+    return cu.T @ (feats[i] - feats[j]) - cv.T @ (feats[i] - feats[k]), hinge
 
 
 def kernel_hinge_precond_grad(

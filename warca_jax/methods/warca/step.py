@@ -173,13 +173,14 @@ def _search(cfg, table, draw: _Draw, ea, ep, ec, *, rows: int, constrain) -> _Se
     return _Search(k, ea - ec[viol.index], weights, viol, d_ij, d_ik, negative)
 
 
-def _plain_hinge_grad(cfg, w, pu, pv, u, v, weights) -> tuple[jax.Array, jax.Array]:
+def _plain_hinge_grad(cfg, w, pu, feats, draw: _Draw, s: _Search) -> tuple[jax.Array, jax.Array]:
     """The hinge term's gradient in W (eq. 20-22), closed form or by ``jax.grad``."""
     margin = float(cfg.margin)
     if cfg.gradient == "closed_form":
-        return losses.hinge_grad(pu, pv, u, v, weights, margin=margin)
-    hinge = losses.triplet_hinge(pu, pv, margin=margin)[0]
-    return jax.grad(losses.warca_hinge_loss)(w, u, v, weights, margin=margin), hinge
+        return losses.hinge_grad(pu, s.pv, feats, draw.i, draw.j, s.k, s.weights, margin=margin)
+    hinge = losses.triplet_hinge(pu, s.pv, margin=margin)[0]
+    u, v = feats[draw.i] - feats[draw.j], feats[draw.i] - feats[s.k]
+    return jax.grad(losses.warca_hinge_loss)(w, u, v, s.weights, margin=margin), hinge
 
 
 def _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s: _Search, *, constrain):
@@ -231,8 +232,7 @@ def primal_step(cfg, mesh=None) -> Callable:
         else:  # embed only the minibatch and the pool
             ea, ep, ec = x[draw.i] @ w.T, x[draw.j] @ w.T, x[draw.cand] @ w.T
         s = _search(cfg, table, draw, ea, ep, ec, rows=x.shape[0], constrain=constrain)
-        u, v = x[draw.i] - x[draw.j], x[draw.i] - x[s.k]
-        grad, hinge = _plain_hinge_grad(cfg, w, ea - ep, s.pv, u, v, s.weights)
+        grad, hinge = _plain_hinge_grad(cfg, w, ea - ep, x, draw, s)
         pen_grad = losses.penalty_grad(w, kind=cfg.penalty)
         pen = losses.penalty(w, kind=cfg.penalty)
         return _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s, constrain=constrain)
@@ -265,8 +265,7 @@ def kernel_step(cfg, mesh=None) -> Callable:
                 emb, draw.i, draw.j, s.k, s.weights, margin=float(cfg.margin), n=n
             )
         else:
-            u, v = gram[draw.i] - gram[draw.j], gram[draw.i] - gram[s.k]
-            grad, hinge = _plain_hinge_grad(cfg, a, ea - ep, s.pv, u, v, s.weights)
+            grad, hinge = _plain_hinge_grad(cfg, a, ea - ep, gram, draw, s)
         emb_n = emb if rows == n else emb[:n]
         pen_grad = losses.kernel_penalty_grad(a, emb_n, kind=cfg.penalty, preconditioned=precond)
         pen = losses.kernel_penalty(a, emb_n, kind=cfg.penalty)
