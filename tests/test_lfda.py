@@ -136,6 +136,23 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     assert not np.allclose(c.projection, d.projection)
 
 
+@pytest.mark.parametrize("embedding", ["weighted", "plain", "orthonormalized"])
+@pytest.mark.parametrize("reg_scale", ["rank", "dims"])
+def test_wide_data_solves_in_the_span_like_the_full_form(embedding, reg_scale):
+    """N <= D: the span's k-square problem gives the D x D problem's metric (the
+    eigenvectors up to sign, so W^T W) and its distances, for every embedding and ridge."""
+    x, y, _ = dataset_arrays.make_synthetic(num_ids=20, images_per_id=2, dim=120, signal_dim=4)
+    cfg = dict(dim=6, embedding=embedding, reg_scale=reg_scale)
+    span, _ = lfda.fit(x, y, _method(span=True, **cfg))
+    full, _ = lfda.fit(x, y, _method(span=False, **cfg))
+    m_span = span.projection.T.astype(np.float64) @ span.projection
+    m_full = full.projection.T.astype(np.float64) @ full.projection
+    np.testing.assert_allclose(m_span, m_full, atol=2e-4 * np.abs(m_full).max())
+    d_span = np.linalg.norm(span.transform(x[:10]) - span.transform(x[10:20]), axis=1)
+    d_full = np.linalg.norm(full.transform(x[:10]) - full.transform(x[10:20]), axis=1)
+    np.testing.assert_allclose(d_span, d_full, rtol=1e-3)
+
+
 @pytest.mark.slow
 def test_two_images_per_identity_needs_the_ridge():
     # VIPeR-like: 2 images per identity, so S_w has rank N / 2 = 40 < D = 64.

@@ -88,10 +88,11 @@ class Span(NamedTuple):
     mean: np.ndarray  # [D]
     basis: np.ndarray  # [k, D], orthonormal rows
 
-    def coords(self, x) -> np.ndarray:
-        """[N, k] float32 coordinates of the rows of ``x`` (their centred projections)."""
+    def coords(self, x, dtype=np.float32) -> np.ndarray:
+        """[N, k] coordinates of the rows of ``x`` (their centred projections), computed in
+        float64 and returned as ``dtype``."""
         return ((np.asarray(x, np.float64) - self.mean) @ self.basis.T.astype(np.float64)).astype(
-            np.float32
+            dtype
         )
 
     def lift(self, projection) -> np.ndarray:

@@ -63,6 +63,8 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_choice(cfg, "reg_scale", REG_SCALES)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_choice(cfg, "embedding", EMBEDDINGS)
+    if "span" in cfg:  # configs written before the field solved in all D dimensions
+        checks.check_bool(cfg, "span")
     if kernel != "none":
         kernels.check_kernel_input(data.x, kernel)
 
@@ -187,18 +189,29 @@ def fit(features, labels, cfg):
     """
     x, y, scale = validate(features, labels, cfg)
     y_idx = np.unique(y, return_inverse=True)[1]
+    span = None
     if cfg.kernel == "none":
-        s_w, s_b = local_scatter(x, y_idx, knn=int(cfg.knn))
+        # With N <= D both scatters live in the span of the centred training features (the
+        # Laplacians' rows sum to 0) and the ridge is isotropic, so the generalised
+        # eigenvectors with non-zero eigenvalue lie in it: the same problem on its k <= N - 1
+        # coordinates, lifted back to D (used when k >= dim, as the top dim need).
+        if cfg.get("span", False):
+            span = linalg.training_span(x, min_dim=int(cfg.dim))
+        feats = x if span is None else span.coords(x, dtype=np.float64)
+        s_w, s_b = local_scatter(feats, y_idx, knn=int(cfg.knn))
         support, gamma = None, 1.0
     else:
         kernel_gamma = kernels.gamma_for_scaled(cfg.kernel, cfg.kernel_gamma, scale)
         gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=kernel_gamma)
         s_w, s_b = kernel_local_scatter(gram, y_idx, knn=int(cfg.knn))
         support = x
-    # s_w is D x D (linear) or N x N (kernel): its size is the ridge's D
-    rank = ridge_rank(s_w.shape[0], x.shape[0], int(y_idx.max()) + 1, cfg.reg_scale)
+    # the ridge's D: the input's (linear, in the span too) or N (kernel)
+    d = x.shape[1] if cfg.kernel == "none" else x.shape[0]
+    rank = ridge_rank(d, x.shape[0], int(y_idx.max()) + 1, cfg.reg_scale)
     opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding, rank=rank)
     proj = solve(s_w, s_b, **opts).T
+    if span is not None:
+        proj = proj @ span.basis.astype(np.float64)
     metric = Metric(
         kind="linear" if cfg.kernel == "none" else "kernel",
         input_dim=x.shape[1],
@@ -235,6 +248,10 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     m.reg_scale = "rank"
     m.embedding = "weighted"  # eigenvectors scaled by sqrt(eigenvalue) ('weighted',
     #                           Sugiyama's default), 'orthonormalized' or 'plain'.
+    # The linear form with no more training images than features solves in the span of the
+    # centred training features (``linalg.Span``): the same eigenvectors from a k <= N - 1
+    # square problem instead of D. False: the D x D problem.
+    m.span = True
     if variant == "chi2":
         # The protocol's chi2 kernel for the paper's three chi2 methods: exp(-gamma chi2(x, y)),
         # gamma = 1 / mean training chi2 distance (kernel_gamma = 0).
