@@ -79,6 +79,40 @@ def test_a_mistyped_config_file_or_variant_is_one_line_at_every_entry_point(modu
     assert not os.path.exists(tmp_path / "w")
 
 
+# an environment variable of the project, a value it cannot use, what the refusal expects
+BAD_ENVIRONMENT = (
+    ("WARCA_JAX_MAX_ARRAY_BYTES", "abc", "expected a positive number of bytes"),
+    ("WARCA_JAX_MAX_IMAGE_PIXELS", "-3", "expected a positive whole number of pixels"),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(ENTRY_POINTS))
+def test_an_unusable_environment_variable_is_one_line_before_any_work(module, tmp_path):
+    file = ENTRY_POINTS[module][0]
+    for name, value, expected in BAD_ENVIRONMENT:
+        cmd = ["-m", module, f"--config=configs/{file}", f"--workdir={tmp_path / 'w'}"]
+        line = _one_error_line(_command(cmd, env=cpu_env(**{name: value})))
+        assert line == f"error: {name}={value!r}: " + line.split(": ", 2)[2]
+        assert expected in line
+        assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.slow
+def test_a_finished_run_rerun_with_an_unusable_variable_keeps_its_models(tmp_path):
+    """The variable is refused before the workdir is read: its healthy models are not
+    called damaged and trained again."""
+    cmd = ["-m", "experiments.main", "--config=configs/nn.py:small", f"--workdir={tmp_path}"]
+    assert _command(cmd).returncode == 0
+    models = sorted(p for p in os.listdir(tmp_path) if p.startswith("model_"))
+    assert models
+    before = {p: os.stat(tmp_path / p).st_mtime_ns for p in models}
+    proc = _command(cmd, env=cpu_env(WARCA_JAX_MAX_ARRAY_BYTES="abc"))
+    assert "WARCA_JAX_MAX_ARRAY_BYTES='abc'" in _one_error_line(proc)
+    assert "damaged" not in proc.stderr
+    assert {p: os.stat(tmp_path / p).st_mtime_ns for p in models} == before
+
+
 @pytest.mark.slow
 def test_a_config_file_given_as_the_next_argument_is_checked_too(tmp_path):
     proc = _command(["-m", "experiments.main", "--config", "configs/nn.py:cosin",

@@ -16,6 +16,7 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import model_checks, pipeline
+from warca_jax.bounded_reads import EnvironmentSettingError
 from warca_jax.metric import (
     DamagedModelError,
     KMeansMetric,
@@ -71,6 +72,16 @@ def _damage(path, meta=None, **arrays) -> None:
 
 
 @pytest.mark.slow
+def test_an_unusable_size_limit_is_blamed_on_the_variable_not_the_model(tmp_path, monkeypatch):
+    path = _saved(tmp_path, "linear")
+    monkeypatch.setenv("WARCA_JAX_MAX_ARRAY_BYTES", "abc")
+    with pytest.raises(EnvironmentSettingError, match="WARCA_JAX_MAX_ARRAY_BYTES='abc'") as e:
+        Metric.load(path)
+    assert not isinstance(e.value, DamagedModelError)
+    monkeypatch.delenv("WARCA_JAX_MAX_ARRAY_BYTES")
+    assert Metric.load(path).name  # the file itself is healthy
+
+
 def test_every_kind_round_trips(tmp_path):
     x = _RNG.uniform(size=(6, D)).astype(np.float32)
     for which, m in _models().items():

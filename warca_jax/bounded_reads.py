@@ -48,6 +48,11 @@ _BRACKET_STEP[[ord("["), ord("{")]] = 1
 _BRACKET_STEP[[ord("]"), ord("}")]] = -1
 
 
+class EnvironmentSettingError(ValueError):
+    """An environment variable of the project set to a value it cannot use: the setting's
+    fault, never the file's (a reader that meets it does not call the file damaged)."""
+
+
 class ArrayTooLargeError(ValueError):
     """An array file declares more bytes than the memory budget (``max_array_bytes``)."""
 
@@ -70,7 +75,7 @@ def max_array_bytes() -> int:
     read), else half of the physical memory (16 GiB where the system does not say).
 
     Raises:
-      ValueError: the environment variable is not a positive number, naming it.
+      EnvironmentSettingError: the environment variable is not a positive number, naming it.
     """
     text = os.environ.get(MAX_ARRAY_BYTES_ENV, "").strip()
     if text:
@@ -79,7 +84,7 @@ def max_array_bytes() -> int:
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < 1:
-            raise ValueError(
+            raise EnvironmentSettingError(
                 f"{MAX_ARRAY_BYTES_ENV}={text!r}: expected a positive number of bytes, e.g. 8e9"
             )
         return int(value)

@@ -46,7 +46,8 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import config_files, stops, workdir_lock, writes
+from warca_jax import bounded_reads, config_files, stops, workdir_lock, writes
+from warca_jax.features import image_files
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -292,9 +293,22 @@ def reproducible_numerics() -> None:
         jax.config.update("jax_default_matmul_precision", "highest")
 
 
+def check_environment() -> None:
+    """Reads each of the project's environment variables once (the array and image size
+    limits), so that a value it cannot use is refused in one line naming the variable
+    before any work, and never taken later for a damaged file or a refused image.
+
+    Raises:
+      bounded_reads.EnvironmentSettingError: a variable set to an unusable value.
+    """
+    bounded_reads.max_array_bytes()
+    image_files.max_image_pixels()
+
+
 def run(main) -> None:
     """Runs ``main`` as ``absl.app.run`` does, with ``parse_flags`` and ``one_line_errors``,
-    refusing positional arguments, without JAX's backend-discovery INFO lines
+    refusing positional arguments and unusable environment variables
+    (``check_environment``), without JAX's backend-discovery INFO lines
     (``QUIET_LOGGERS``), and with ``reproducible_numerics``."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -304,6 +318,7 @@ def run(main) -> None:
     def no_arguments(argv):
         if len(argv) > 1:  # every entry point takes flags only
             raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        check_environment()
         return main(argv)
 
     app.run(one_line_errors(no_arguments), flags_parser=parse_flags)

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from warca_jax import reads
+from warca_jax import bounded_reads, reads
 
 WHAT = "image file"
 EXPECTED = "a regular image file"
@@ -62,13 +62,14 @@ def max_image_pixels() -> int:
     Pillow's default limit.
 
     Raises:
-      ValueError: the environment variable is not a positive whole number, naming it.
+      bounded_reads.EnvironmentSettingError: the environment variable is not a positive
+        whole number, naming it.
     """
     text = os.environ.get(MAX_IMAGE_PIXELS_ENV, "").strip()
     if not text:
         return DEFAULT_MAX_IMAGE_PIXELS
     if not text.replace("_", "").isdigit() or int(text.replace("_", "")) < 1:
-        raise ValueError(
+        raise bounded_reads.EnvironmentSettingError(
             f"{MAX_IMAGE_PIXELS_ENV}={text!r}: expected a positive whole number of pixels, "
             f"e.g. {4 * DEFAULT_MAX_IMAGE_PIXELS}"
         )

@@ -377,6 +377,8 @@ class Metric:
                 arrays = {k: f[k] for k in names}
         except (DamagedModelError, reads.NotARegularFileError):
             raise
+        except bounded_reads.EnvironmentSettingError:  # the setting's fault, not the file's
+            raise
         except bounded_reads.ArrayTooLargeError as e:  # one line naming the file already
             raise DamagedModelError(f"model {e}") from None
         except (AttributeError, TypeError) as e:  # a plain .npy gives an array, no .files
