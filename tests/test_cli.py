@@ -16,6 +16,7 @@ from processes import ROOT, cpu_env
 from repo_configs import CONFIGS
 
 from warca_jax import cli, config_files, defaults, plots, run_plots
+from warca_jax.pipeline import train_and_evaluate as pipeline_run
 
 # entry point -> its config file, a mistyped variant, the variant it is close to, and a
 # mistyped file name
@@ -345,6 +346,25 @@ def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_pa
     assert given.stderr.strip().splitlines()[-1] == (
         "error: config.method.dim: output dim must be in [1, 32] (input dimensions), got 40"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("val_fraction", [0.0, 0.2])
+def test_the_automatic_dim_fits_the_lambda_rules_held_out_fits(val_fraction, tmp_path, caplog):
+    """configs/warca.py:kernel (lambda chosen) on 15 training people x 2 images: D' fits the
+    smallest fit the run makes (the rule's held-out fits, after data.val_fraction's), and
+    says so, instead of a refusal over a dimension nobody set."""
+    config = config_files.load_config(f"{CONFIGS}/warca.py:kernel")
+    assert config.method.lam is None  # the lambda rule
+    config.data.synthetic.update(num_ids=30, images_per_id=2)
+    config.data.update(num_train_ids=15, num_splits=1, val_fraction=val_fraction)
+    config.method.update(num_iters=100, log_every=50)
+    with caplog.at_level(logging.INFO):
+        results = pipeline_run(config, str(tmp_path), auto_dim=True)
+    assert np.isfinite(results["mean"]["rank1"])
+    rule_rows = 24 if not val_fraction else 20  # 12 (10) of 15 (12) people x 2 images
+    assert config.method.dim == rule_rows
+    assert f"method.dim = {rule_rows}, the training images of the smallest fit" in caplog.text
 
 
 def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():

@@ -181,11 +181,15 @@ def check_config_file(workdir: str, config, dataset: dataset_arrays.Dataset | No
     run_files.check_run_files(workdir, text, data)
 
 
-def fit_dim_to_data(config, dataset: dataset_arrays.Dataset) -> None:
+def fit_dim_to_data(config, dataset: dataset_arrays.Dataset, method=None, train_sets=None) -> None:
     """The main job's D' when the user set none (``auto_dim``): on a dataset whose paper
     D' is known (``datasets.PAPER_DIMS``) that D', and never more than the features'
-    dimension; logged, and written to config.json with the rest. Only a method whose config
-    has a D' (``method.dim`` > 0; 0 means the full dimension) is changed."""
+    dimension, or for a kernel form than the training images of the smallest fit the run
+    makes: ``train_sets`` (each split's training rows, less ``data.val_fraction``'s
+    held-out identities; default the splits' training parts), and inside a fit those that
+    ``method.fit_rows`` says (WARCA's lambda rule: its held-out fits). Logged, and written
+    to config.json with the rest. Only a method whose config has a D' (``method.dim`` > 0;
+    0 means the full dimension) is changed."""
     dim = config.method.get("dim")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
         return
@@ -195,8 +199,20 @@ def fit_dim_to_data(config, dataset: dataset_arrays.Dataset) -> None:
     # a primal W maps the D features; a kernel form's A maps the N training points
     cap, what = int(dataset.features.shape[1]), "the features' dimension"
     if str(config.method.get("kernel", "none")) not in ("none", ""):
-        cap = min(len(sp.train_idx) for sp in dataset.splits)
+        sets = train_sets or [sp.train_idx for sp in dataset.splits]
+        cap = min(len(t) for t in sets)
         what = "the number of training images"
+        if config.data.get("val_fraction", 0.0):
+            what += " less data.val_fraction's held-out identities"
+        rows = getattr(method, "fit_rows", None)
+        if rows is not None:
+            inner = min(
+                rows(dataset.labels[t], config.method, seed=config.seed + s)
+                for s, t in enumerate(sets)
+            )
+            if inner < cap:
+                cap = inner
+                what = "the training images of the smallest fit (the lambda rule's held-out fits)"
     if want > cap:
         want, why = cap, f"{what} ({why}, {want}, exceeds it)"
     if want != dim:

@@ -99,14 +99,15 @@ def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> Checked
         fraction = config_checks.check_validation_config(config, method)
         bars = defaults.progress_bars(config.progress)
         dataset = datasets.from_config(config.data, progress=bars)
+    vals = [_held_out(dataset, s, config, fraction) for s in range(len(dataset.splits))]
+    trains = [
+        split.train_idx if val is None else val.train_idx
+        for split, val in zip(dataset.splits, vals, strict=True)
+    ]
     if auto_dim:
-        config_checks.fit_dim_to_data(config, dataset)
-    vals = []
-    for s, split in enumerate(dataset.splits):
-        val = _held_out(dataset, s, config, fraction)
-        t = split.train_idx if val is None else val.train_idx
+        config_checks.fit_dim_to_data(config, dataset, method, trains)
+    for s, t in enumerate(trains):
         where = f"{dataset.name} split {s}"
         with config_checks.named_fields(config, section="method", where=where):
             method.validate(dataset.features[t], dataset.labels[t], config.method)
-        vals.append(val)
     return CheckedRun(dataset, method, tuple(vals))

@@ -92,6 +92,10 @@ class Method(NamedTuple):
     # the ``Metric`` kinds its fit returns: what a saved model of this method may hold
     # (``model_checks.registered_method`` refuses any other at save, load and fit)
     kinds: tuple[str, ...] = ("linear",)
+    # ``fit_rows(labels, cfg, *, seed) -> int``: the fewest training rows any fit that
+    # ``fit`` makes inside itself trains on (WARCA's lambda rule: its held-out fits), so
+    # that an automatic D' fits them too; None: every fit trains on all the rows given
+    fit_rows: Callable | None = None
 
     def takes(self, keyword: str) -> bool:
         """Whether this learner's ``fit`` declares ``keyword`` (one of ``FIT_KEYWORDS``)."""

@@ -42,6 +42,7 @@ gradient; this module's ``preconditioned=True`` is the same direction.
 """
 
 from warca_jax.methods import Method
+from warca_jax.methods.warca import lam_select
 from warca_jax.methods.warca.config import (
     GRADIENTS,
     KERNEL_APPROX,
@@ -74,6 +75,7 @@ METHODS = {
         variants=VARIANTS,
         grid=GridFit,
         kinds=("linear", "kernel"),
+        fit_rows=lam_select.fit_rows,
     )
 }
 

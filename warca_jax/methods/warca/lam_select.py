@@ -143,6 +143,16 @@ def rungs(num_iters: int, log_every: int, num_points: int, factor: int = FACTOR)
     return out
 
 
+def fit_rows(labels, cfg, *, seed: int) -> int:
+    """The fewest training rows a ``fit`` with ``cfg`` trains on at ``seed``: the rule's
+    held-out fits' (``choose``, with ``lam`` None and a grid of two or more), else all."""
+    labels = np.asarray(labels)
+    if cfg.get("lam", 0.0) is not None or len(tuple(cfg.lam_grid)) < 2:
+        return len(labels)
+    held = held_out.split(labels, cfg.val_fraction, seed=seed)
+    return len(labels) if isinstance(held, str) else len(held.train)
+
+
 def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[float, str]:
     """(the lambda to train with, a note saying how it was chosen), for ``cfg.lam`` None.
 
