@@ -349,6 +349,24 @@ def test_the_main_job_fits_an_unset_dim_to_the_data_and_keeps_a_given_one(tmp_pa
 
 
 @pytest.mark.slow
+def test_none_on_the_command_line_gives_a_set_lambda_back_to_the_rule(tmp_path):
+    """configs/warca.py:lomo sets lam; --config.method.lam=None chooses it by rule again. A
+    number field that may not be None is refused with its name."""
+    base = ["-m", "experiments.main", "--config=configs/warca.py:lomo",
+            "--config.data.name=synthetic", "--config.data.num_splits=1",
+            "--config.method.num_iters=100", "--config.method.log_every=50"]  # fmt: skip
+    proc = _command([*base, "--config.method.lam=None", f"--workdir={tmp_path / 'rule'}"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "chose lam" in proc.stderr
+    with open(tmp_path / "rule" / "config.json") as f:
+        assert json.load(f)["method"]["lam"] is None
+    bad = _command([*base, "--config.method.learning_rate=None", f"--workdir={tmp_path / 'b'}"])
+    assert _one_error_line(bad) == (
+        "error: config.method.learning_rate must be positive (a finite number); got None"
+    )
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("val_fraction", [0.0, 0.2])
 def test_the_automatic_dim_fits_the_lambda_rules_held_out_fits(val_fraction, tmp_path, caplog):
     """configs/warca.py:kernel (lambda chosen) on 15 training people x 2 images: D' fits the

@@ -137,10 +137,35 @@ def _check_config_files(argv: list[str]) -> None:
                 sys.exit(1)
 
 
+class _NoneOr:
+    """A config flag's parser for a number type that also reads ``None``: a field that may
+    be None (``lam``, a placeholder: None chooses it by rule) can be given None on the
+    command line; a field that may not is refused with its name when it is set."""
+
+    def __init__(self, parser):
+        self.parser = parser
+
+    def __getattr__(self, name):
+        return getattr(self.parser, name)
+
+    def parse(self, argument):
+        if isinstance(argument, str) and argument.strip() == "None":
+            return None
+        return self.parser.parse(argument)
+
+
+def _read_none_in_number_fields() -> None:
+    """Registers ``_NoneOr`` parsers for float and int config fields (once)."""
+    for kind, parser in ((float, flags.FloatParser()), (int, flags.IntegerParser())):
+        config_flags.register_flag_parser_for_type(kind, _NoneOr(parser))
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """``absl.app.parse_flags_with_usage`` that explains a bad config file or variant
-    (``_check_config_files``) and an unknown config field."""
+    (``_check_config_files``) and an unknown config field, and reads ``None`` for a number
+    field (``_NoneOr``)."""
     _check_config_files(argv)
+    _read_none_in_number_fields()
     try:
         return app.parse_flags_with_usage(argv)
     except (AttributeError, KeyError) as e:
