@@ -195,6 +195,28 @@ def test_a_link_at_metrics_jsonl_is_replaced_never_appended_to(tmp_path, preciou
     assert rows and {r["split"] for r in rows} == {0}
 
 
+def test_makedirs_enters_no_link_below_the_folder_it_is_given(tmp_path):
+    """``writes.makedirs(path, within=root)``: a link at ``path`` or at any folder between
+    ``root`` and it is refused naming it, nothing made in its target; links above ``root``
+    are the user's (a workdir on a linked disk)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    os.symlink(outside, root / "a" / "b")
+    for path in (root / "a" / "b", root / "a" / "b" / "c"):
+        with pytest.raises(writes.InTheWayError, match=f"cannot write into {root / 'a' / 'b'}"):
+            writes.makedirs(path, within=root)
+        with pytest.raises(writes.InTheWayError):
+            writes.makedirs(path, within=root / "a")
+    assert os.listdir(outside) == []
+    with pytest.raises(writes.InTheWayError):  # without a root: the folder itself
+        writes.makedirs(root / "a" / "b")
+    os.symlink(root, tmp_path / "linked_root")
+    writes.makedirs(tmp_path / "linked_root" / "x" / "y", within=tmp_path / "linked_root")
+    assert (root / "x" / "y").is_dir()
+
+
 def test_a_link_at_a_temporary_name_is_never_opened(tmp_path, precious, monkeypatch):
     names = iter(["aaaaaaaa", "bbbbbbbb"])
     monkeypatch.setattr(writes.secrets, "token_hex", lambda n: next(names))

@@ -128,6 +128,44 @@ def test_a_method_is_kernel_by_its_config_or_its_label(label, fields, kernel):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "where",
+    [
+        "runs/synthetic/nn/split_1",  # a run's split folder, its outcome removed
+        "runs/synthetic/nn",  # a method's folder above it
+        "cv/synthetic/warca-linear/split_0",  # a CV split of a grid
+        "data",  # the stored datasets' folder
+    ],
+)
+def test_a_link_planted_at_a_folder_of_the_workdir_is_refused_never_written_through(
+    tiny_run, tmp_path, where
+):
+    """A finished workdir whose folder is replaced by a link to a folder elsewhere: the
+    rerun refuses it in one line naming it, and nothing is written into the link's target."""
+    import shutil
+
+    copy = tmp_path / "w"
+    shutil.copytree(tiny_run[0], copy)
+    folder = copy / where
+    shutil.rmtree(folder)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, folder)
+    with pytest.raises(OSError, match=f"cannot write into {folder}: it is a symbolic link"):
+        protocol.run_protocol(_tiny(), str(copy))
+    assert os.listdir(outside) == []
+
+
+@pytest.mark.slow
+def test_a_workdir_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "w")
+    with pytest.raises(OSError, match="it is a symbolic link"):
+        protocol.run_protocol(_tiny(), str(tmp_path / "w"))
+    assert os.listdir(tmp_path / "real") == []
+
+
+@pytest.mark.slow
 def test_the_cmc_of_twenty_methods_names_the_best_five_and_greys_the_rest(tmp_path):
     ranks = np.arange(1, 101)
     curves = {f"method {i}": 100 - (95 - 2 * i) * np.exp(-ranks / (5 + i)) for i in range(20)}

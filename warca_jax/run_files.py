@@ -261,10 +261,13 @@ def check_path(workdir) -> None:
 
 
 def prepare(workdir: str) -> None:
-    """Creates ``workdir``; an empty path, or one that exists and is not a folder, is a
-    clear error. Within a run that holds its workdir (``workdir_lock.one_run_per_workdir``)
-    the lock is taken here, as soon as the folder exists."""
+    """Creates ``workdir``; an empty path, one that exists and is not a folder, or a symbolic
+    link (``writes.linked_folder``), is a clear error. Within a run that holds its workdir
+    (``workdir_lock.one_run_per_workdir``) the lock is taken here, as soon as the folder
+    exists."""
     check_path(workdir)
+    if os.path.islink(workdir):  # its writes would land in the link's target
+        raise writes.linked_folder(workdir)
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         raise NotADirectoryError(
             f"workdir {workdir!r} exists and is not a folder: give a folder path (it is "

@@ -180,10 +180,49 @@ def atomic_path(path: str) -> Iterator[str]:
                 os.remove(tmp)
 
 
-def makedirs(path) -> None:
-    """``os.makedirs(path, exist_ok=True)``; a failure is a ``WriteError`` naming ``path``."""
+def linked_folder(path) -> InTheWayError:
+    """The ``InTheWayError`` of a symbolic link where a run makes or enters a folder."""
+    return InTheWayError(
+        errno.ELOOP,
+        f"cannot write into {os.fsdecode(path)}: it is a symbolic link (to "
+        f"{reads.link_target(path)}); expected a folder of the run or nothing there (a run "
+        "never writes through a link): remove it or use another folder",
+    )
+
+
+def makedirs(path, within=None) -> None:
+    """``os.makedirs(path, exist_ok=True)`` that enters no symbolic link: ``path`` itself,
+    and with ``within`` (a folder the run owns, such as its workdir) every folder from there
+    down to ``path``, is made or entered only if it is not a link (which would send the
+    run's writes elsewhere). The folders above ``within`` are the user's to choose.
+
+    Raises:
+      InTheWayError: a symbolic link at one of those folders, naming it and its target.
+      WriteError: any other failure, naming ``path``.
+    """
+    path = os.fspath(path)
+    chain = [path]
+    if within is not None:
+        rel = os.path.relpath(path, within)
+        if rel != os.curdir and not rel.startswith(os.pardir):
+            parts = rel.split(os.sep)
+            chain = [os.path.join(within, *parts[: i + 1]) for i in range(len(parts))]
+        with writing(within):
+            os.makedirs(within, exist_ok=True)
     with writing(path):
-        os.makedirs(path, exist_ok=True)
+        for i, folder in enumerate(chain):
+            if os.path.islink(folder):
+                raise linked_folder(folder)
+            if i + 1 < len(chain) or within is not None:
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    if not os.path.isdir(folder) or os.path.islink(folder):
+                        raise
+            else:
+                os.makedirs(folder, exist_ok=True)
+        if os.path.islink(path):  # made meanwhile
+            raise linked_folder(path)
 
 
 @contextlib.contextmanager

@@ -58,6 +58,7 @@ def cv_job(plan: Plan, workdir: str, info: DataInfo, name, label, c, lam, eta) -
         info,
         val_fraction=cv.val_fraction,
         seed=plan.config.data.seed,
+        workdir=workdir,
     )
 
 
@@ -83,6 +84,7 @@ def grid_job(plan: Plan, workdir: str, info: DataInfo, name: str, label: str) ->
         label=label,
         split=-1,
         folder=os.path.join(workdir, "cv", name, safe(label)),
+        workdir=workdir,
         points=points,
         grid=[list(p) for p in plan.grid(label)],
         num_splits=cv.num_splits,
@@ -166,6 +168,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    run_files.makedirs(base)
+    run_files.makedirs(base, within=workdir)
     run_files.write_json(os.path.join(base, "selected.json"), out)
     return out

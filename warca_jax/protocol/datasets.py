@@ -92,7 +92,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     reused when it reads back whole (else it is rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    run_files.makedirs(folder)
+    run_files.makedirs(folder, within=workdir)
     path = os.path.join(folder, f"{name}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)

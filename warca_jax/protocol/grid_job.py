@@ -64,7 +64,7 @@ def run_grid_job(job: dict) -> dict:
     Returns:
       {"status": "done", "failures": [(point job, reason), ...]}.
     """
-    run_files.makedirs(job["folder"])
+    run_files.makedirs(job["folder"], within=job.get("workdir"))
     with workdir_lock.WorkdirLock(job["folder"]):
         return _Grid(job).run()
 

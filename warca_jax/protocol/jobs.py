@@ -204,7 +204,7 @@ def run_job(job: dict) -> dict:
     The job's folder is locked while it runs (``workdir_lock``): a job another process is
     running is a ``WorkdirInUseError`` naming that process.
     """
-    run_files.makedirs(job["folder"])
+    run_files.makedirs(job["folder"], within=job.get("workdir"))
     with workdir_lock.WorkdirLock(job["folder"]):
         return _run_locked(job)
 
@@ -231,8 +231,11 @@ def record_failure(job: dict, reason: str) -> None:
     run_files.write_json(job["failed"], {**identity(job), "status": "failed", "error": reason})
 
 
-def claim(folder: str, run_cfg) -> None:
+def claim(folder: str, run_cfg, within: str | None = None) -> None:
     """Creates a job's folder with its config.json, or checks the config already there.
+
+    No folder from ``within`` (the workdir) down to ``folder`` may be a symbolic link
+    (``writes.makedirs``): a link planted there would send the job's files elsewhere.
 
     A config.json that does not parse (a crash while it was written) is written again:
     the job's outcome files record the config they were made with, and are checked
@@ -240,7 +243,7 @@ def claim(folder: str, run_cfg) -> None:
     presentation only (``workdir.IGNORED_FIELDS``: progress bars, the plot's ranks, the
     feature cache's folder) is refused, naming the fields.
     """
-    run_files.makedirs(folder)
+    run_files.makedirs(folder, within=within)
     path = os.path.join(folder, "config.json")
     text = run_cfg.to_json_best_effort(indent=1, sort_keys=True)
     old = run_files.reuse_json(

@@ -43,7 +43,7 @@ def _pending(jobs: list[dict], desc: str) -> tuple[list[dict], list[tuple[dict, 
     for job in jobs:
         for one in job.get("points", [job]):  # a grid job: each of its points
             if not one.get("fail"):  # one that fails before training runs no config
-                claim(one["folder"], ml_collections.ConfigDict(one["config"]))
+                claim(one["folder"], ml_collections.ConfigDict(one["config"]), one.get("workdir"))
     todo, failures = [], []
     for job in jobs:
         if job.get("kind") == "cv_grid":

@@ -120,7 +120,7 @@ def run_jobs(
             )
             for s in range(data[name].num_splits):
                 folder = os.path.join(workdir, "runs", name, safe(label), f"split_{s}")
-                job = make_job("run", name, label, s, folder, cfg, data[name])
+                job = make_job("run", name, label, s, folder, cfg, data[name], workdir=workdir)
                 if fail:
                     job["fail"] = fail
                 jobs.append(job)

@@ -177,7 +177,7 @@ class _Runs:
     def __init__(self, dataset, config, workdir: str, total: int):
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
-        run_files.makedirs(self.folder)
+        run_files.makedirs(self.folder, within=workdir)
         bars = defaults.progress_bars(config.progress)
         self.bar = progress_report.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0

@@ -320,7 +320,7 @@ def run(config, workdir: str) -> dict:
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
     run_files.prepare(workdir)  # made, and locked (one run per workdir)
-    run_files.makedirs(os.path.join(workdir, "fits"))
+    run_files.makedirs(os.path.join(workdir, "fits"), within=workdir)
     pipeline.check_config_file(workdir, config)
 
     fits, metrics = {}, {}

@@ -25,7 +25,7 @@ def open_study(
         for sp in dataset.splits:
             validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], cfg)
     run_files.prepare(workdir)  # made, and locked (one run per workdir)
-    run_files.makedirs(os.path.join(workdir, folder))
+    run_files.makedirs(os.path.join(workdir, folder), within=workdir)
     pipeline.check_config_file(workdir, config)
     return dataset
 
