@@ -376,7 +376,8 @@ def test_switching_method_name_names_the_fields_the_other_method_needs(tmp_path,
     msg = str(info.value)
     assert msg.startswith(
         "config.method.name is 'lfda' but the method section is warca's: lfda needs the "
-        "fields ['dim', 'embedding', 'kernel', 'kernel_gamma', 'knn', 'name', 'reg', 'reg_scale'] "
+        "fields ['dim', 'embedding', 'kernel', 'kernel_gamma', 'knn', 'name', 'reg', 'reg_scale', "
+        "'span'] "
         "(missing: embedding, knn, reg, reg_scale; unknown to lfda: batch_size, candidate_pool, "
     ), msg
     assert msg.endswith("); start from configs/lfda.py"), msg
