@@ -201,26 +201,27 @@ def makedirs(path, within=None) -> None:
       WriteError: any other failure, naming ``path``.
     """
     path = os.fspath(path)
-    chain = [path]
+    chain = []  # the folders below ``within``, top down, each made or entered in turn
     if within is not None:
         rel = os.path.relpath(path, within)
         if rel != os.curdir and not rel.startswith(os.pardir):
             parts = rel.split(os.sep)
             chain = [os.path.join(within, *parts[: i + 1]) for i in range(len(parts))]
-        with writing(within):
-            os.makedirs(within, exist_ok=True)
+            with writing(within):
+                os.makedirs(within, exist_ok=True)
     with writing(path):
-        for i, folder in enumerate(chain):
+        if os.path.islink(path):
+            raise linked_folder(path)
+        if not chain:  # no folder of the run above it: the path itself
+            os.makedirs(path, exist_ok=True)
+        for folder in chain:
             if os.path.islink(folder):
                 raise linked_folder(folder)
-            if i + 1 < len(chain) or within is not None:
-                try:
-                    os.mkdir(folder)
-                except FileExistsError:
-                    if not os.path.isdir(folder) or os.path.islink(folder):
-                        raise
-            else:
-                os.makedirs(folder, exist_ok=True)
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                if not os.path.isdir(folder) or os.path.islink(folder):
+                    raise
         if os.path.islink(path):  # made meanwhile
             raise linked_folder(path)
 
