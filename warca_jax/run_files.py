@@ -261,12 +261,10 @@ def check_path(workdir) -> None:
 
 
 def prepare(workdir: str) -> None:
-    """Creates ``workdir``; an empty path, one that exists and is not a folder, or a symbolic
-    link (``writes.linked_folder``), is a clear error. Within a run that holds its workdir
-    (``workdir_lock.one_run_per_workdir``) the lock is taken here, as soon as the folder
-    exists."""
+    """Creates ``workdir`` (an empty path, a link or a non-folder there: a clear error) and,
+    within a run that holds it (``workdir_lock.one_run_per_workdir``), takes its lock."""
     check_path(workdir)
-    if os.path.islink(workdir):  # its writes would land in the link's target
+    if os.path.islink(workdir):
         raise writes.linked_folder(workdir)
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         raise NotADirectoryError(
@@ -276,9 +274,8 @@ def prepare(workdir: str) -> None:
     try:
         os.makedirs(workdir, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise NotADirectoryError(
-            f"workdir {workdir!r}: a part of the path is a file, not a folder"
-        ) from None
+        msg = f"workdir {workdir!r}: a part of the path is a file, not a folder"
+        raise NotADirectoryError(msg) from None
     except PermissionError as e:
         raise PermissionError(f"workdir {workdir!r} cannot be created: {e.strerror}") from None
     except OSError as e:
