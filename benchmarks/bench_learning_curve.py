@@ -52,21 +52,11 @@ def method_config(spec: str, changes: str) -> ml_collections.ConfigDict:
 
 
 def parts(data: str, path: str, splits: list[int], descriptor: str, cache_dir: str):
-    """(split, x, labels, cams, scorer) of each split."""
+    """(split, x, labels, cams, scorer) of each split (of each training seed on the C++
+    release's problem)."""
     if data == "reference":
         return real_data.reference_splits(splits)
-    ds = real_data.read(data, path, descriptor=descriptor, cache_dir=cache_dir)
-    out = []
-    for s in splits:
-        split = ds.splits[s]
-        tr = split.train_idx
-
-        def scores(metric, split=split):
-            r = real_data.score(metric, ds, split)
-            return float(r["rank1"]), float(r["mAP"])
-
-        out.append((s, ds.features[tr], ds.labels[tr], ds.cams[tr], scores))
-    return out
+    return real_data.splits(data, path, splits, cache_dir, descriptor=descriptor)
 
 
 def main(argv):

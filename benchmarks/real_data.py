@@ -105,9 +105,9 @@ def reference_splits(seeds):
     return [(seed, prob["hist_train"], prob["train_labels"], None, scores) for seed in seeds]
 
 
-def splits(name: str, path: str, which: range, cache_dir: str):
-    """Splits ``splits`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
-    ds = read(name, path, cache_dir=cache_dir)
+def splits(name: str, path: str, which: range, cache_dir: str, descriptor: str = "color_lbp"):
+    """Splits ``which`` of a real dataset, each as (split, x, labels, cams, test scorer)."""
+    ds = read(name, path, descriptor=descriptor, cache_dir=cache_dir)
     out = []
     for s in which:
         split = ds.splits[s]

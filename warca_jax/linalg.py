@@ -95,9 +95,9 @@ class Span(NamedTuple):
             dtype
         )
 
-    def lift(self, projection) -> np.ndarray:
-        """The [D', D] map of a [D', k] map on ``coords``."""
-        return np.asarray(projection, np.float32) @ self.basis
+    def lift(self, projection, dtype=np.float32) -> np.ndarray:
+        """The [D', D] map of a [D', k] map on ``coords``, computed in ``dtype``."""
+        return np.asarray(projection, dtype) @ self.basis.astype(dtype, copy=False)
 
 
 def training_span(x, *, min_dim: int) -> Span | None:

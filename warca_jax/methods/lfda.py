@@ -211,7 +211,7 @@ def fit(features, labels, cfg):
     opts = dict(dim=cfg.dim, reg=float(cfg.reg), embedding=cfg.embedding, rank=rank)
     proj = solve(s_w, s_b, **opts).T
     if span is not None:
-        proj = proj @ span.basis.astype(np.float64)
+        proj = span.lift(proj, dtype=np.float64)
     metric = Metric(
         kind="linear" if cfg.kernel == "none" else "kernel",
         input_dim=x.shape[1],
