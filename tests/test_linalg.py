@@ -44,3 +44,23 @@ def test_generalized_eigh_solves_the_pencil():
     np.testing.assert_allclose(a @ v, b @ v * w, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(v.T @ b @ v, np.eye(2), atol=1e-8)
     assert w[0] >= w[1]
+
+
+@pytest.mark.parametrize("gram", [False, True])
+def test_pair_curvature_is_the_largest_eigenvalue_of_the_pairs_second_moment(gram):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 6)) * np.array([3.0, 2.0, 1.0, 1.0, 0.5, 0.1])
+    i, j = rng.integers(0, 40, size=(2, 150))
+    feats = np.exp(-np.sum((x[:, None] - x[None]) ** 2, -1) / 10.0) if gram else x
+    got = linalg.pair_curvature(feats, i, j, gram=gram)
+    if gram:  # K times the pairs' Laplacian over P: the moment in the kernel's feature space
+        lap = np.zeros((40, 40))
+        np.add.at(lap, (i, i), 1.0)
+        np.add.at(lap, (j, j), 1.0)
+        np.add.at(lap, (i, j), -1.0)
+        np.add.at(lap, (j, i), -1.0)
+        want = np.max(np.linalg.eigvals(feats @ lap / len(i)).real)
+    else:
+        d = x[i] - x[j]
+        want = np.linalg.eigvalsh(d.T @ d / len(i))[-1]
+    np.testing.assert_allclose(got, want, rtol=1e-4)

@@ -179,6 +179,7 @@ def test_divergence_is_an_error_not_a_model():
         (lambda x, y: (x, y), {"negatives_per_positive": 0.0}, "negatives_per_positive"),
         (lambda x, y: (x, y), {"lam": -1.0}, "lam must be >= 0"),
         (lambda x, y: (x, y), {"init": "zeros"}, "unknown init 'zeros'"),
+        (lambda x, y: (x, y), {"lr_units": "steps"}, "unknown lr_units 'steps'"),
         (lambda x, y: (x, y), {"num_iters": 0}, "num_iters must be >= 1"),
         (lambda x, y: (x, y), {"batch_size": -2}, "batch_size must be >= 0"),
     ],
@@ -201,6 +202,7 @@ def test_wide_data_trains_in_the_span_like_the_full_form(init):
     wide = x @ lift + 0.05 * rng.standard_normal((len(y), 200)).astype(np.float32)
     assert wide.shape[0] < wide.shape[1]
     cfg = _method("small", dim=6, num_iters=100, log_every=50, init=init)
+    cfg = defaults.overridden(cfg, lr_units="features", learning_rate=1.0)
     i, _, _ = rpcca.pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=_KEY)
     cfg = defaults.overridden(cfg, lam=2e-3 * len(i))  # the outside part shrinks 0.4% a step
     got = {}
@@ -217,3 +219,16 @@ def test_wide_data_trains_in_the_span_like_the_full_form(init):
     np.testing.assert_allclose(
         [r["loss"] for r in h_span], [r["loss"] for r in h_full], rtol=1e-4
     )
+
+
+def test_curvature_units_take_the_step_over_the_pairs_curvature():
+    x, y = _small_problem()
+    cfg = _method(dim=4, num_iters=30, log_every=10, learning_rate=2.0)
+    assert cfg.lr_units == "curvature"
+    i, j, _ = rpcca.pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=_KEY)
+    scale = np.mean(np.sum((x[i] - x[j]) ** 2, axis=1))  # fit's rescaling
+    lam = linalg.pair_curvature(x / np.sqrt(scale), i, j, gram=False)
+    assert 0 < lam <= 1  # the moment's trace is the mean squared pair distance, 1
+    got, _ = rpcca.fit(x, y, cfg)
+    want, _ = rpcca.fit(x, y, defaults.overridden(cfg, lr_units="features", learning_rate=2 / lam))
+    np.testing.assert_allclose(got.projection, want.projection, rtol=1e-4, atol=1e-6)

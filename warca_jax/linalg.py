@@ -195,3 +195,35 @@ def random_orthonormal_rows(key: jax.Array, *, dim: int, d: int) -> jax.Array:
     """
     q, _ = jnp.linalg.qr(jax.random.normal(key, (d, dim), jnp.float32))
     return q.T
+
+
+def pair_curvature(feats, i, j, *, gram: bool, iters: int = 100) -> float:
+    """lambda: the largest eigenvalue of the pairs' second moment (1/P) sum_p d_p d_p^T,
+    d_p the difference of pair p's features (rows i_p and j_p), by power iteration from a
+    fixed start: the largest eigenvalue of G C / P, G the Gram matrix of the features and C
+    the pairs' Laplacian, computed on the [N] side. ``feats``: [N, D] features (G is never
+    formed) or, with ``gram``, G itself (a kernel matrix: the moment in feature space).
+
+    A gradient step on a loss of the pairs' squared distances ||L d_p||^2, with weights of
+    size at most 1 / P, moves the embedding by -2 step G C' E (rPCCA's preconditioned kernel
+    step the same): lambda bounds how far one step moves the distances, whatever the data's
+    spectrum.
+    """
+    f = np.asarray(feats, np.float64)
+    i, j = np.asarray(i), np.asarray(j)
+    n, p = f.shape[0], len(i)
+
+    def apply(v):
+        d = v[i] - v[j]
+        lv = np.bincount(i, d, n) - np.bincount(j, d, n)  # the pairs' Laplacian times v
+        return (f @ lv if gram else f @ (f.T @ lv)) / p
+
+    v = np.random.default_rng(0).standard_normal(n)
+    lam = 0.0
+    for _ in range(iters):
+        w = apply(v)
+        lam = float(np.linalg.norm(w))
+        if not lam > 0:
+            break
+        v = w / lam
+    return lam

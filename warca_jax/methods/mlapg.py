@@ -165,26 +165,25 @@ class ReducedState(NamedTuple):
     loss: float
 
 
-def _distances_from_gram(k):
-    k = (k + k.T) / 2
+def _symmetric(k: np.ndarray) -> np.ndarray:
+    """(K + K^T) / 2: a product's K made exactly symmetric, so that every [N, N] term after
+    it (distances, T) is symmetric to the bit and nothing downstream transposes."""
+    return (k + k.T) * np.float32(0.5)
+
+
+def _gram_terms(k, sign, weight, mu):
+    """F, T = w y sigma(z) and T 1 from a symmetric K = X M X^T (z = y (d - mu)), so that
+    grad F = 2 X^T (diag(T 1) - T) X; softplus and sigmoid share one exponential."""
     sq = jnp.diag(k)
-    return sq[:, None] + sq[None, :] - 2.0 * k
+    z = sign * (sq[:, None] + sq[None, :] - 2.0 * k - mu)
+    e = jnp.exp(-jnp.abs(z))
+    loss = jnp.sum(weight * (jnp.maximum(z, 0.0) + jnp.log1p(e)))  # softplus(z)
+    t = weight * sign * jnp.where(z >= 0, 1.0, e) / (1.0 + e)  # sigmoid(z)
+    return loss, t, jnp.sum(t, axis=1)
 
 
-@jax.jit
-def _gram_loss(k, sign, weight, mu):
-    """F from K = X M X^T: [N, N] elementwise work only."""
-    return jnp.sum(weight * jax.nn.softplus(sign * (_distances_from_gram(k) - mu)))
-
-
-@jax.jit
-def _gram_loss_and_laplacian(k, sign, weight, mu):
-    """F and A = 2 (diag(T 1) - T) from K = X M X^T, so that grad F = X^T A X."""
-    z = sign * (_distances_from_gram(k) - mu)
-    loss = jnp.sum(weight * jax.nn.softplus(z))
-    t = weight * sign * jax.nn.sigmoid(z)
-    t = (t + t.T) / 2
-    return loss, 2.0 * (jnp.diag(jnp.sum(t, axis=1)) - t)
+_gram_loss = jax.jit(lambda k, sign, weight, mu: _gram_terms(k, sign, weight, mu)[0])
+_gram_loss_and_coefficients = jax.jit(_gram_terms)
 
 
 def psd_factors(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -221,7 +220,7 @@ class ReducedAPG:
         """The state at M = I (its eigen-factors the identity's)."""
         d = self.x.shape[1]
         eye = np.eye(d, dtype=np.float32)
-        k = self.x @ self.x.T
+        k = _symmetric(self.x @ self.x.T)
         loss = float(_gram_loss(k, self.sign, self.weight, self.mu))
         ones = np.ones(d, np.float32)
         return ReducedState(eye, eye, eye, ones, k, k, 0.0, 1.0 / init_step, loss)
@@ -233,9 +232,10 @@ class ReducedAPG:
         beta = np.float32((state.alpha - 1.0) / alpha)
         v = state.m + beta * (state.m - state.m_prev)
         k_v = state.k + beta * (state.k - state.k_prev)
-        f_v, lap = _gram_loss_and_laplacian(k_v, self.sign, self.weight, self.mu)
+        f_v, t, rows = _gram_loss_and_coefficients(k_v, self.sign, self.weight, self.mu)
         f_v = float(f_v)
-        grad = x.T @ (np.asarray(lap) @ x)
+        tx = np.asarray(rows)[:, None] * x - np.asarray(t) @ x  # (diag(T 1) - T) X
+        grad = 2.0 * (x.T @ tx)
         grad = (grad + grad.T) / 2
         lip = state.lipschitz
         for tries in range(self.max_backtracks + 1):
@@ -243,7 +243,7 @@ class ReducedAPG:
                 lip *= self.factor
             vecs, vals = psd_factors(v - grad / np.float32(lip))
             z = x @ vecs
-            k_new = (z * vals) @ z.T
+            k_new = _symmetric((z * vals) @ z.T)
             f_new = float(_gram_loss(k_new, self.sign, self.weight, self.mu))
             m_new = (vecs * vals) @ vecs.T
             diff = (m_new - v).astype(np.float64)

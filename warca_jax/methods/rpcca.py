@@ -23,9 +23,10 @@ The features are rescaled so that the mean squared pair distance is 1 (and the k
 by its mean kernel-space pair distance), which makes the threshold 1 and the learning
 rate independent of the data's units; the scale is folded back into the returned metric.
 Training is (minibatch or full-batch) gradient descent, ``log_every`` steps per jitted
-``lax.scan``, from a random map (``init='random'``, the default) or from the whitened PCA
-of the (kernel) features (``init='pca'``, as Xiong et al.'s later code starts), either
-scaled to a mean squared pair distance of 1.
+``lax.scan``, its step in units of the pairs' curvature (``linalg.pair_curvature``), from
+a random map (``init='random'``, the default) or from the whitened PCA of the (kernel)
+features (``init='pca'``, as Xiong et al.'s later code starts), either scaled to a mean
+squared pair distance of 1.
 
 Defaults, and why (measurements, with their commands: docs/methods.md#rpcca):
 ``lam`` is Xiong et al.'s, on the sum of the pair losses; ``:chi2`` takes the chi2-RBF
@@ -47,6 +48,7 @@ from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 
 INITS = ("pca", "random")
+LR_UNITS = ("curvature", "features")
 
 
 def check_config(cfg, data: checks.TrainingData) -> None:
@@ -65,6 +67,8 @@ def check_config(cfg, data: checks.TrainingData) -> None:
         checks.check_number(cfg, "tol_window", low=1, integer=True)
     if "init" in cfg:  # configs written before the field start at random
         checks.check_choice(cfg, "init", INITS)
+    if "lr_units" in cfg:  # configs written before the field take the step as it is
+        checks.check_choice(cfg, "lr_units", LR_UNITS)
     if kernel != "none":
         kernels.check_kernel_input(data.x, kernel)
 
@@ -265,13 +269,16 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
         span = linalg.training_span(np.asarray(x), min_dim=1)
     feats, params, scale, gamma, outside = initial_map(x, i, j, cfg, key_init, feature_scale, span)
     outside_sq = 0.0 if outside is None else float(jnp.sum(outside * outside))
+    step = float(cfg.learning_rate)
+    if cfg.get("lr_units", "features") == "curvature":
+        step /= linalg.pair_curvature(feats, i, j, gram=kernel_form)
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
     chunk = learner_loop.compiled(
         make_chunk,
         kernel_form,
         float(cfg.beta),
         float(cfg.lam) / len(i),  # Xiong et al.'s lam weighs the sum over pairs; we take the mean
-        float(cfg.learning_rate),
+        step,
         batch,
     )
     pairs = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(sign, jnp.float32))
@@ -295,7 +302,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
         proj = np.asarray(params, np.float64)
         if span is not None:  # back to D: the span's part, and the decayed part outside
             lam = float(cfg.lam) / len(i)
-            decay = outside_decay(float(cfg.learning_rate), lam, steps)
+            decay = outside_decay(step, lam, steps)
             proj = proj @ span.basis.astype(np.float64) + np.asarray(outside, np.float64) * decay
         # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
         proj = proj / scale if kernel_form else proj / np.sqrt(scale)
@@ -337,11 +344,17 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # Start: 'random' (Gaussian A, or a random orthonormal L; the paper's Table 2 numbers)
     # or 'pca' (whitened PCA of the (kernel) features, Xiong et al.'s later code).
     m.init = "random"
-    m.learning_rate = 1.0  # gradient-descent step (features rescaled to unit mean
-    #                        squared pair distance, so it does not depend on units).
+    # The gradient-descent step, in units of 1 / lambda (``lr_units='curvature'``), lambda
+    # the largest eigenvalue of the pairs' second moment in the (kernel) feature space
+    # (``linalg.pair_curvature``): the same step for every data's spectrum, linear or kernel, well
+    # below where it diverges (docs/methods.md#rpcca). 'features': the step as it is, on
+    # features rescaled to unit mean squared pair distance (configs before the field).
+    m.lr_units = "curvature"
+    m.learning_rate = 4.0
     # Trained to convergence: it stops when the loss's relative change over the last
-    # tol_window logged rows (500 steps) is at most tol, or after num_iters steps. The fixed
-    # 1,000 steps of earlier defaults stopped far from it (docs/methods.md#rpcca).
+    # tol_window logged rows (125 steps, a gradient-flow time of 500 / lambda at the default
+    # step) is at most tol, or after num_iters steps. The fixed 1,000 steps of earlier
+    # defaults stopped far from it (docs/methods.md#rpcca).
     m.num_iters = 30000  # the cap on gradient-descent steps.
     m.tol = 1e-2
     m.tol_window = 5
@@ -353,19 +366,17 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # coordinates instead of D, the map's part outside the span carried along as it only
     # decays. False: the full D-dimensional form.
     m.span = True
-    m.log_every = 100  # steps between lines of metrics.jsonl.
+    m.log_every = 25  # steps between lines of metrics.jsonl (and of the stopping rule).
     if variant == "chi2":
         # The chi2-RBF kernel exp(-gamma chi2(x, y)), gamma = 1 / mean training chi2
         # distance: the one kernel of the paper's three chi2 methods (WARCA, rPCCA, LFDA).
         m.kernel = "chi2_rbf"
-        # The K^-1 preconditioned step is not a gradient step in the units of A: on the
-        # synthetic histograms 10 learns, 1 is slow and 0.1 stalls.
-        m.learning_rate = 10.0
     elif variant == "large":
         # Minibatches of pairs; the gradient of L shrinks with D on rescaled features, so
         # 2,048-d features need a larger step (1 and 10 under-train there).
         m.batch_size = 4096
         m.num_iters = 300
+        m.lr_units = "features"
         m.learning_rate = 100.0
     elif variant == "small":
         m.dim = 16
