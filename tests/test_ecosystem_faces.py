@@ -231,6 +231,34 @@ def test_evaluate_rank_drops_gallery_label_minus_one(reid_ref):
     assert mAP == ref_map
 
 
+def test_evaluate_rank_takes_what_torchreid_takes_infinities_and_string_ids(reid_ref):
+    # torchreid sorts the distances and compares the ids for equality: infinite distances
+    # and string ids are its input too. Side by side with its frozen output: string ids
+    # for the same identities, and the distances with each query's 10 farthest
+    # non-matches at +inf and its nearest image at -inf (the same ranking), give its numbers
+    dist, q_pids, g_pids, q_cams, g_cams = _reid_inputs(reid_ref)
+    named = [np.array([f"person {p}" for p in a]) for a in (q_pids, g_pids)]
+    cams = [np.array([f"cam {c}" for c in a]) for a in (q_cams, g_cams)]
+    cmc, mAP = evaluation.evaluate_rank(dist, *named, *cams)
+    np.testing.assert_allclose(cmc, reid_ref["cmc_50"], rtol=1e-6)
+    np.testing.assert_allclose(mAP, reid_ref["mAP_50"], rtol=1e-6)
+    far = dist.astype(np.float64)
+    order = np.argsort(far, axis=1)
+    match = q_pids[:, None] == g_pids[None, :]
+    for r in range(len(far)):
+        far[r, [c for c in order[r][::-1] if not match[r, c]][:10]] = np.inf
+        far[r, order[r][0]] = -np.inf
+    cmc, mAP = evaluation.evaluate_rank(far, q_pids, g_pids, q_cams, g_cams, max_rank=10)
+    np.testing.assert_allclose(cmc, reid_ref["cmc_10"], rtol=1e-6)
+    np.testing.assert_allclose(mAP, reid_ref["mAP_10"], rtol=1e-6)
+    far[3, 7] = np.nan  # no sort ranks it: refused, naming where
+    with pytest.raises(ValueError, match=r"NaN \(first at query 3, gallery 7\)"):
+        evaluation.evaluate_rank(far, q_pids, g_pids, q_cams, g_cams)
+    mixed = np.array([str(p) if i % 2 else p for i, p in enumerate(q_pids)], dtype=object)
+    with pytest.raises(ValueError, match="q_pids and g_pids must be of one comparable kind"):
+        evaluation.evaluate_rank(dist, mixed, g_pids, q_cams, g_cams)
+
+
 def test_evaluate_rank_short_gallery_and_bad_input(reid_ref):
     args = _reid_inputs(reid_ref)
     cut = [args[0][:, :30], args[1], args[2][:30], args[3], args[4][:30]]

@@ -517,3 +517,51 @@ def test_workers_share_the_cores_among_their_blas_threads(monkeypatch):
     assert os.environ["OPENBLAS_NUM_THREADS"] == os.environ["OMP_NUM_THREADS"] == share
     assert os.environ["MKL_NUM_THREADS"] == "3"
     assert set_here == ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"]  # MKL's was the user's
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+def test_a_worker_killed_from_outside_is_named_in_one_line(tmp_path):
+    # what the out-of-memory killer does: SIGKILL to one worker; the parent names the job
+    # that worker held and the signal, stops the other worker, and exits 1 in one line
+    import glob
+    import signal
+    import time
+
+    from warca_jax import workdir_lock
+
+    cmd = [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
+           f"--workdir={tmp_path}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
+           "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
+           "--stage=runs"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline, locks = time.monotonic() + 300, []
+        while time.monotonic() < deadline and len(locks) < 2:
+            time.sleep(0.5)  # each worker holds its job's folder, its pid in the lock
+            locks = sorted(glob.glob(f"{tmp_path}/runs/*/*/*/.lock"))
+        assert len(locks) == 2, "the workers did not start their jobs"
+        folder = os.path.dirname(locks[0])
+        victim = workdir_lock.holder_pid(folder)
+        while time.monotonic() < deadline and victim is None:
+            time.sleep(0.1)
+            victim = workdir_lock.holder_pid(folder)
+        other = workdir_lock.holder_pid(os.path.dirname(locks[1]))
+        os.kill(victim, signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"killed {victim} of {locks}: {e.stderr!r}"[-3000:]) from None
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    split = os.path.basename(folder).split("_")[-1]
+    assert last.startswith(f"error: the worker process {victim} running "), last
+    assert "warca" in last, last
+    assert f"split {split} was ended by signal SIGKILL" in last, last
+    assert "out-of-memory" in last and "run the same command again to resume" in last, last
+    assert other is None or not _alive(other), "the other worker outlived the run"

@@ -54,6 +54,20 @@ def _describe(text: str) -> str:
         return "a process that has not yet written its pid and host"
 
 
+def holder_pid(folder) -> int | None:
+    """The process id written in ``<folder>/.lock`` (None: no lock file, or none readable):
+    after a worker was killed, the pid of the job it held."""
+    try:
+        fd = os.open(os.path.join(os.fspath(folder), LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            pid = bounded_reads.load_json(os.pread(fd, 4096, 0).decode("utf-8", "replace"))["pid"]
+        finally:
+            os.close(fd)
+        return pid if isinstance(pid, int) else None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
 class WorkdirLock:
     """An exclusive, advisory lock on ``folder`` (``<folder>/.lock``); see the module doc."""
 

@@ -23,6 +23,11 @@ use_metric_cuhk03=False)`` takes the arguments of ``torchreid.metrics.evaluate_r
   single-shot, its mAP not). The CMC has at most one entry per gallery identity.
 * a protocol with no query to evaluate is a ValueError naming why (torchreid asserts);
   ``use_cython`` is accepted and ignored (torchreid's Cython code computes the same).
+* what torchreid accepts, accepted here too: infinite distances (ranked first or last, as
+  its sort ranks them; ties among them in gallery order) and identities or cameras of any
+  comparable kind, strings included (compared for equality only, as torchreid does; -1
+  marks junk among integer identities alone). A NaN distance, which no sort can rank, is
+  a ValueError naming where it is.
 """
 
 from __future__ import annotations
@@ -76,8 +81,9 @@ def evaluate_rank(
     dist = np.asarray(distmat)
     if dist.ndim != 2:
         raise ValueError(f"distmat must be 2-D [num_query, num_gallery], got shape {dist.shape}")
+    dist = _ranked_where_infinite(dist)
     ranks = min(int(max_rank), dist.shape[1]) if dist.shape[1] else int(max_rank)
-    ids = (q_pids, g_pids, q_camids, g_camids)
+    ids = (*_as_codes(q_pids, g_pids, "pids"), *_as_codes(q_camids, g_camids, "camids"))
     multi = evaluate_distances(dist, *ids, max_rank=ranks)
     if not use_metric_cuhk03:
         cmc = multi["cmc"]
@@ -87,3 +93,37 @@ def evaluate_rank(
         )
         cmc = single["cmc"][:ranks]
     return (np.asarray(cmc, np.float64) / 100.0).astype(np.float32), multi["mAP"] / 100.0
+
+
+def _ranked_where_infinite(dist: np.ndarray) -> np.ndarray:
+    """``dist`` itself when finite; otherwise each row's stable ranks (0 .. G - 1), which
+    order the gallery as the distances do (infinities first or last, ties in gallery
+    order) and so give the same CMC and AP. NaN is refused."""
+    if not np.issubdtype(dist.dtype, np.number) or np.isfinite(dist).all():
+        return dist  # finite, or for evaluate_distances to refuse by its own message
+    if np.isnan(dist).any():
+        q, g = np.argwhere(np.isnan(dist))[0]
+        raise ValueError(
+            f"distmat holds NaN (first at query {q}, gallery {g}): distances must be numbers "
+            "(+inf and -inf are accepted, ranked last and first)"
+        )
+    order = np.argsort(dist, axis=1, kind="stable")
+    ranks = np.empty(dist.shape, np.float32)
+    np.put_along_axis(ranks, order, np.arange(dist.shape[1], dtype=np.float32)[None], axis=1)
+    return ranks
+
+
+def _as_codes(query, gallery, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Query and gallery identities (or cameras) as integers: integer ones as they are (-1
+    junk), others (strings, ...) by equality, as codes 0, 1, ... of their distinct values."""
+    q, g = np.asarray(query), np.asarray(gallery)
+    if q.dtype.kind in "iu" and g.dtype.kind in "iu" or q.ndim != 1 or g.ndim != 1:
+        return q, g  # integers, or a shape for evaluate_distances to refuse
+    if q.dtype.kind == "f" or g.dtype.kind == "f":
+        return q, g  # evaluate_distances says whether the floats are whole numbers
+    try:
+        both = np.concatenate([q.astype(object), g.astype(object)])
+        _, codes = np.unique(both, return_inverse=True)
+    except TypeError as e:  # values that cannot be ordered together (e.g. str and int)
+        raise ValueError(f"q_{what} and g_{what} must be of one comparable kind: {e}") from None
+    return codes[: len(q)].astype(np.int64), codes[len(q) :].astype(np.int64)

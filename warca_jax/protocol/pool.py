@@ -9,6 +9,7 @@ was started (``python -m experiments.protocol`` or a test calling ``run_protocol
 from __future__ import annotations
 
 import concurrent.futures
+import concurrent.futures.process
 import multiprocessing
 import os
 import signal
@@ -127,6 +128,34 @@ def _share_blas_threads(num_workers: int) -> list[str]:
     return unset
 
 
+class WorkerDiedError(RuntimeError):
+    """A worker process ended by a signal from outside the run (the message names its job)."""
+
+
+def worker_died(processes: dict, jobs: list[dict]) -> WorkerDiedError:
+    """The error for a pool broken by a worker that died: which worker (pid, signal or exit
+    status), which job it held (its folder's lock names the pid), the likely cause, and
+    that a rerun resumes. ``processes``: the pool's pid -> Process, all ended."""
+    dead = {
+        pid: proc.exitcode
+        for pid, proc in processes.items()
+        if proc.exitcode is not None and proc.exitcode < 0 and proc.exitcode != -signal.SIGTERM
+    } or {pid: proc.exitcode for pid, proc in processes.items() if proc.exitcode}
+    held = {workdir_lock.holder_pid(job["folder"]): job for job in jobs}
+    parts = []
+    for pid, code in sorted(dead.items()):
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        job = held.get(pid)
+        what = f"{job['dataset']} {job['label']} split {job['split']}" if job else "a job"
+        parts.append(f"the worker process {pid} running {what} was ended by {how}")
+    told = "; ".join(parts) or "a worker process ended abruptly"
+    return WorkerDiedError(
+        f"{told}, from outside this run (the system's out-of-memory killer sends SIGKILL when "
+        "memory runs out: fewer --num_workers use less); the other workers were stopped and "
+        "every finished job is kept: run the same command again to resume"
+    )
+
+
 def _run_all(todo: list[dict], num_workers: int, done) -> None:
     """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
     if num_workers <= 1:
@@ -148,15 +177,22 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     try:
         for fut in concurrent.futures.as_completed(futures):
             done(futures[fut], fut.result())
-    except BaseException:
-        # a bug, Ctrl-C or SIGTERM: stop at once, leaving the finished outcomes; the jobs
-        # in flight end with their workers (their folders' locks are taken over, as a
-        # dead process's, by the run that resumes)
+    except BaseException as error:
+        # a bug, Ctrl-C, SIGTERM or a worker killed: stop at once, leaving the finished
+        # outcomes; the jobs in flight end with their workers (their folders' locks are
+        # taken over, as a dead process's, by the run that resumes)
+        processes = dict(getattr(pool, "_processes", None) or {})
         for fut in futures:
             fut.cancel()
-        for proc in list(getattr(pool, "_processes", {}).values()):
+        for proc in processes.values():
             proc.terminate()
+        for proc in processes.values():  # one stuck past its SIGTERM is killed
+            proc.join(timeout=30)
+            if proc.exitcode is None:
+                proc.kill()
         pool.shutdown(wait=True, cancel_futures=True)  # quick: no worker is left
+        if isinstance(error, concurrent.futures.process.BrokenProcessPool):
+            raise worker_died(processes, list(futures.values())) from None
         raise
     pool.shutdown()
 
