@@ -462,6 +462,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _endless_protocol(workdir) -> subprocess.Popen:
+    """The protocol's runs stage on two workers whose jobs train for ever, in a new session,
+    stderr piped: for the tests that stop it."""
+    cmd = [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
+           f"--workdir={workdir}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
+           "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
+           "--stage=runs"]  # fmt: skip
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
 @pytest.mark.parametrize("how", ["SIGTERM to the parent", "Ctrl-C to the process group"])
@@ -470,13 +482,7 @@ def test_a_stopped_protocol_ends_its_workers_in_one_line(tmp_path, how):
     import signal
     import time
 
-    cmd = [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
-           f"--workdir={tmp_path}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
-           "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
-           "--stage=runs"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = _endless_protocol(tmp_path)
     try:
         deadline, workers = time.monotonic() + 300, []
         while time.monotonic() < deadline and len(workers) < 2:
@@ -530,13 +536,7 @@ def test_a_worker_killed_from_outside_is_named_in_one_line(tmp_path):
 
     from warca_jax import workdir_lock
 
-    cmd = [sys.executable, "-m", "experiments.protocol", "--config=configs/protocol.py:small",
-           f"--workdir={tmp_path}", "--config.methods=('warca:linear',)", "--config.cv.methods=()",
-           "--config.overrides={'warca:linear': {'num_iters': 1000000}}", "--num_workers=2",
-           "--stage=runs"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = _endless_protocol(tmp_path)
     try:
         deadline, locks = time.monotonic() + 300, []
         while time.monotonic() < deadline and len(locks) < 2:
