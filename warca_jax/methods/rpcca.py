@@ -246,6 +246,16 @@ def initial_map(x, i, j, cfg, key_init, feature_scale, span=None):
     return feats, params / norm, scale, gamma, None if outside is None else outside / norm
 
 
+def step_size(cfg, feats, i, j, kernel_form: bool) -> float:
+    """The gradient step: ``learning_rate`` over the pairs' curvature of ``feats`` (the
+    features or kernel matrix that training uses) with ``lr_units='curvature'``, else as
+    it is."""
+    step = float(cfg.learning_rate)
+    if cfg.get("lr_units", "features") == "curvature":
+        step /= linalg.pair_curvature(feats, i, j, gram=kernel_form)
+    return step
+
+
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
     """Learns an rPCCA metric by gradient descent (arguments and errors:
     ``warca_jax.methods``).
@@ -269,9 +279,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
         span = linalg.training_span(np.asarray(x), min_dim=1)
     feats, params, scale, gamma, outside = initial_map(x, i, j, cfg, key_init, feature_scale, span)
     outside_sq = 0.0 if outside is None else float(jnp.sum(outside * outside))
-    step = float(cfg.learning_rate)
-    if cfg.get("lr_units", "features") == "curvature":
-        step /= linalg.pair_curvature(feats, i, j, gram=kernel_form)
+    step = step_size(cfg, feats, i, j, kernel_form)
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
     chunk = learner_loop.compiled(
         make_chunk,
