@@ -186,10 +186,6 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
             fut.cancel()
         for proc in processes.values():
             proc.terminate()
-        for proc in processes.values():  # one stuck past its SIGTERM is killed
-            proc.join(timeout=30)
-            if proc.exitcode is None:
-                proc.kill()
         pool.shutdown(wait=True, cancel_futures=True)  # quick: no worker is left
         if isinstance(error, concurrent.futures.process.BrokenProcessPool):
             raise worker_died(processes, list(futures.values())) from None
