@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import concurrent.futures.process
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import threading
@@ -132,15 +133,17 @@ class WorkerDiedError(RuntimeError):
     """A worker process ended by a signal from outside the run (the message names its job)."""
 
 
-def worker_died(processes: dict, jobs: list[dict]) -> WorkerDiedError:
+def worker_died(processes: dict, jobs: list[dict], stopped=()) -> WorkerDiedError:
     """The error for a pool broken by a worker that died: which worker (pid, signal or exit
     status), which job it held (its folder's lock names the pid), the likely cause, and
-    that a rerun resumes. ``processes``: the pool's pid -> Process, all ended."""
+    that a rerun resumes. ``processes``: the pool's pid -> Process, all ended; ``stopped``:
+    the pids this run killed itself (``_stop_workers``), not named."""
+    ended = {pid: proc.exitcode for pid, proc in processes.items() if pid not in stopped}
     dead = {
-        pid: proc.exitcode
-        for pid, proc in processes.items()
-        if proc.exitcode is not None and proc.exitcode < 0 and proc.exitcode != -signal.SIGTERM
-    } or {pid: proc.exitcode for pid, proc in processes.items() if proc.exitcode}
+        pid: code
+        for pid, code in ended.items()
+        if code is not None and code < 0 and code != -signal.SIGTERM
+    } or {pid: code for pid, code in ended.items() if code}
     held = {workdir_lock.holder_pid(job["folder"]): job for job in jobs}
     parts = []
     for pid, code in sorted(dead.items()):
@@ -156,12 +159,16 @@ def worker_died(processes: dict, jobs: list[dict]) -> WorkerDiedError:
     )
 
 
-def _run_all(todo: list[dict], num_workers: int, done) -> None:
-    """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
-    if num_workers <= 1:
-        for job in todo:
-            done(job, grid_job.run_any(job))
-        return
+def _start_pool(todo: list[dict], num_workers: int):
+    """(the pool of ``num_workers`` spawned workers running ``todo``, future -> job).
+
+    The pool starts a worker at a submit, after waking its manager thread; that thread
+    then waits on the results and on the sentinels of the workers started so far, so a
+    worker started once that wait has begun is not watched until the thread wakes again.
+    The last worker's death could go unseen (no BrokenProcessPool, ``as_completed`` waiting
+    for ever, nothing printed): one more wakeup, once every worker has started, makes the
+    thread watch them all (CPython 3.11's pool; later versions submit in the same order).
+    """
     ctx = multiprocessing.get_context("spawn")  # JAX is not fork-safe
     # workers sharing a GPU must not each reserve most of its memory up front
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -174,6 +181,35 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
     finally:  # the workers have started with them; this process keeps its own
         for k in set_here:
             os.environ.pop(k, None)
+    with pool._shutdown_lock:  # as submit does: the thread closes its wakeup under it
+        pool._executor_manager_thread_wakeup.wakeup()
+    return pool, futures
+
+
+def _stop_workers(processes: dict, grace: float = 10.0) -> set[int]:
+    """Stops the pool's workers: SIGTERM (each releases its job's locks, then exits), and
+    SIGKILL to those still running ``grace`` seconds later (a worker's handler runs only
+    once its main thread is back from a jitted XLA call; the kernel releases a killed
+    worker's locks, and the rerun takes its folder over). Returns the pids it killed."""
+    for proc in processes.values():
+        proc.terminate()
+    running = {proc.sentinel: pid for pid, proc in processes.items()}  # ready once it ends
+    deadline = time.monotonic() + grace
+    while running and time.monotonic() < deadline:
+        for ended in multiprocessing.connection.wait(list(running), deadline - time.monotonic()):
+            del running[ended]
+    for pid in running.values():
+        processes[pid].kill()
+    return set(running.values())
+
+
+def _run_all(todo: list[dict], num_workers: int, done) -> None:
+    """Runs every job of ``todo`` (in ``num_workers`` processes), ``done(job, outcome)`` each."""
+    if num_workers <= 1:
+        for job in todo:
+            done(job, grid_job.run_any(job))
+        return
+    pool, futures = _start_pool(todo, num_workers)
     try:
         for fut in concurrent.futures.as_completed(futures):
             done(futures[fut], fut.result())
@@ -184,11 +220,10 @@ def _run_all(todo: list[dict], num_workers: int, done) -> None:
         processes = dict(getattr(pool, "_processes", None) or {})
         for fut in futures:
             fut.cancel()
-        for proc in processes.values():
-            proc.terminate()
+        stopped = _stop_workers(processes)
         pool.shutdown(wait=True, cancel_futures=True)  # quick: no worker is left
         if isinstance(error, concurrent.futures.process.BrokenProcessPool):
-            raise worker_died(processes, list(futures.values())) from None
+            raise worker_died(processes, list(futures.values()), stopped) from None
         raise
     pool.shutdown()
 
