@@ -10,7 +10,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax.methods import mlapg
+from warca_jax.methods import mlapg, mlapg_plain
 
 _method = functools.partial(method_section, "mlapg")
 
@@ -33,7 +33,8 @@ def test_loss_equals_a_loop_over_unordered_pairs():
             ref += np.log1p(np.exp(sign * (d - 0.7))) / len(pairs)
     with jax.enable_x64(True):
         sign, weight = mlapg.pair_weights(jnp.asarray(y))
-        got = mlapg.mlapg_loss(jnp.asarray(m), jnp.asarray(x, jnp.float64), sign, weight, mu=0.7)
+        xx = jnp.asarray(x, jnp.float64)
+        got = mlapg_plain.mlapg_loss(jnp.asarray(m), xx, sign, weight, mu=0.7)
     np.testing.assert_allclose(float(got), ref, rtol=1e-7)
 
 
@@ -45,9 +46,9 @@ def test_gradient_equals_autodiff_float64():
         sign, weight = mlapg.pair_weights(jnp.asarray(y))
         b = jax.random.normal(jax.random.PRNGKey(0), (6, 6), jnp.float64)
         m = b @ b.T / 6
-        loss, grad = mlapg.mlapg_loss_and_grad(m, xx, sign, weight, mu=0.5)
-        ref = jax.grad(mlapg.mlapg_loss)(m, xx, sign, weight, mu=0.5)
-        np.testing.assert_allclose(loss, mlapg.mlapg_loss(m, xx, sign, weight, mu=0.5))
+        loss, grad = mlapg_plain.mlapg_loss_and_grad(m, xx, sign, weight, mu=0.5)
+        ref = jax.grad(mlapg_plain.mlapg_loss)(m, xx, sign, weight, mu=0.5)
+        np.testing.assert_allclose(loss, mlapg_plain.mlapg_loss(m, xx, sign, weight, mu=0.5))
         np.testing.assert_allclose(grad, ref, rtol=1e-9, atol=1e-12)
         assert float(jnp.abs(ref).max()) > 1e-3
 
@@ -56,7 +57,7 @@ def test_gradient_equals_autodiff_float64():
 def test_psd_projection_clips_negative_eigenvalues():
     m = jnp.diag(jnp.array([2.0, -1.0, 0.5]))
     q, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(2), (3, 3)))
-    proj, rank = mlapg.psd_project(q @ m @ q.T)
+    proj, rank = mlapg_plain.psd_project(q @ m @ q.T)
     np.testing.assert_allclose(proj, q @ jnp.diag(jnp.array([2.0, 0.0, 0.5])) @ q.T, atol=1e-5)
     assert int(rank) == 2
 
@@ -104,15 +105,16 @@ def test_bad_input_is_refused(mutate, overrides, match):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("init_step", [256.0, 1e5])  # the default, and a step that backtracks
-def test_reduced_iteration_equals_the_plain_step(init_step):
+@pytest.mark.parametrize("side", ["auto", "positive", "negative"])
+def test_reduced_iteration_equals_the_plain_step(init_step, side):
     x, y = _small_problem(dim=12)
     feats, _ = mlapg.prepared_features(x, 0)
     sign, weight = mlapg.pair_weights(jnp.asarray(y))
-    step = mlapg.make_step(1.0, 2.0, 50)
+    step = mlapg_plain.make_step(1.0, 2.0, 50)
     eye = jnp.eye(12, dtype=jnp.float32)
-    f0 = mlapg.mlapg_loss(eye, jnp.asarray(feats), sign, weight, mu=1.0)
-    plain = mlapg.APGState(eye, eye, jnp.float32(0.0), jnp.float32(1.0 / init_step), f0)
-    apg = mlapg.ReducedAPG(feats, sign, weight, mu=1.0, factor=2.0, max_backtracks=50)
+    f0 = mlapg_plain.mlapg_loss(eye, jnp.asarray(feats), sign, weight, mu=1.0)
+    plain = mlapg_plain.APGState(eye, eye, jnp.float32(0.0), jnp.float32(1.0 / init_step), f0)
+    apg = mlapg.ReducedAPG(feats, sign, weight, mu=1.0, factor=2.0, max_backtracks=50, side=side)
     reduced = apg.start(init_step)
     np.testing.assert_allclose(reduced.loss, float(f0), rtol=1e-6)
     backtracked = False
@@ -125,7 +127,7 @@ def test_reduced_iteration_equals_the_plain_step(init_step):
         backtracked |= reduced.lipschitz > 1.0 / init_step
         scale = float(jnp.abs(plain.m).max())
         np.testing.assert_allclose(reduced.m, plain.m, atol=1e-4 * scale)
-        w = mlapg.factor_from_eigen(reduced.vecs, reduced.vals)
+        w = mlapg.factor_from_eigen(*mlapg.state_factors(reduced))
         np.testing.assert_allclose(w.T @ w, reduced.m, atol=1e-5 * scale)
     assert backtracked or init_step <= 256
 

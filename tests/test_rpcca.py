@@ -11,7 +11,7 @@ from conftest import small_problem
 from repo_configs import method_section
 
 from warca_jax import defaults, linalg
-from warca_jax.methods import rpcca
+from warca_jax.methods import rpcca, rpcca_steps
 from warca_jax.metric import Metric
 
 _method = functools.partial(method_section, "rpcca")
@@ -61,7 +61,7 @@ def test_linear_gradient_equals_autodiff_float64():
         xx = jnp.asarray(x, jnp.float64) / 10.0  # distances around the threshold 1
         proj = jax.random.normal(jax.random.PRNGKey(0), (5, 12), jnp.float64)
         args = (xx, jnp.asarray(i), jnp.asarray(j), jnp.asarray(s, jnp.float64))
-        loss, grad = rpcca.linear_loss_and_grad(proj, *args, beta=3.0, lam=0.1)
+        loss, grad = rpcca_steps.linear_loss_and_grad(proj, *args, beta=3.0, lam=0.1)
         ref = jax.grad(_linear_loss)(proj, *args, beta=3.0, lam=0.1)
         np.testing.assert_allclose(loss, _linear_loss(proj, *args, beta=3.0, lam=0.1))
         np.testing.assert_allclose(grad, ref, rtol=1e-10, atol=1e-12)
@@ -76,8 +76,9 @@ def test_kernel_gradient_equals_autodiff_and_its_preconditioned_form_float64():
         k = jnp.asarray(x, jnp.float64) @ jnp.asarray(x, jnp.float64).T + jnp.eye(len(x))
         a = jax.random.normal(jax.random.PRNGKey(1), (4, len(x)), jnp.float64)
         args = (k, jnp.asarray(i), jnp.asarray(j), jnp.asarray(s, jnp.float64))
-        _, plain = rpcca.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3, preconditioned=False)
-        _, pre = rpcca.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3)
+        grads = functools.partial(rpcca_steps.kernel_loss_and_grad, a, *args, beta=2.0, lam=0.3)
+        _, plain = grads(preconditioned=False)
+        _, pre = rpcca_steps.kernel_loss_and_grad(a, *args, beta=2.0, lam=0.3)
         ref = jax.grad(_kernel_loss)(a, *args, beta=2.0, lam=0.3)
         np.testing.assert_allclose(plain, ref, rtol=1e-9, atol=1e-12)
         # The preconditioned direction is the gradient times K^-1.
@@ -117,13 +118,13 @@ def test_lam_weighs_the_sum_of_the_pair_losses(monkeypatch):
     key_pairs = jax.random.split(jax.random.PRNGKey(0), 3)[0]
     i, _, _ = rpcca.pair_set(y, negatives_per_positive=cfg.negatives_per_positive, key=key_pairs)
     lams = []
-    real = rpcca.make_chunk
+    real = rpcca_steps.make_chunk
 
-    def spy(kernel_form, beta, lam, lr, batch):
+    def spy(form, beta, lam, lr, batch):
         lams.append(lam)
-        return real(kernel_form, beta, lam, lr, batch)
+        return real(form, beta, lam, lr, batch)
 
-    monkeypatch.setattr(rpcca, "make_chunk", spy)
+    monkeypatch.setattr(rpcca_steps, "make_chunk", spy)
     rpcca.fit(x, y, cfg)
     assert lams == [pytest.approx(0.5 / len(i))]
 
@@ -219,9 +220,35 @@ def test_wide_data_trains_in_the_span_like_the_full_form(init):
         basis = linalg.training_span(wide, min_dim=1).basis
         off = m_full.projection - (m_full.projection @ basis.T) @ basis
         assert np.abs(off).max() > 1e-3 * scale
-    np.testing.assert_allclose(
-        [r["loss"] for r in h_span], [r["loss"] for r in h_full], rtol=1e-4
-    )
+    np.testing.assert_allclose([r["loss"] for r in h_span], [r["loss"] for r in h_full], rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [0, 40])
+def test_the_embedding_form_takes_the_linear_forms_steps(batch):
+    # dual_step tracks E = F L^T, ||L||^2 and the decayed sum of the pair terms: the map
+    # it stands for, and its losses, are those of plain steps on L (full batch or minibatch)
+    x, y = _small_problem()
+    i, j, s = _pairs(y)
+    feats = jnp.asarray(x / np.sqrt(np.mean(np.sum((x[i] - x[j]) ** 2, axis=1))))
+    start = jax.random.normal(jax.random.PRNGKey(1), (4, x.shape[1])) / 4
+    lr, lam, steps = 0.3, 0.05, 60
+    args = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(s), jax.random.PRNGKey(2))
+    got = {}
+    for form in ("linear", "dual"):
+        chunk = rpcca_steps.make_chunk(form, 3.0, lam, lr, batch)
+        params, train = start, feats
+        if form == "dual":
+            train, params = rpcca_steps.to_dual(feats, start)
+        losses = []
+        for done in range(0, steps, 20):
+            params, metrics = chunk(params, train, *args, done, 20, 0.0)
+            losses.append(float(metrics["loss"]))
+        if form == "dual":
+            params = rpcca_steps.from_dual(params, start, feats, lr, lam, steps)
+        got[form] = np.asarray(params), losses
+    assert got["linear"][1][-1] < 0.9 * got["linear"][1][0]  # it trained
+    np.testing.assert_allclose(got["dual"][0], got["linear"][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["dual"][1], got["linear"][1], rtol=1e-5)
 
 
 def test_curvature_units_take_the_step_over_the_pairs_curvature():

@@ -16,9 +16,9 @@ The gradient over all N^2 pairs is sum_ij t_ij (x_i - x_j)(x_i - x_j)^T
 Nesterov extrapolation V, a step M = Proj_PSD(V - grad F(V) / L) (eigendecomposition),
 and backtracks L <- gamma L until F(M) <= F(V) + <grad, M - V> + L/2 ||M - V||^2; it
 stops when the relative change of F is below ``tol``. ``fit`` runs these iterations as
-``ReducedAPG`` (through K = X M X^T and the eigenpairs the projection keeps: one
-eigendecomposition and five products per try instead of ten) and ``make_step`` is their
-plain form, which the tests hold it to.
+``ReducedAPG`` (through K = X M X^T, and only the eigenpairs of the smaller of the
+positive and negative parts) and ``mlapg_plain.make_step`` is their plain form, which the
+tests hold it to.
 
 Features are PCA-reduced to ``pca_dim`` first when D is larger (and to at most the span
 of the training images when D exceeds their number, as the original's QR step; a
@@ -42,16 +42,6 @@ import scipy.linalg
 from warca_jax import learner_loop, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
-
-
-class APGState(NamedTuple):
-    """M_t, M_{t-1}, the momentum scalar alpha_t, the Lipschitz estimate L and F(M_t)."""
-
-    m: jax.Array
-    m_prev: jax.Array
-    alpha: jax.Array
-    lipschitz: jax.Array
-    loss: jax.Array
 
 
 def check_config(cfg, data: checks.TrainingData) -> None:
@@ -85,79 +75,13 @@ def pair_weights(labels: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(same, 1.0, -1.0), w
 
 
-def _pair_distances(m, x):
-    q = x @ m
-    sq = jnp.sum(q * x, axis=1)
-    return sq[:, None] + sq[None, :] - q @ x.T - x @ q.T
-
-
-def mlapg_loss(m, x, sign, weight, *, mu: float) -> jax.Array:
-    """F(M) of Liao & Li for M: [D, D], x: [N, D], sign and weight: [N, N]."""
-    return jnp.sum(weight * jax.nn.softplus(sign * (_pair_distances(m, x) - mu)))
-
-
-def mlapg_loss_and_grad(m, x, sign, weight, *, mu: float):
-    """F(M) and its gradient 2 X^T (diag(T 1) - T) X, T = w y sigma(y (d - mu))."""
-    z = sign * (_pair_distances(m, x) - mu)
-    loss = jnp.sum(weight * jax.nn.softplus(z))
-    t = weight * sign * jax.nn.sigmoid(z)
-    t = (t + t.T) / 2  # symmetric by construction; this keeps the algebra exact in float32
-    return loss, 2.0 * (x.T * jnp.sum(t, axis=1)) @ x - 2.0 * x.T @ t @ x
-
-
-def psd_project(m: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Nearest PSD matrix in Frobenius norm and its rank (negative eigenvalues clipped)."""
-    w, v = jnp.linalg.eigh((m + m.T) / 2)
-    w = jnp.maximum(w, 0.0)
-    return (v * w) @ v.T, jnp.sum(w > 0)
-
-
-def make_step(mu: float, factor: float, max_backtracks: int):
-    """Jitted ``step(state, (x, sign, weight)) -> (state, metrics)``: one APG iteration.
-
-    The step skeleton of every learner (``learner_loop.scan_steps``), in its plain form: the
-    reference for ``ReducedAPG``, which ``fit`` runs (the same iteration, cheaper for a
-    large M).
-    """
-
-    def step(state: APGState, batch):
-        x, sign, weight = batch
-        alpha = (1.0 + jnp.sqrt(1.0 + 4.0 * state.alpha**2)) / 2.0
-        v = state.m + (state.alpha - 1.0) / alpha * (state.m - state.m_prev)
-        f_v, grad = mlapg_loss_and_grad(v, x, sign, weight, mu=mu)
-
-        def attempt(lip):
-            m_new, rank = psd_project(v - grad / lip)
-            f_new = mlapg_loss(m_new, x, sign, weight, mu=mu)
-            diff = m_new - v
-            ok = f_new <= f_v + jnp.sum(diff * grad) + lip / 2.0 * jnp.sum(diff * diff)
-            return m_new, rank, f_new, ok
-
-        def body(carry):
-            lip, _, _, _, _, tries = carry
-            lip = lip * factor
-            return (lip, *attempt(lip), tries + 1)
-
-        def cond(carry):
-            return ~carry[4] & (carry[5] < max_backtracks)
-
-        init = (state.lipschitz, *attempt(state.lipschitz), jnp.zeros((), jnp.int32))
-        lip, m_new, rank, f_new, _, _ = jax.lax.while_loop(cond, body, init)
-        metrics = {"loss": f_new, "rank": rank, "step_size": 1.0 / lip}
-        return APGState(m_new, state.m, alpha, lip, f_new), metrics
-
-    return jax.jit(step)
-
-
 class ReducedState(NamedTuple):
-    """The APG state of ``ReducedAPG``: M_t as its eigen-factors (``vecs`` [d, r], ``vals``
-    [r] > 0, M_t = vecs diag(vals) vecs^T) and dense, M_{t-1}, K_t = X M_t X^T and K_{t-1}
+    """The APG state of ``ReducedAPG``: M_t, M_{t-1}, M_t's rank r, K_t = X M_t X^T and K_{t-1}
     ([N, N]: the pair distances' Gram form), alpha_t, the Lipschitz estimate L and F(M_t)."""
 
     m: np.ndarray
     m_prev: np.ndarray
-    vecs: np.ndarray
-    vals: np.ndarray
+    rank: int
     k: np.ndarray
     k_prev: np.ndarray
     alpha: float
@@ -188,7 +112,7 @@ _gram_loss_and_coefficients = jax.jit(_gram_terms)
 
 def psd_factors(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(eigenvectors [d, r], eigenvalues [r]) of the positive part of the symmetric ``m``
-    (its lower triangle read): ``psd_project``'s projection is vecs diag(vals) vecs^T.
+    (its lower triangle read): ``mlapg_plain.psd_project``'s projection is vecs diag(vals) vecs^T.
 
     LAPACK's MRRR driver computes only the eigenpairs with eigenvalue in (0, inf), the
     ones the projection keeps, so a low-rank M costs less than the full decomposition.
@@ -200,19 +124,24 @@ def psd_factors(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ReducedAPG:
-    """The APG iteration of ``make_step`` (same steps, line search and result up to float
-    rounding) in a cheaper arrangement for a large M, on the host (numpy / LAPACK).
+    """The APG iteration of ``mlapg_plain.make_step`` (same steps, line search and result up
+    to float rounding) in a cheaper arrangement for a large M, on the host (numpy / LAPACK).
 
     * F and grad F depend on M only through K = X M X^T, and K is linear in M: the
       extrapolated K_V = K_t + beta (K_t - K_{t-1}) costs no product with X.
-    * K of a candidate step comes from its eigen-factors, (X E) diag(lambda) (X E)^T, and
-      only the eigenpairs with lambda > 0 are computed (``psd_factors``).
+    * The projection computes the eigenpairs of the smaller side of A = V - grad / L, as
+      LAPACK's cost grows with the eigenvectors it returns: while M's rank is above d / 2,
+      those of A's negative part, which Proj(A) = A minus it removes (K from K_V,
+      X grad X^T and the part's factors); else those of the positive part, Proj(A)
+      itself, K = (X E) diag(lambda) (X E)^T. ``side`` forces one ('positive',
+      'negative'; 'auto' by the rank), for the tests.
     * The [N, N] elementwise terms (softplus, sigmoid) run jitted; the products run in
       BLAS, whose float32 matrix products are faster on a CPU than XLA's.
     """
 
-    def __init__(self, x, sign, weight, mu: float, factor: float, max_backtracks: int):
-        self.x = np.asarray(x, np.float32)
+    def __init__(self, x, sign, weight, mu: float, factor: float, max_backtracks: int,
+                 side: str = "auto"):  # fmt: skip
+        self.x, self.side = np.asarray(x, np.float32), side
         self.sign, self.weight, self.mu = sign, weight, mu
         self.factor, self.max_backtracks = factor, max_backtracks
 
@@ -222,8 +151,7 @@ class ReducedAPG:
         eye = np.eye(d, dtype=np.float32)
         k = _symmetric(self.x @ self.x.T)
         loss = float(_gram_loss(k, self.sign, self.weight, self.mu))
-        ones = np.ones(d, np.float32)
-        return ReducedState(eye, eye, eye, ones, k, k, 0.0, 1.0 / init_step, loss)
+        return ReducedState(eye, eye, d, k, k, 0.0, 1.0 / init_step, loss)
 
     def step(self, state: ReducedState) -> tuple[ReducedState, dict]:
         """One APG iteration: (the next state, {loss, rank, step_size})."""
@@ -237,21 +165,39 @@ class ReducedAPG:
         tx = np.asarray(rows)[:, None] * x - np.asarray(t) @ x  # (diag(T 1) - T) X
         grad = 2.0 * (x.T @ tx)
         grad = (grad + grad.T) / 2
-        lip = state.lipschitz
+        lip, d = state.lipschitz, x.shape[1]
+        negative = self.side == "negative" or (self.side == "auto" and 2 * state.rank > d)
+        if negative:  # X grad X^T, for K of A = V - grad / L
+            xgx = _symmetric((x @ grad) @ x.T)
         for tries in range(self.max_backtracks + 1):
             if tries:
                 lip *= self.factor
-            vecs, vals = psd_factors(v - grad / np.float32(lip))
-            z = x @ vecs
-            k_new = _symmetric((z * vals) @ z.T)
+            a = v - grad / np.float32(lip)
+            if negative:  # A minus its negative part: A + sum mu e e^T over -A's mu > 0
+                vecs, vals = psd_factors(-a)
+                rank, m_new = d - len(vals), a + (vecs * vals) @ vecs.T
+                z = x @ vecs
+                k_new = _symmetric(k_v - xgx / np.float32(lip) + (z * vals) @ z.T)
+            else:  # the positive part: sum lambda e e^T over A's lambda > 0
+                vecs, vals = psd_factors(a)
+                rank, m_new = len(vals), (vecs * vals) @ vecs.T
+                z = x @ vecs
+                k_new = _symmetric((z * vals) @ z.T)
             f_new = float(_gram_loss(k_new, self.sign, self.weight, self.mu))
-            m_new = (vecs * vals) @ vecs.T
             diff = (m_new - v).astype(np.float64)
             bound = f_v + np.sum(diff * grad) + lip / 2.0 * np.sum(diff * diff)
             if f_new <= bound:
                 break
-        new = ReducedState(m_new, state.m, vecs, vals, k_new, state.k, alpha, lip, f_new)
-        return new, {"loss": f_new, "rank": len(vals), "step_size": 1.0 / lip}
+        new = ReducedState(m_new, state.m, rank, k_new, state.k, alpha, lip, f_new)
+        return new, {"loss": f_new, "rank": rank, "step_size": 1.0 / lip}
+
+
+def state_factors(state: ReducedState) -> tuple[np.ndarray, np.ndarray]:
+    """(vecs [d, r], vals [r]) with M_t = vecs diag(vals) vecs^T: M_t's top r eigenpairs."""
+    d = state.m.shape[0]
+    m = state.m.astype(np.float64)
+    vals, vecs = scipy.linalg.eigh(m, subset_by_index=(d - state.rank, d - 1))
+    return vecs, vals
 
 
 def factor_from_eigen(vecs: np.ndarray, vals: np.ndarray, dim: int | None = None):
@@ -314,7 +260,7 @@ def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
 
     Deterministic: it takes no ``seed``. A history row (step, loss, rank, seconds)
     every ``log_every`` iterations and at the last one. The iterations are
-    ``ReducedAPG``'s (``make_step``'s, arranged for a large M).
+    ``ReducedAPG``'s (``mlapg_plain.make_step``'s, arranged for a large M).
 
     Returns:
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
@@ -350,7 +296,7 @@ def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
                 return learner_loop.Chunk(row, it, stop=converged)
 
     def make_metric() -> Metric:
-        w = factor_from_eigen(state.vecs, state.vals, dim=cfg.dim or None)
+        w = factor_from_eigen(*state_factors(state), dim=cfg.dim or None)
         # Fold the rescaling and PCA back: ||W (z - z')|| with z = (x - mean) C^T / sqrt(scale).
         return Metric(
             kind="linear",

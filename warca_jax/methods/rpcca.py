@@ -22,11 +22,13 @@ i and j of A, plus 2 (lam / P) A, with no [N, N] product.
 The features are rescaled so that the mean squared pair distance is 1 (and the kernel
 by its mean kernel-space pair distance), which makes the threshold 1 and the learning
 rate independent of the data's units; the scale is folded back into the returned metric.
-Training is (minibatch or full-batch) gradient descent, ``log_every`` steps per jitted
-``lax.scan``, its step in units of the pairs' curvature (``linalg.pair_curvature``), from
-a random map (``init='random'``, the default) or from the whitened PCA of the (kernel)
-features (``init='pca'``, as Xiong et al.'s later code starts), either scaled to a mean
-squared pair distance of 1.
+Training is (minibatch or full-batch) gradient descent (``rpcca_steps``; the linear form
+with fewer images than twice its features runs on its embedding, ``rpcca_steps.dual_step``:
+the same path at one [N, N] product a step), ``log_every`` steps per jitted ``lax.scan``,
+its step in units of the pairs' curvature (``linalg.pair_curvature``), from a random map
+(``init='random'``, the default) or from the whitened PCA of the (kernel) features
+(``init='pca'``, as Xiong et al.'s later code starts), either scaled to a mean squared
+pair distance of 1.
 
 Defaults, and why (measurements, with their commands: docs/methods.md#rpcca):
 ``lam`` is Xiong et al.'s, on the sum of the pair losses; ``:chi2`` takes the chi2-RBF
@@ -44,7 +46,7 @@ import ml_collections
 import numpy as np
 
 from warca_jax import kernels, learner_loop, linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, rpcca_steps
 from warca_jax.metric import Metric
 
 INITS = ("pca", "random")
@@ -124,80 +126,6 @@ def whitened_pca_map(feats: np.ndarray, dim: int) -> np.ndarray:
     if comps.shape[0] < dim:
         comps = np.concatenate([comps, np.zeros((dim - comps.shape[0], f.shape[1]))])
     return comps.astype(np.float32)
-
-
-def generalized_logistic(z: jax.Array, *, beta: float) -> jax.Array:
-    """l_beta(z) = log(1 + exp(beta z)) / beta, a smooth hinge (Mignon & Jurie)."""
-    return jax.nn.softplus(beta * z) / beta
-
-
-def _pair_terms(emb, i, j, y, *, beta):
-    """Per-pair loss terms and dloss/d(d^2) coefficients c_p = y sigma(beta y (d^2 - 1)) / P."""
-    u = emb[i] - emb[j]
-    z = y * (jnp.sum(u * u, axis=1) - 1.0)
-    coef = y * jax.nn.sigmoid(beta * z) / i.shape[0]
-    return u, jnp.mean(generalized_logistic(z, beta=beta)), coef
-
-
-def _scatter_pairs(uc, i, j, n):
-    """S: [N, dim] with S = sum_p uc_p (e_i - e_j) rows: the pair terms per sample."""
-    return jnp.zeros((n, uc.shape[1]), uc.dtype).at[i].add(uc).at[j].add(-uc)
-
-
-def linear_loss_and_grad(proj, x, i, j, y, *, beta: float, lam: float):
-    """Loss and its closed-form gradient 2 sum_p c_p L u_p u_p^T + 2 lam L, as S^T X."""
-    u, data_loss, coef = _pair_terms(x @ proj.T, i, j, y, beta=beta)
-    s = _scatter_pairs(u * coef[:, None], i, j, x.shape[0])
-    return data_loss + lam * jnp.sum(proj * proj), 2.0 * s.T @ x + 2.0 * lam * proj
-
-
-def kernel_loss_and_grad(a, k, i, j, y, *, beta: float, lam: float, preconditioned: bool = True):
-    """Loss and gradient of the kernel form; with ``preconditioned`` the gradient times K^-1.
-
-    Plain: 2 S^T K + 2 lam A K with S the scatter of c_p u_p (u_p = A (k_i - k_j)).
-    Preconditioned (Mignon & Jurie): 2 S^T + 2 lam A, no [N, N] product at all.
-    """
-    emb = k @ a.T
-    u, data_loss, coef = _pair_terms(emb, i, j, y, beta=beta)
-    s = _scatter_pairs(u * coef[:, None], i, j, k.shape[0])
-    loss = data_loss + lam * jnp.sum(a * emb.T)
-    if preconditioned:
-        return loss, 2.0 * s.T + 2.0 * lam * a
-    return loss, 2.0 * (s.T @ k) + 2.0 * lam * emb.T
-
-
-def make_chunk(kernel_form: bool, beta: float, lam: float, lr: float, batch: int):
-    """Jitted ``chunk(params, feats, i, j, y, key, step0, length, outside_sq) -> (params,
-    metrics)``.
-
-    ``outside_sq`` is ||L_0's part outside the span||^2 when the linear form trains in the span
-    of its training features (0 otherwise): that part only decays, by (1 - 2 lr lam) a step,
-    and the loss counts its penalty as the full form's does. Built once per setting through
-    ``learner_loop.compiled``.
-    """
-    loss_and_grad = kernel_loss_and_grad if kernel_form else linear_loss_and_grad
-
-    def step(params, t, feats, i, j, y, key, outside_sq):
-        if batch:
-            pick = jax.random.randint(jax.random.fold_in(key, t), (batch,), 0, i.shape[0])
-            i, j, y = i[pick], j[pick], y[pick]
-        loss, grad = loss_and_grad(params, feats, i, j, y, beta=beta, lam=lam)
-        loss = loss + lam * outside_sq * outside_decay(lr, lam, t) ** 2
-        return params - lr * grad, {"loss": loss}
-
-    def chunk(params, feats, i, j, y, key, step0, length, outside_sq):
-        ts = step0 + jnp.arange(length)
-        return learner_loop.scan_steps(
-            lambda p, t: step(p, t, feats, i, j, y, key, outside_sq), params, ts
-        )
-
-    return jax.jit(chunk, static_argnums=7)
-
-
-def outside_decay(lr: float, lam: float, steps):
-    """The factor on L's part outside the span after ``steps`` gradient steps: the data
-    loss does not see that part, so each step only shrinks it by the penalty's 2 lr lam."""
-    return (1.0 - 2.0 * lr * lam) ** steps
 
 
 def initial_map(x, i, j, cfg, key_init, feature_scale, span=None):
@@ -281,14 +209,13 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
     outside_sq = 0.0 if outside is None else float(jnp.sum(outside * outside))
     step = step_size(cfg, feats, i, j, kernel_form)
     batch = cfg.batch_size if 0 < cfg.batch_size < len(i) else 0
-    chunk = learner_loop.compiled(
-        make_chunk,
-        kernel_form,
-        float(cfg.beta),
-        float(cfg.lam) / len(i),  # Xiong et al.'s lam weighs the sum over pairs; we take the mean
-        step,
-        batch,
-    )
+    lam = float(cfg.lam) / len(i)  # Xiong et al.'s lam weighs the sum over pairs; we take the mean
+    # the linear form on its embedding where an [N, N] product costs less than two [N, F]
+    form = "kernel" if kernel_form else "dual" if len(x) < 2 * feats.shape[1] else "linear"
+    start, train_feats = params, feats
+    if form == "dual":
+        train_feats, params = rpcca_steps.to_dual(feats, params)
+    chunk = learner_loop.compiled(rpcca_steps.make_chunk, form, float(cfg.beta), lam, step, batch)
     pairs = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(sign, jnp.float32))
 
     rule = learner_loop.StoppingRule(
@@ -302,15 +229,16 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
 
     def advance(done, length):
         nonlocal params, steps
-        params, metrics = chunk(params, feats, *pairs, key_batch, done, length, outside_sq)
+        params, metrics = chunk(params, train_feats, *pairs, key_batch, done, length, outside_sq)
         steps = done + length
         return rule.chunk(metrics, done, length)
 
     def make_metric(params) -> Metric:
+        if form == "dual":
+            params = rpcca_steps.from_dual(params, start, feats, step, lam, steps)
         proj = np.asarray(params, np.float64)
         if span is not None:  # back to D: the span's part, and the decayed part outside
-            lam = float(cfg.lam) / len(i)
-            decay = outside_decay(step, lam, steps)
+            decay = rpcca_steps.outside_decay(step, lam, steps)
             proj = proj @ span.basis.astype(np.float64) + np.asarray(outside, np.float64) * decay
         # Undo the rescaling: W = L / sqrt(scale), or A = A' / scale for K' = K / scale.
         proj = proj / scale if kernel_form else proj / np.sqrt(scale)
