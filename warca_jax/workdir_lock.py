@@ -45,13 +45,22 @@ class WorkdirInUseError(RuntimeError):
     """The folder is locked by another run (named in the message)."""
 
 
+def _record(text: str) -> dict:
+    """A lock file's JSON record (pid, host, started); {} when it has none (empty, cut or
+    damaged: a deep nest is a ValueError of ``bounded_reads``, not a RecursionError)."""
+    try:
+        record = bounded_reads.load_json(text)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _describe(text: str) -> str:
     """``pid P on host H (since T)`` from a lock file's JSON, or why it cannot say."""
-    try:
-        holder = bounded_reads.load_json(text)  # a deep nest: a ValueError, no RecursionError
+    holder = _record(text)
+    if {"pid", "host", "started"} <= holder.keys():
         return f"pid {holder['pid']} on host {holder['host']} (since {holder['started']})"
-    except (ValueError, TypeError, KeyError):
-        return "a process that has not yet written its pid and host"
+    return "a process that has not yet written its pid and host"
 
 
 def holder_pid(folder) -> int | None:
@@ -60,12 +69,13 @@ def holder_pid(folder) -> int | None:
     try:
         fd = os.open(os.path.join(os.fspath(folder), LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW)
         try:
-            pid = bounded_reads.load_json(os.pread(fd, 4096, 0).decode("utf-8", "replace"))["pid"]
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
         finally:
             os.close(fd)
-        return pid if isinstance(pid, int) else None
-    except (OSError, ValueError, TypeError, KeyError):
+    except OSError:
         return None
+    pid = _record(text).get("pid")
+    return pid if isinstance(pid, int) else None
 
 
 class WorkdirLock:
