@@ -20,7 +20,6 @@ import json
 import platform
 import time
 
-import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 from absl import app, flags
@@ -91,12 +90,7 @@ def main(argv) -> None:
     rank1, mean_ap = scores(metric)
     print(json.dumps({"rank1": round(rank1, 2), "mAP": round(mean_ap, 2)}))
     # the iterations again to --parts_at, the state kept, for the parts
-    feats, _ = mlapg.prepared_features(np.asarray(x), int(method.pca_dim))
-    sign, weight = mlapg.pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
-    apg = mlapg.ReducedAPG(
-        feats, sign, weight, mu=1.0, factor=float(method.backtrack_factor),
-        max_backtracks=int(method.max_backtracks),
-    )  # fmt: skip
+    apg, _ = mlapg.solver(*mlapg.validate(np.asarray(x), np.asarray(y), method)[:2], method)
     state = apg.start(float(method.init_step))
     for _ in range(FLAGS.parts_at):
         state, _ = apg.step(state)

@@ -31,6 +31,7 @@ independent of the data's units; both are folded back into the returned W.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -173,16 +174,16 @@ class ReducedAPG:
             if tries:
                 lip *= self.factor
             a = v - grad / np.float32(lip)
-            if negative:  # A minus its negative part: A + sum mu e e^T over -A's mu > 0
-                vecs, vals = psd_factors(-a)
-                rank, m_new = d - len(vals), a + (vecs * vals) @ vecs.T
-                z = x @ vecs
-                k_new = _symmetric(k_v - xgx / np.float32(lip) + (z * vals) @ z.T)
-            else:  # the positive part: sum lambda e e^T over A's lambda > 0
-                vecs, vals = psd_factors(a)
-                rank, m_new = len(vals), (vecs * vals) @ vecs.T
-                z = x @ vecs
-                k_new = _symmetric((z * vals) @ z.T)
+            # the positive part, sum lambda e e^T over A's lambda > 0, or A minus its
+            # negative part, A + sum mu e e^T over -A's mu > 0
+            vecs, vals = psd_factors(-a if negative else a)
+            part, z = (vecs * vals) @ vecs.T, x @ vecs
+            k_part = (z * vals) @ z.T
+            if negative:
+                rank, m_new = d - len(vals), a + part
+                k_new = _symmetric(k_v - xgx / np.float32(lip) + k_part)
+            else:
+                rank, m_new, k_new = len(vals), part, _symmetric(k_part)
             f_new = float(_gram_loss(k_new, self.sign, self.weight, self.mu))
             diff = (m_new - v).astype(np.float64)
             bound = f_v + np.sum(diff * grad) + lip / 2.0 * np.sum(diff * diff)
@@ -255,6 +256,19 @@ def prepared_features(x: np.ndarray, pca_dim: int):
     return feats, lambda w: unfold(np.asarray(w, np.float64) / np.sqrt(scale))
 
 
+def solver(x: np.ndarray, y: np.ndarray, cfg) -> tuple[ReducedAPG, Callable]:
+    """(the ``ReducedAPG`` that ``fit`` runs on the validated training data ``x``, ``y``
+    with the method section ``cfg``, ``unfold``: ``prepared_features``')."""
+    feats, unfold = prepared_features(x, int(cfg.pca_dim))
+    sign, weight = pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
+    # At M = I the mean pair distance is 1 by the rescaling, the authors' mu.
+    apg = ReducedAPG(
+        feats, sign, weight, mu=1.0, factor=float(cfg.backtrack_factor),
+        max_backtracks=int(cfg.max_backtracks),
+    )  # fmt: skip
+    return apg, unfold
+
+
 def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
     """Learns an MLAPG metric (arguments and errors: ``warca_jax.methods``).
 
@@ -266,13 +280,7 @@ def fit(features, labels, cfg, *, log_fn=None, progress=False, callback=None):
       (metric, history): kind "linear", W: [rank or dim, D] with W^T W the learned M.
     """
     x, y, feature_scale = validate(features, labels, cfg)
-    feats, unfold = prepared_features(x, int(cfg.pca_dim))
-    sign, weight = pair_weights(jnp.asarray(np.unique(y, return_inverse=True)[1]))
-    # At M = I the mean pair distance is 1 by the rescaling, the authors' mu.
-    apg = ReducedAPG(
-        feats, sign, weight, mu=1.0, factor=float(cfg.backtrack_factor),
-        max_backtracks=int(cfg.max_backtracks),
-    )  # fmt: skip
+    apg, unfold = solver(x, y, cfg)
     state = apg.start(float(cfg.init_step))
     f0 = state.loss
     loop = learner_loop.Loop.start("MLAPG", features, log_fn, progress, callback)
