@@ -67,7 +67,7 @@ def dual_step(state, gram, i, j, y, *, beta: float, lam: float, lr: float):
     u, data_loss, coef = _pair_terms(emb, i, j, y, beta=beta)
     s = _scatter_pairs(u * coef[:, None], i, j, gram.shape[0])
     ks = gram @ s
-    r = 1.0 - 2.0 * lr * lam
+    r = outside_decay(lr, lam, 1)  # the penalty's shrink of one step
     new_sq = r * r * sq - 4.0 * lr * r * jnp.sum(s * emb) + 4.0 * lr * lr * jnp.sum(s * ks)
     return data_loss + lam * sq, (r * emb - 2.0 * lr * ks, r * acc + s, new_sq)
 
