@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from warca_jax import features
-from warca_jax.features.lomo import lomo, lomo_dim, siltp_codes, window_max_histograms
+from warca_jax.features.lomo import (
+    grey_float64,
+    hsv_bins_float64,
+    lomo,
+    lomo_dim,
+    pool_mean_float64,
+    siltp_codes,
+    window_max_histograms,
+)
 from warca_jax.features.retinex import msrcp, tail_quantiles
 
 COLOUR, SILTP3, SILTP5 = slice(0, 20480), slice(20480, 23720), slice(23720, 26960)
@@ -48,6 +56,101 @@ def _hsv_bin(rgb):
     assert np.all(np.abs(vals - np.round(vals)) > 1e-3)  # away from bin edges
     qh, qs, qv = np.floor(vals).astype(int)
     return qv * 64 + qs * 8 + qh
+
+
+def _matlab_hsv_bin(rgb, bins=8):
+    """One pixel's (h, s, v) bins, as MATLAB's rgb2hsv computes them in double precision,
+    written per pixel with Python floats (IEEE doubles, the same operations in order)."""
+    r, g, b = (c / 255 for c in rgb)
+    v = max(max(r, g), b)
+    delta = v - min(min(r, g), b)
+    d = delta if delta else 1.0
+    h = 0.0
+    if r == v:
+        h = (g - b) / d
+    if g == v:  # the later test wins where two channels share the max
+        h = 2 + (b - r) / d
+    if b == v:
+        h = 4 + (r - g) / d
+    h = h / 6
+    if h < 0:
+        h = h + 1
+    if not delta:
+        h = 0.0
+    s = (delta if delta else 0.0) / v if v else 0.0
+    return tuple(min(int(np.floor(c * bins)), bins - 1) for c in (h, s, v))
+
+
+# Pixels whose exact hue or saturation sits on a bin edge (s = 3/8, h = 3/4, h = 1/4, ...):
+# float32 and the other double-precision formula (s = 1 - min / max) put some in the next
+# bin; MATLAB's operations give the expected bins here.
+EDGE_PIXELS = [(78, 88, 55), (62, 58, 66), (31, 29, 33), (61, 73, 49), (72, 72, 63)]
+EDGE_PIXELS += [(144, 152, 114)]
+
+
+def test_hsv_bins_float64_follow_matlabs_operations():
+    rng = np.random.default_rng(0)
+    pixels = EDGE_PIXELS + [tuple(p) for p in rng.integers(0, 256, size=(300, 3))]
+    pixels += [(0, 0, 0), (255, 255, 255), (90, 90, 90), (255, 0, 0), (255, 0, 255)]
+    x = np.array(pixels, np.uint8)
+    got = hsv_bins_float64(x / 255.0, (8, 8, 8))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [_matlab_hsv_bin(p) for p in pixels])
+    assert tuple(got[0]) == (1, 2, 2)  # s = 0.37499999999999994 in double: bin 2, not 3
+    assert tuple(got[1]) == (6, 0, 2)  # h = 4.5 / 6 = 0.75 exactly: bin 6
+    # Away from the edges every formula agrees: colorsys's bins.
+    for p, q in zip(pixels[len(EDGE_PIXELS) :], got[len(EDGE_PIXELS) :], strict=True):
+        hsv = np.array(colorsys.rgb_to_hsv(*(c / 255 for c in p))) * 8
+        if np.all(np.abs(hsv - np.round(hsv)) > 1e-6):
+            np.testing.assert_array_equal(q, np.minimum(np.floor(hsv), 7))
+
+
+def test_grey_float64_is_rgb2gray_rounded_to_8_bits():
+    x = np.random.default_rng(2).integers(0, 256, size=(2, 5, 7, 3)).astype(np.uint8)
+    got = grey_float64(x)
+    assert got.dtype == np.float64 and got.shape == (2, 5, 7)
+    w = (0.298936021293775, 0.587043074451121, 0.114020904255103)
+    for idx in np.ndindex(2, 5, 7):
+        level = sum(wc * float(c) for wc, c in zip(w, x[idx], strict=True))
+        assert got[idx] == int(level + 0.5) / 255.0
+
+
+def test_pool_mean_float64_sums_in_column_major_order():
+    g = np.random.default_rng(3).integers(0, 256, size=(1, 7, 9)) / 255.0
+    got = pool_mean_float64(g)
+    assert got.shape == (1, 3, 4)  # the odd last row and column dropped
+    for i, j in np.ndindex(3, 4):
+        tl, bl, tr, br = (float(v) for v in g[0, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2].T.ravel())
+        assert got[0, i, j] == (((tl + bl) + tr) + br) / 4
+
+
+def test_siltp_codes_in_float64_on_exact_ties():
+    """Grey levels k / 255 with neighbours at exactly 0.7 and 1.3 times the centre: NumPy
+    float64 input is compared in float64, as the original compares, digit by digit."""
+    rng = np.random.default_rng(4)
+    grey = rng.choice([7, 10, 13, 20, 14, 26, 30, 21, 39], size=(16, 16)) / 255.0
+    for r in (3, 5):
+        got = siltp_codes(grey, tau=0.3, radius=r)
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_array_equal(got, _siltp_reference(grey, 0.3, r))
+
+
+@pytest.mark.slow
+def test_lomo_arithmetic_float64_and_float32_agree_away_from_edges():
+    """The two arithmetics differ only on pixels at a bin edge or an exact SILTP tie: on
+    colours away from both they give the same descriptor; on edge pixels the colour part
+    follows ``hsv_bins_float64``."""
+    x = np.zeros((1, 128, 48, 3), np.uint8)
+    x[:, :64] = (200, 40, 90)
+    x[:, 64:] = (20, 200, 250)
+    a, b = (np.asarray(lomo(x, arithmetic=m)) for m in ("float64", "float32"))
+    np.testing.assert_allclose(a, b, atol=1e-7)
+    x[:] = EDGE_PIXELS[0]
+    raw = np.asarray(lomo(x, arithmetic="float64", normalize=False))[0, COLOUR].reshape(40, 512)
+    qh, qs, qv = _matlab_hsv_bin(EDGE_PIXELS[0])
+    assert np.all(raw[:, qv * 64 + qs * 8 + qh] == 100)
+    with pytest.raises(ValueError, match="unknown arithmetic 'float16'"):
+        lomo(x, arithmetic="float16")
 
 
 @pytest.mark.slow
