@@ -74,9 +74,7 @@ def test_a_one_pixel_image_in_a_viper_tree_is_refused_naming_it(tmp_path):
         datasets.read("viper", root, num_test_ids=4)
 
 
-def test_skipping_small_images_keeps_labels_cameras_and_splits_right(
-    tmp_path, monkeypatch, caplog
-):
+def test_skipping_small_images_keeps_labels_cameras_and_splits_right(tmp_path, monkeypatch, caplog):
     root, dot = _viper_with_a_dot(tmp_path)
     image_set = datasets.load("viper", root, num_test_ids=4, num_splits=3)
     gone = image_set.paths.index(dot)
@@ -109,3 +107,37 @@ def test_skip_small_images_from_the_config(tmp_path, caplog):
         ds = datasets.from_config(cfg)
     assert ds.features.shape == (16, 2580) and dot in caplog.text
     assert 999 in ds.labels and 6 in ds.labels  # 006's camera-A image stays
+
+
+def test_images_are_described_at_data_height_and_width(tmp_path, monkeypatch):
+    """``data.height`` / ``data.width`` (to_dataset's height, width) are the size images are
+    resized to before description: 128 x 48 unless set (CUHK01's own 160 x 60, say)."""
+    root = fixture_trees.viper(str(tmp_path / "viper"))
+    image_set = datasets.load("viper", root, num_test_ids=4, num_splits=2)
+    sizes = []
+
+    def extract(paths, *, height, width, **kwargs):
+        sizes.append((height, width))
+        return np.ones((len(paths), 2), np.float32)
+
+    monkeypatch.setattr(features, "extract", extract)
+    datasets.to_dataset(image_set)
+    datasets.to_dataset(image_set, height=160, width=60)
+    cfg = defaults.base_config().data
+    assert (cfg.height, cfg.width) == (128, 48)
+    cfg.name, cfg.path, cfg.num_test_ids, cfg.num_splits = "viper", root, 4, 2
+    cfg.height, cfg.width = 64, 24
+    datasets.from_config(cfg)
+    assert sizes == [(128, 48), (160, 60), (64, 24)]
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match=r"data\.width must be an integer >= 1"):
+            datasets.to_dataset(image_set, width=bad)
+
+
+def test_lomo_at_160_x_60_has_its_own_rows_of_windows():
+    """At 160 x 60 LOMO has 31 + 15 + 7 rows of windows (53 x 674 dims), and extraction
+    resizes the images to the size it is given."""
+    assert features.DESCRIPTORS["lomo"].dim(160, 60) == 53 * 674
+    x = np.random.default_rng(0).integers(0, 256, size=(2, 160, 60, 3), dtype=np.uint8)
+    f = features.extract_arrays(x, descriptor="lomo")
+    assert f.shape == (2, 53 * 674) and np.all(np.isfinite(f))

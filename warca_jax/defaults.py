@@ -41,6 +41,11 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
     c.data.batch_size = 256  # images per batch while extracting descriptors.
+    # the size (height x width) images are resized to before description: 128 x 48, VIPeR's
+    # own; CUHK01's images are 160 x 60, at which LOMO gives XQDA and WARCA more on CUHK01
+    # (docs/datasets.md, "Image size").
+    c.data.height = 128
+    c.data.width = 48
     # images smaller than the descriptor's smallest size (6 x 5 for color_lbp, 11 x 11 for
     # lomo): False refuses them, naming them; True leaves them out, logged.
     c.data.skip_small_images = False

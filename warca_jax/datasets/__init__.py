@@ -147,8 +147,8 @@ def read(name: str, root, **options) -> dataset_arrays.Dataset:
       name: a key of `LOADERS`.
       root: the dataset's folder or file.
       **options: `to_dataset`'s keyword options (descriptor, cache_dir, batch_size,
-        progress, skip_small_images; its defaults for those not given) and the loader's
-        (no loader takes an option of the same name as one of `to_dataset`'s).
+        progress, skip_small_images, height, width; its defaults for those not given) and
+        the loader's (no loader takes an option of the same name as one of `to_dataset`'s).
 
     Returns:
       A validated `data.Dataset`.
@@ -165,8 +165,8 @@ def from_config(cfg, *, progress: bool = False) -> dataset_arrays.Dataset:
         folder), `num_splits`, `num_train_ids` and `num_test_ids` (0: the defaults of
         `splits.random_splits` or of the dataset's protocol), `seed`, `synthetic` (keyword
         arguments of `make_synthetic` but the seed), and for datasets read from images
-        `descriptor`, `cache_dir`, `batch_size`, `skip_small_images` and
-        `loader_options` (a map of further loader options, e.g. {"variant": "detected"}).
+        `descriptor`, `cache_dir`, `batch_size`, `skip_small_images`, `height`, `width`
+        and `loader_options` (a map of further loader options, e.g. {"variant": "detected"}).
       progress: show a progress bar while descriptors are extracted from images.
 
     Returns:
@@ -224,6 +224,8 @@ def from_config(cfg, *, progress: bool = False) -> dataset_arrays.Dataset:
         batch_size=cfg.get("batch_size", 256),
         progress=progress,
         skip_small_images=bool(cfg.get("skip_small_images", False)),
+        height=int(cfg.get("height", 128)),
+        width=int(cfg.get("width", 48)),
         **options,
     )
 

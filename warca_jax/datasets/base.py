@@ -52,6 +52,8 @@ def to_dataset(
     batch_size=256,
     progress=False,
     skip_small_images=False,
+    height=128,
+    width=48,
 ) -> dataset_arrays.Dataset:
     """Computes the descriptors of an `ImageSet`'s images and returns a validated `Dataset`.
 
@@ -65,6 +67,8 @@ def to_dataset(
       skip_small_images: leave out the images smaller than the descriptor's ``min_size``
         (logged: how many and which), their labels, cameras and split entries with them;
         False (the default): `features.extract` refuses them, naming them.
+      height, width: the size images are resized to before description (an integer >= 1
+        each; 128 x 48 by default).
 
     Returns:
       `Dataset(features [N, D] float32, labels, cams, splits, name)`, checked by
@@ -80,8 +84,13 @@ def to_dataset(
 
     if skip_small_images and descriptor in features.DESCRIPTORS:
         image_set = without_small_images(image_set, features.DESCRIPTORS[descriptor].min_size)
+    for name, value in (("height", height), ("width", width)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"data.{name} must be an integer >= 1; got {value!r}")
     feats = features.extract(
         list(image_set.paths),
+        height=int(height),
+        width=int(width),
         descriptor=descriptor,
         batch_size=batch_size,
         cache_dir=cache_dir,
