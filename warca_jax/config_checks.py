@@ -196,23 +196,12 @@ def fit_dim_to_data(config, dataset: dataset_arrays.Dataset, method=None, train_
     name = str(config.data.name)
     want = datasets.PAPER_DIMS.get(name, dim)
     why = f"the paper's D' on {name}" if name in datasets.PAPER_DIMS else "the config's"
-    # a primal W maps the D features; a kernel form's A maps the N training points
-    cap, what = int(dataset.features.shape[1]), "the features' dimension"
-    if str(config.method.get("kernel", "none")) not in ("none", ""):
-        sets = train_sets or [sp.train_idx for sp in dataset.splits]
-        cap = min(len(t) for t in sets)
-        what = "the number of training images"
-        if config.data.get("val_fraction", 0.0):
-            what += " less data.val_fraction's held-out identities"
-        rows = getattr(method, "fit_rows", None)
-        if rows is not None:
-            inner = min(
-                rows(dataset.labels[t], config.method, seed=config.seed + s)
-                for s, t in enumerate(sets)
-            )
-            if inner < cap:
-                cap = inner
-                what = "the training images of the smallest fit (the lambda rule's held-out fits)"
+    sets = train_sets or [sp.train_idx for sp in dataset.splits]
+    labels = [dataset.labels[t] for t in sets]
+    nd = int(dataset.features.shape[1])
+    cap, what = methods.dim_bound(method, config.method, nd, labels, seed=config.seed)
+    if what == "the number of training images" and config.data.get("val_fraction", 0.0):
+        what += " less data.val_fraction's held-out identities"
     if want > cap:
         want, why = cap, f"{what} ({why}, {want}, exceeds it)"
     if want != dim:

@@ -132,6 +132,31 @@ def call_fit(
     return learner.fit(features, labels, cfg, **{k: v for k, v in given.items() if k in takes})
 
 
+def dim_bound(method: Method | None, cfg, num_features: int, train_labels, *, seed: int = 0):
+    """(cap, what): the largest output dimension D' that fits of ``cfg`` can take, and what
+    bounds it; the one rule of every automatic D' (the main job's
+    ``config_checks.fit_dim_to_data``, the estimators' default ``dim``).
+
+    A primal map W [D', D] is bounded by the features' dimension ``num_features``; a
+    kernel form's A [D', N] (``cfg.kernel`` set) by the training rows of its smallest
+    fit: the fewest of ``train_labels`` (one label array [N] per fit; fit ``s`` seeded
+    ``seed + s``), or fewer where ``method.fit_rows`` says a fit trains inside itself on
+    fewer (WARCA's lambda rule: its held-out fits).
+    """
+    if str(cfg.get("kernel", "none")) in ("none", ""):
+        return int(num_features), "the features' dimension"
+    cap = min(len(labels) for labels in train_labels)
+    rows = getattr(method, "fit_rows", None)
+    if rows is not None:
+        inner = min(rows(labels, cfg, seed=seed + s) for s, labels in enumerate(train_labels))
+        if inner < cap:
+            return (
+                inner,
+                "the training images of the smallest fit (the lambda rule's held-out fits)",
+            )
+    return cap, "the number of training images"
+
+
 def with_callback() -> list[str]:
     """The names of the methods whose ``fit`` takes ``callback=``, sorted."""
     return sorted(name for name, m in registry().items() if m.takes("callback"))

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from warca_jax import methods, model_checks
-from warca_jax.metric import EMBEDDING_KINDS, Metric
+from warca_jax.metric import Metric
+from warca_jax.sklearn import conventions as _conventions
 from warca_jax.sklearn import pairs as _pairs
 
 _SCALARS = (bool, int, float, str, type(None))
@@ -182,36 +183,54 @@ class _Learner(TransformerMixin, BaseEstimator):
                 raise ValueError(f"{name}: bad value {value!r} for {key!r}: {err}") from err
         return cfg
 
+    def __sklearn_tags__(self):
+        """Tags as scikit-learn reads them (``conventions.tags``): a transformer that needs
+        y, of dense real features; transform keeps float64 and float32."""
+        return _conventions.tags(self, super().__sklearn_tags__())
+
+    def _explicit_dim(self) -> bool:
+        """Whether ``dim`` was set by the user (not at the learner's default)."""
+        raise NotImplementedError
+
     def fit(self, X, y):
         """Learns the metric on features X [N, D] and identity labels y [N].
 
-        y: integers or strings of one type (``check_labels``: NaN, None or mixed types are
-        refused before any work), encoded as identities 0..K-1 for the learner.
+        X: checked as scikit-learn's estimators check it (``validate_data``). y: integers
+        or strings of one type (``check_labels``: NaN, None or mixed types are refused
+        before any work), encoded as identities 0..K-1 for the learner. A default ``dim``
+        larger than the data allow is lowered to what they allow (``conventions.fit_dim``);
+        ``dim`` as the user set it is the learner's to accept or refuse.
         """
-        name, _ = self._method_and_params()
         cfg = self._config()
-        x = np.asarray(X)
-        codes, _ = check_labels(y, x.shape[0] if x.ndim else None)
-        learner = methods.get(name)
+        if y is None:  # scikit-learn's message for a supervised estimator without y
+            validate_data(self, X, y=None)
+        x = _conventions.check_x(self, X, reset=True)
+        codes, _ = check_labels(y, x.shape[0])
+        _conventions.check_signs(self, x)
+        _conventions.fit_dim(self, cfg, x.shape[1], codes, explicit=self._explicit_dim())
+        learner = methods.get(cfg.name)
         self.metric_, self.history_ = methods.call_fit(learner, x, codes, cfg, seed=self.seed)
-        self.n_features_in_ = x.shape[1] if x.ndim == 2 else 0
+        if "max_iter" in cfg:  # scikit-learn's n_iter_ of an iterative estimator
+            self.n_iter_ = _conventions.n_iter(self.history_, cfg)
         return self
 
     def transform(self, X) -> np.ndarray:
-        """Embeds X [n, D] -> [n, D'], where Euclidean distance is the learned distance."""
+        """Embeds X [n, D] -> [n, D'], where Euclidean distance is the learned distance.
+
+        float32 X gives float32, any other float64 (the arithmetic runs in float32). Only
+        where the metric embeds: otherwise reading ``transform`` raises
+        ``conventions.NoEmbeddingError`` (a ValueError and an AttributeError) saying why.
+        """
         check_is_fitted(self, "metric_")
-        if self.metric_.kind not in EMBEDDING_KINDS:
-            raise ValueError(
-                f"{self.metric_.name or type(self).__name__} learns a {self.metric_.kind!r} "
-                "metric, which has no embedding whose Euclidean distance is the learned "
-                "one; use pairwise_distances(X, Y) instead"
-            )
-        return self.metric_.transform(np.asarray(X))
+        x = _conventions.check_x(self, X)
+        return np.asarray(self.metric_.transform(x), dtype=x.dtype)
 
     def pairwise_distances(self, X, Y=None) -> np.ndarray:
         """[n, m] learned distances between the rows of X and Y (Y = X by default)."""
         check_is_fitted(self, "metric_")
-        return np.asarray(self.metric_.pairwise_distances(X, X if Y is None else Y))
+        x = _conventions.check_x(self, X)
+        y = x if Y is None else _conventions.check_x(self, Y)
+        return np.asarray(self.metric_.pairwise_distances(x, y))
 
     @property
     def components_(self) -> np.ndarray:
@@ -260,6 +279,12 @@ class _Learner(TransformerMixin, BaseEstimator):
         return rank1_score(self, X, y)
 
 
+# after the class, so that scikit-learn's set_output wrapper (of methods a class defines)
+# is inside the guard
+_Learner.transform = _conventions.EmbeddingsOnly(_Learner.transform)
+_Learner.fit_transform = _conventions.EmbeddingsOnly(TransformerMixin.fit_transform)
+
+
 class MetricLearner(_Learner):
     """Any registered method by name: ``MetricLearner("kissme", params={...}, seed=0)``.
 
@@ -277,6 +302,9 @@ class MetricLearner(_Learner):
     def _method_and_params(self):
         return self.method, dict(self.params or {})
 
+    def _explicit_dim(self) -> bool:
+        return "dim" in (self.params or {})
+
 
 class _Named(_Learner):
     """A learner whose hyper-parameters are its ``__init__`` arguments (besides ``seed``)."""
@@ -285,3 +313,7 @@ class _Named(_Learner):
 
     def _method_and_params(self):
         return self.method_name, {k: v for k, v in self.get_params().items() if k != "seed"}
+
+    def _explicit_dim(self) -> bool:
+        # the constructor's default is the learner's: at it, dim follows the data
+        return self.get_params().get("dim") != default_params(self.method_name).get("dim")
