@@ -18,6 +18,7 @@ recomputed with one warning naming the file and the reason.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -28,6 +29,7 @@ import numpy as np
 from warca_jax import progress_report
 from warca_jax.features import feature_cache, image_files
 from warca_jax.features.color_lbp import color_lbp, color_lbp_dim, color_lbp_min_size
+from warca_jax.features.gog import COLOURS, gog, gog_dim, gog_min_size
 from warca_jax.features.lomo import lomo, lomo_dim, lomo_min_size
 
 
@@ -46,6 +48,14 @@ class Descriptor(NamedTuple):
 DESCRIPTORS = {  # dims at 128 x 48; the smallest images: 6 x 5 and 11 x 11
     "color_lbp": Descriptor(color_lbp, lambda h, w: color_lbp_dim(), color_lbp_min_size()),
     "lomo": Descriptor(lomo, lambda h, w: lomo_dim(height=h, width=w), lomo_min_size()),
+    # GOG: "gog" fuses the four colour spaces (27,622-d), "gog_rgb" etc. take one (7,567)
+    "gog": Descriptor(gog, lambda h, w: gog_dim(), gog_min_size()),
+    **{
+        f"gog_{c}": Descriptor(
+            functools.partial(gog, colour=c), lambda h, w, c=c: gog_dim(colour=c), gog_min_size()
+        )
+        for c in COLOURS
+    },
 }
 
 
