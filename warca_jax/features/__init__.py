@@ -1,4 +1,4 @@
-"""Image descriptors in JAX: loading, the WARCA paper's colour + LBP features, LOMO.
+"""Image descriptors in JAX: loading, the WARCA paper's colour + LBP features, LOMO, GOG.
 
 Submodules (each descriptor lives in the module of the same name, e.g.
 ``from warca_jax.features.color_lbp import color_lbp``):
@@ -6,6 +6,9 @@ Submodules (each descriptor lives in the module of the same name, e.g.
 * ``images``: ``load_images(paths, *, height=128, width=48) -> [n, H, W, 3] uint8``.
 * ``color_lbp``: stripe colour and uniform LBP histograms, 2,580-d (WARCA section 4.2).
 * ``lomo``: Local Maximal Occurrence features (Liao et al. 2015), 26,960-d at 128 x 48.
+* ``gog``: the hierarchical Gaussian descriptor (Matsukawa et al. 2016): descriptor "gog"
+  (four colour spaces fused, 27,622-d) or "gog_rgb", "gog_lab", "gog_hsv" (7,567-d),
+  "gog_nrng" (4,921-d).
 * ``extract``: batched extraction from files, images below a descriptor's ``min_size``
   refused before any work; its functions are re-exported here, so ``features.extract``
   is the function and the module is ``importlib.import_module("warca_jax.features.extract")``.
@@ -26,6 +29,7 @@ from warca_jax.features.extraction import (
     extract,
     extract_arrays,
 )
+from warca_jax.features.gog import gog_dim
 from warca_jax.features.image_files import load_images
 from warca_jax.features.lomo import lomo_dim
 
@@ -39,6 +43,7 @@ __all__ = [
     "color_lbp_dim",
     "extract",
     "extract_arrays",
+    "gog_dim",
     "load_images",
     "lomo_dim",
 ]
