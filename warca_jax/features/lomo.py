@@ -255,7 +255,7 @@ def lomo(
         value on a bin edge, a neighbour at exactly (1 +- tau) x the centre); "float64":
         both computed in NumPy in float64 with the original's (MATLAB's) operations
         (``hsv_bins_float64``, ``grey_float64``, ``pool_mean_float64``): the original's
-        descriptor to float32 rounding. The two give the same XQDA rank-1 within 0.06 on
+        descriptor to float32 rounding. The two give the same rank-1 within the spread on
         VIPeR and CUHK01 (docs/datasets.md), so the faster stays the default.
       normalize: False returns the max-pooled counts, before log and L2 normalisation.
 
