@@ -298,9 +298,8 @@ IGNORED_FIELDS = PRESENTATION_FIELDS + LOCATION_FIELDS
 # Fields added to the configs after runs were recorded without them, with the value that
 # reproduces those runs: a recorded config that lacks one is read as holding that value,
 # so that such a workdir is resumed rather than refused.
-EARLIER_VALUES = {"data.skip_small_images": False, "method.init": "random",
-                  "method.tol": 0.0, "method.tol_window": 1, "data.height": 128,
-                  "data.width": 48}  # fmt: skip
+EARLIER_VALUES = {"data.skip_small_images": False, "method.init": "random", "method.tol": 0.0,
+                  "method.tol_window": 1, "data.height": 128, "data.width": 48}  # fmt: skip
 _ABSENT = object()
 
 
