@@ -80,7 +80,9 @@ def main(argv):
             rows[row["step"]].append(line)
             print(json.dumps(line), flush=True)
 
-        pipeline.fit_method(x, y, m, seed=0, cams=cams, callback=callback)
+        # the C++ release's problem: each split is a training seed; a real split fits with 0
+        seed = s if FLAGS.data == "reference" else 0
+        pipeline.fit_method(x, y, m, seed=seed, cams=cams, callback=callback)
     print(f"\n| {FLAGS.config} on {FLAGS.data}, splits {FLAGS.splits} | step | rank-1 | mAP |")
     print("| --- | --- | --- | --- |")
     for step in sorted(rows):
