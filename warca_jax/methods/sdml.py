@@ -69,7 +69,9 @@ _HI = jax.lax.Precision.HIGHEST
 def check_config(cfg, data: checks.TrainingData) -> None:
     """Raises ValueError for an SDML config that cannot run on this data."""
     if data.x.shape[1] < 2:
-        raise ValueError(f"SDML needs at least 2 feature dimensions, got {data.x.shape[1]}")
+        raise ValueError(
+            f"SDML needs at least 2 feature dimensions, got n_features = {data.x.shape[1]}"
+        )
     checks.check_choice(cfg, "loss_matrix", LOSS_MATRICES)
     if cfg.loss_matrix == "normalized":
         checks.check_number(
