@@ -311,18 +311,17 @@ def gog(
       of ``COLOURS``, each its regions top to bottom.
     """
     colours = _check(images, colour, step, regions)
+    options = dict(patch_size=patch_size, step=step, regions=regions, epsilon=epsilon)
     with jax.enable_x64(True):
-        out = _gog(
-            jnp.asarray(images, jnp.float64),
-            colours=colours,
-            patch_size=patch_size,
-            step=step,
-            regions=regions,
-            epsilon=epsilon,
-            weighted=weighted,
-            normalize=normalize,
-        )
-        return out.astype(jnp.float32)
+        x = jnp.asarray(images, jnp.float64)
+        # One executable per colour space, run one after the other: in a single executable
+        # the colour spaces' batched eigendecompositions run side by side, and jaxlib's CPU
+        # eigh, which splits its batch over the same thread pool, deadlocked on 2 cores.
+        parts = []
+        for c in colours:
+            part = _gog(x, colours=(c,), weighted=weighted, normalize=normalize, **options)
+            parts.append(jax.block_until_ready(part.astype(jnp.float32)))
+        return jnp.concatenate(parts, axis=1)
 
 
 _STATIC = ("colours", "patch_size", "step", "regions", "weighted", "normalize")
