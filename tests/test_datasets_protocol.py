@@ -107,7 +107,14 @@ def test_to_dataset_calls_features_extract(tmp_path, monkeypatch):
     assert ds.features.shape == (60, 3) and ds.name == "orl"
     ((paths, kwargs),) = calls
     assert paths == list(image_set.paths)
-    assert kwargs == dict(descriptor="lomo", batch_size=8, cache_dir=str(tmp_path), progress=False)
+    assert kwargs == dict(
+        descriptor="lomo",
+        batch_size=8,
+        cache_dir=str(tmp_path),
+        progress=False,
+        height=128,
+        width=48,
+    )
     fixture_trees.assert_same_splits(ds.splits, image_set.splits)
     assert datasets.to_dataset(ds) is ds
     same = datasets.read("orl", root, num_test_ids=3, num_splits=2, descriptor="lomo")
