@@ -29,13 +29,12 @@ The luminance of the gradients is the 8-bit Y of ITU-R BT.601 (16 + (65.481 R + 
 The embedding's determinant is 1, so its logarithm is V diag(l - mean(l)) V^T, with
 V diag(exp(l)) V^T the eigendecomposition of the unscaled [[Sigma + mu mu^T, mu], [mu^T,
 1]] (whose determinant is |Sigma|): one symmetric eigendecomposition per Gaussian, in
-float64 (the patch covariances' smallest eigenvalues are 1e-5 of their largest).
+float64 (the patch covariances can be near singular).
 
-Checked against the authors' released MATLAB code run in GNU Octave (its compiled helpers
-replaced by plain M-code: the half-vectorisation in the order above) on 3 VIPeR images: the
-unnormalised RGB, HSV and nRnG vectors agree element by element within 2.4e-7 (float32
-rounding; benchmarks/RESULTS.md, fifteenth session). Lab was not compared (Octave has no
-``rgb2lab`` without its image package). The release lays the regions out interleaved
+Checked element by element against the authors' released MATLAB code run in GNU Octave:
+the unnormalised RGB, HSV and nRnG vectors are the release's to float32 rounding
+(benchmarks/RESULTS.md, "GOG", has the images and the differences); Lab was not compared.
+The release lays the regions out interleaved
 (dimension by dimension); here they follow one another, a permutation no learner sees.
 
 Normalisation: the paper's release removes the training set's mean from each colour space's

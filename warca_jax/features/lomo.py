@@ -30,9 +30,10 @@ floor(mean) (``ColorPooling``). An odd last row or column is dropped before pool
 With ``arithmetic="float64"`` the HSV bins and SILTP codes are the original's to the bit
 (its HSV conversion in double precision, MATLAB's order of operations): checked against
 Liao et al.'s released MATLAB code run in GNU Octave, every element of 60 VIPeR images'
-descriptors agrees to float32 rounding (benchmarks/RESULTS.md, fifteenth session). The
-default, float32 in JAX, moves about 1% of pixels by one hue or saturation bin or one SILTP
-digit; rank-1 does not see it.
+descriptors agrees to float32 rounding (benchmarks/RESULTS.md, "LOMO against the original,
+step by step"). The default, float32 in JAX, moves a pixel on a bin edge by one hue or
+saturation bin, or a tied neighbour by one SILTP digit; rank-1 does not see it (the same
+section).
 
 The Retinex (``retinex``, default "none"; "liao" is the original's, reproduced to the
 pixel) feeds only the HSV histogram; SILTP reads the grey level of the input (above). The
@@ -141,7 +142,7 @@ def hsv_bins_float64(rgb: np.ndarray, hsv_bins: tuple[int, int, int]) -> np.ndar
     """H, S and V bin indices in float64 with the operations of MATLAB's ``rgb2hsv``.
 
     A float32 hue or saturation lands a hair under a bin edge where the exact value sits on
-    it (h = 1/4 as 0.2499999), which moves about 1% of VIPeR's pixels to the next hue bin;
+    it (h = 1/4 as 0.2499999), which moves such a pixel to the next hue bin;
     MATLAB's order of operations in double precision is the original's result: v = max,
     delta = v - min, the hue (g - b) / delta, 2 + (b - r) / delta or 4 + (r - g) / delta
     (the later of the three where several channels reach the max), over 6, plus 1 where
@@ -251,7 +252,7 @@ def lomo(
         docstring's approximation), "msrcp" (``msrcp``: MSR of the intensity, chromaticity
         preserved).
       arithmetic: "float32" (the default): the HSV bins and the SILTP tests in JAX in
-        float32, one bin or one SILTP digit off the original's on about 1% of pixels (a
+        float32, one bin or one SILTP digit off the original's on the pixels it rounds (a
         value on a bin edge, a neighbour at exactly (1 +- tau) x the centre); "float64":
         both computed in NumPy in float64 with the original's (MATLAB's) operations
         (``hsv_bins_float64``, ``grey_float64``, ``pool_mean_float64``): the original's
