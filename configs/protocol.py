@@ -176,7 +176,8 @@ def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
     # Successive halving of the grids that train together (WARCA's): at each rung the
     # best 1/halving of the points by mean validation score go on, the others stop there
     # and are never chosen (rungs at num_iters / halving^k steps; as many as leave at
-    # least 3 points for the full training; a grid of fewer than 9 points trains whole).
+    # least 3 points for the full training, or in a grid of 4 to 8 points one rung that
+    # leaves 2; a grid of 3 points or fewer trains whole).
     # 3 trains a 36-point grid's points for 3.9 times fewer steps in all; on a flat
     # validation curve it can choose another near-tied point than the full grid, whose
     # row stays within the rule of docs/protocol.md. 1: every point trained to the end.

@@ -57,10 +57,13 @@ def test_a_point_is_advanced_only_to_chunk_boundaries():
         g.advance(150)
 
 
-def test_rungs_keep_at_least_three_points_for_the_end():
+def test_rungs_keep_three_points_for_the_end_or_two_in_a_small_grid():
     assert successive_halving.rungs(2000, 100, 36, 3) == [200, 700, 2000]  # 36 -> 12 -> 4
     assert successive_halving.rungs(2000, 100, 9, 3) == [700, 2000]  # 9 -> 3
-    assert successive_halving.rungs(2000, 100, 4, 3) == [2000]  # too few to halve
+    assert successive_halving.rungs(2000, 100, 4, 3) == [700, 2000]  # 4 -> 2
+    assert successive_halving.rungs(2000, 100, 6, 3) == [700, 2000]  # 6 -> 2
+    assert successive_halving.rungs(2000, 100, 3, 3) == [2000]  # too few to halve
+    assert successive_halving.rungs(2000, 100, 2, 3) == [2000]
     assert successive_halving.rungs(2000, 100, 36, 1) == [2000]  # halving off
     assert successive_halving.rungs(100, 100, 36, 3) == [100]  # one chunk: nowhere to stop
     means = {0: 50.0, 1: 70.0, 2: 70.0, 3: 10.0, 4: 60.0}

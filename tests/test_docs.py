@@ -37,6 +37,7 @@ import re
 import shlex
 import tokenize
 
+import numpy as np
 import pytest
 from ml_collections import config_dict
 from repo_configs import ROOT
@@ -648,27 +649,61 @@ def _readme_row(config: str) -> list[str]:
     raise AssertionError(f"README.md's main-job table has no row for {config}")
 
 
+# The README's main-job rows and the rows of docs/results.md's per-split table behind them.
+MAIN_JOB = {
+    "linear": ("configs/warca.py", "WARCA, linear", "Euclidean distance"),
+    "chi2": (
+        "configs/warca.py:chi2",
+        "WARCA, chi2-RBF kernel",
+        "Euclidean distance, histogram variant",
+    ),
+}
+
+
+def _per_split(row: str) -> list[float]:
+    """The values of docs/results.md's main-job per-split table row ``row``."""
+    for line in _page("docs/results.md")[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == row:
+            return [float(c) for c in cells[1:]]
+    raise AssertionError(f"docs/results.md's per-split table has no row {row!r}")
+
+
+@pytest.mark.parametrize("variant", sorted(MAIN_JOB))
+def test_the_readme_main_job_table_is_the_mean_of_the_per_split_runs(variant):
+    # The README's cells are a 10-split run's mean (± std); docs/results.md lists the same
+    # run split by split, at two decimals each, so the two agree to that rounding.
+    config, warca_row, euclid_row = MAIN_JOB[variant]
+    cells = _readme_row(config)
+    for cell, measure in zip(cells[1:], ("rank-1", "mAP"), strict=True):
+        values = np.array(_per_split(f"{warca_row}, {measure}"))
+        mean, std = (float(v) for v in cell.split(" ± "))
+        assert len(values) == 10
+        assert abs(values.mean() - mean) <= 0.011 and abs(values.std() - std) <= 0.011, cell
+    if variant == "linear":  # the Euclidean row is the linear run's baseline
+        for cell, measure in zip(_readme_row_named(euclid_row)[1:], ("rank-1", "mAP")):
+            values = np.array(_per_split(f"{euclid_row}, {measure}"))
+            assert abs(values.mean() - float(cell)) <= 0.011, cell
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["linear", "chi2"])
-def test_the_readme_main_job_table_is_what_a_run_gives(variant, tmp_path):
+@pytest.mark.parametrize("variant", sorted(MAIN_JOB))
+def test_the_main_job_gives_the_documented_splits(variant, tmp_path):
+    # Splits 0 and 1 of the README's commands, run again: split s draws from (seed, s)
+    # alone, so a 2-split run's splits are the 10-split run's first two.
     from repo_configs import config_module
 
     from warca_jax import pipeline
 
-    config = config_module("warca").get_config(variant)
-    res = pipeline.train_and_evaluate(config, str(tmp_path))
-    mean, std = res["mean"], res["std"]
-    cells = _readme_row("configs/warca.py" + ("" if variant == "linear" else ":chi2"))
-    assert cells[1:] == [
-        f"{mean['rank1']:.2f} ± {std['rank1']:.2f}",
-        f"{mean['mAP']:.2f} ± {std['mAP']:.2f}",
-    ]
-    if variant == "linear":  # the Euclidean row is the linear run's baseline
-        base = res["baseline_euclidean"]["mean"]
-        assert _readme_row_named("Euclidean distance")[1:] == [
-            f"{base['rank1']:.2f}",
-            f"{base['mAP']:.2f}",
-        ]
+    config, warca_row, euclid_row = MAIN_JOB[variant]
+    cfg = config_module("warca").get_config(variant)
+    cfg.data.num_splits = 2
+    res = pipeline.train_and_evaluate(cfg, str(tmp_path))
+    for measure, key in (("rank-1", "rank1"), ("mAP", "mAP")):
+        got = [f"{r[key]:.2f}" for r in res["splits"]]
+        assert got == [f"{v:.2f}" for v in _per_split(f"{warca_row}, {measure}")[:2]]
+        base = [f"{r['baseline_euclidean'][key]:.2f}" for r in res["splits"]]
+        assert base == [f"{v:.2f}" for v in _per_split(f"{euclid_row}, {measure}")[:2]]
 
 
 def _readme_row_named(name: str) -> list[str]:

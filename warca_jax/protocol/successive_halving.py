@@ -16,15 +16,19 @@ def rungs(num_iters: int, log_every: int, num_points: int, factor: int) -> list[
     """The steps at which successive halving by ``factor`` compares ``num_points`` points.
 
     Each rung keeps the best ``ceil(n / factor)`` of its ``n`` points; there are as many
-    rungs as leave at least 3 points for the last (``num_iters``), the k-th from the end
+    rungs as leave at least 3 points for the last (``num_iters``), or, in a grid too small
+    for that (fewer than ``3 factor`` points), one rung that leaves at least 2: no point
+    is chosen without another trained to the end beside it. The k-th rung from the end is
     at ``num_iters / factor^k`` steps, on a multiple of ``log_every``. A factor below 2,
-    or too few points, is the whole grid at ``num_iters``: one rung.
+    or too few points (3 or fewer), is the whole grid at ``num_iters``: one rung.
     """
     if factor < 2:
         return [num_iters]
     k = 0
     while num_points / factor ** (k + 1) >= 3:
         k += 1
+    if k == 0 and 2 <= math.ceil(num_points / factor) < num_points:
+        k = 1
     out = []
     for i in range(k, 0, -1):
         step = int(round(num_iters / factor**i / log_every)) * log_every
