@@ -681,7 +681,7 @@ def test_the_readme_main_job_table_is_the_mean_of_the_per_split_runs(variant):
         assert len(values) == 10
         assert abs(values.mean() - mean) <= 0.011 and abs(values.std() - std) <= 0.011, cell
     if variant == "linear":  # the Euclidean row is the linear run's baseline
-        for cell, measure in zip(_readme_row_named(euclid_row)[1:], ("rank-1", "mAP")):
+        for cell, measure in zip(_readme_row_named(euclid_row)[1:], ("rank-1", "mAP"), strict=True):
             values = np.array(_per_split(f"{euclid_row}, {measure}"))
             assert abs(values.mean() - float(cell)) <= 0.011, cell
 
