@@ -22,11 +22,16 @@ cli.reproducible_numerics()
 
 # One persistent compilation cache for the test session, in a private temporary folder
 # removed at its end: the entry points that tests start as processes (the main job, the
-# protocol's workers, the notebooks' kernels) and the tests that rebuild a program compile
-# the same programs again and again, a second or more each on 2 CPU cores; from the cache a
-# program is read instead. The same executables, so the same numbers. (A process started
-# by a test inherits the folder through JAX's environment variables.)
-_COMPILE_CACHE = tempfile.mkdtemp(prefix="warca_jax_tests_jit_")
+# protocol's workers, the notebooks' kernels), the tests that rebuild a program and the
+# pytest-xdist workers compile the same programs again and again, a second or more each on
+# 2 CPU cores; from the cache a program is read instead. The same executables, so the same
+# numbers. The process that makes the folder (pytest itself, or its xdist controller)
+# removes it; the workers it starts and the processes a test starts inherit it through the
+# environment.
+_OWN_CACHE = "WARCA_JAX_TESTS_JIT_CACHE" not in os.environ
+if _OWN_CACHE:
+    os.environ["WARCA_JAX_TESTS_JIT_CACHE"] = tempfile.mkdtemp(prefix="warca_jax_tests_jit_")
+_COMPILE_CACHE = os.environ["WARCA_JAX_TESTS_JIT_CACHE"]
 os.environ["JAX_COMPILATION_CACHE_DIR"] = _COMPILE_CACHE
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
 jax.config.update("jax_compilation_cache_dir", _COMPILE_CACHE)
@@ -34,7 +39,8 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
+    if _OWN_CACHE:
+        shutil.rmtree(_COMPILE_CACHE, ignore_errors=True)
 
 
 # the shared checks' asserts report their operands as a test's own do

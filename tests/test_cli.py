@@ -290,10 +290,12 @@ def test_an_entry_point_runs_with_reproducible_numerics():
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_stopped_main_job_is_one_line_and_the_same_command_resumes(tmp_path, signum):
-    # 3 splits (of the config's 10) of a few seconds each: the signal comes after the first,
-    # well before the last, and the resumed run has two splits left, not nine
+    # 3 splits (of the config's 10) of a second or two each (a given lambda, 300 steps):
+    # the signal comes after the first, before the last, and the resumed run has two
+    # splits left, not nine
     cmd = [sys.executable, "-m", "experiments.main", "--config=configs/warca.py",
-           "--config.data.num_splits=3", f"--workdir={tmp_path}"]  # fmt: skip
+           "--config.data.num_splits=3", "--config.method.lam=1e-3",
+           "--config.method.num_iters=300", f"--workdir={tmp_path}"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cpu_env(), stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

@@ -158,6 +158,23 @@ def test_a_grid_is_redone_when_a_point_is_missing_or_halving_changes(full_grid, 
     assert _cv_results(workdir) == _cv_results(full_grid)
 
 
+@pytest.mark.slow
+def test_both_cv_paths_train_on_the_splits_normalised_features(full_grid, tmp_path, monkeypatch):
+    # data.normalize: a grid job and a job per point see the same normalised features of
+    # each CV split (feature_norm.for_split), and they are not the raw features' scores
+    c = _small(halving=1)
+    c.unlock()
+    c.data.normalize = "center_l2"
+    c.lock()
+    grid_dir, point_dir = str(tmp_path / "grid"), str(tmp_path / "points")
+    protocol.run_protocol(c, grid_dir, stage="cv")
+    monkeypatch.setattr(cross_validation, "trains_grids", lambda label: False)
+    protocol.run_protocol(c, point_dir, stage="cv")
+    assert _cv_results(grid_dir) == _cv_results(point_dir)
+    assert _cv_results(grid_dir).keys() == _cv_results(full_grid).keys()
+    assert _cv_results(grid_dir) != _cv_results(full_grid)
+
+
 def test_a_bad_halving_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cv.halving"):
         protocol.run_protocol(_small(halving=0), str(tmp_path))

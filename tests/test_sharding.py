@@ -33,8 +33,8 @@ x = (rng.normal(size=(200, 24)) + np.repeat(rng.normal(size=(50, 24)), 4, 0))[:1
 x = x.astype(np.float32)
 cases = {
     "linear": {},
-    "linear_pool": {"candidate_pool": 64},
-    "linear_wsabie_autodiff": {"sampler": "wsabie", "gradient": "autodiff"},
+    "linear_pool_wsabie_autodiff": {"candidate_pool": 64, "sampler": "wsabie",
+                                    "gradient": "autodiff"},
     "kernel": {"kernel": "chi2_rbf", "dim": 8},
     "kernel_plain": {"kernel": "chi2_rbf", "dim": 8, "preconditioned": False},
     "nystroem": {"kernel": "chi2_rbf", "dim": 8, "kernel_approx": "nystroem",
@@ -106,7 +106,7 @@ def test_violator_search_stays_where_the_candidates_live(eight_devices):
 @pytest.mark.slow  # a child process on 8 forced devices
 @pytest.mark.parametrize(
     "case",
-    ["linear", "linear_pool", "linear_wsabie_autodiff", "kernel", "kernel_plain", "nystroem"],
+    ["linear", "linear_pool_wsabie_autodiff", "kernel", "kernel_plain", "nystroem"],
 )
 def test_eight_devices_give_the_one_device_model(eight_devices, case):
     res = eight_devices["cases"][case]

@@ -41,6 +41,7 @@ from absl import logging
 from warca_jax import (
     defaults,
     evaluation,
+    feature_norm,
     methods,
     model_checks,
     run_files,
@@ -225,8 +226,10 @@ def run_split(dataset, s: int, config, workdir: str, plan: SplitPlan | None = No
     """Fits, saves and evaluates split ``s``; returns its JSON-able results.
 
     ``plan``: its learner and held-out part as ``check_run_config`` prepared them
-    (``CheckedRun.plan``); None (a protocol job): ``plan_split`` makes it.
+    (``CheckedRun.plan``); None (a protocol job): ``plan_split`` makes it. The split's
+    features are normalised first as ``data.normalize`` says (``feature_norm.for_split``).
     """
+    dataset = feature_norm.for_split(dataset, s, config.data)
     split = dataset.splits[s]
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     _drop_split_lines(metrics_path, s)

@@ -291,15 +291,15 @@ def prepare(workdir: str) -> None:
 # every run; ``study.compare_workdirs``: the other studies the AON study's panel (e) reads.
 PRESENTATION_FIELDS = ("progress", "eval.plot_max_rank", "study.compare_workdirs")
 # Fields that say where a run keeps things, not what it computes: ``data.cache_dir``, the
-# feature cache's folder (an entry there is used only for the exact inputs it was computed
-# from, so moving it cannot change a result).
+# feature cache's folder (an entry serves only the inputs it was made from: moving it is safe).
 LOCATION_FIELDS = ("data.cache_dir",)
 IGNORED_FIELDS = PRESENTATION_FIELDS + LOCATION_FIELDS
 # Fields added to the configs after runs were recorded without them, with the value that
 # reproduces those runs: a recorded config that lacks one is read as holding that value,
 # so that such a workdir is resumed rather than refused.
 EARLIER_VALUES = {"data.skip_small_images": False, "method.init": "random", "method.tol": 0.0,
-                  "method.tol_window": 1, "data.height": 128, "data.width": 48}  # fmt: skip
+                  "method.tol_window": 1, "data.height": 128, "data.width": 48,
+                  "data.normalize": "none"}  # fmt: skip
 _ABSENT = object()
 
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from warca_jax import dataset_arrays, identity_splits
+from warca_jax import dataset_arrays, feature_norm, identity_splits
 from warca_jax.datasets.base import ImageSet, to_dataset
 from warca_jax.datasets.caviar import load_caviar
 from warca_jax.datasets.cuhk01 import load_cuhk01
@@ -174,8 +174,10 @@ def from_config(cfg, *, progress: bool = False) -> dataset_arrays.Dataset:
 
     Raises:
       ValueError: an unknown name, a path the chosen source does not read (e.g. with the
-        synthetic data), a split option the dataset's fixed protocol does not take.
+        synthetic data), a split option the dataset's fixed protocol does not take, a
+        ``normalize`` that is not one of ``feature_norm.MODES`` (applied per split later).
     """
+    feature_norm.check_mode(cfg.get("normalize", "none"))
     split_args = dict(
         num_splits=cfg.num_splits,
         num_train_ids=cfg.num_train_ids or None,

@@ -34,22 +34,35 @@ from warca_jax.features.lomo import lomo, lomo_dim, lomo_min_size
 
 
 class Descriptor(NamedTuple):
-    """A jitted descriptor ``fn: [n, H, W, 3] -> [n, D]``, ``dim_at(H, W) -> D`` and
-    ``min_size``, the smallest image (height, width) it describes."""
+    """A jitted descriptor ``fn: [n, H, W, 3] -> [n, D]``, ``dim_at(H, W) -> D``,
+    ``min_size``, the smallest image (height, width) it describes, and ``parts_at(H, W)``,
+    the lengths of the parts it concatenates (None: one part; ``feature_norm`` normalises
+    the parts one by one)."""
 
     fn: Callable[[jax.Array], jax.Array]
     dim_at: Callable[[int, int], int]
     min_size: tuple[int, int] = (1, 1)
+    parts_at: Callable[[int, int], tuple[int, ...]] | None = None
 
     def dim(self, height: int = 128, width: int = 48) -> int:
         return self.dim_at(height, width)
+
+    def parts(self, height: int = 128, width: int = 48) -> tuple[int, ...]:
+        if self.parts_at is None:
+            return (self.dim(height, width),)
+        return tuple(self.parts_at(height, width))
 
 
 DESCRIPTORS = {  # dims at 128 x 48; the smallest images: 6 x 5 and 11 x 11
     "color_lbp": Descriptor(color_lbp, lambda h, w: color_lbp_dim(), color_lbp_min_size()),
     "lomo": Descriptor(lomo, lambda h, w: lomo_dim(height=h, width=w), lomo_min_size()),
     # GOG: "gog" fuses the four colour spaces (27,622-d), "gog_rgb" etc. take one (7,567)
-    "gog": Descriptor(gog, lambda h, w: gog_dim(), gog_min_size()),
+    "gog": Descriptor(
+        gog,
+        lambda h, w: gog_dim(),
+        gog_min_size(),
+        lambda h, w: tuple(gog_dim(colour=c) for c in COLOURS),
+    ),
     **{
         f"gog_{c}": Descriptor(
             functools.partial(gog, colour=c), lambda h, w, c=c: gog_dim(colour=c), gog_min_size()

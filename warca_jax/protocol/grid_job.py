@@ -17,7 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from warca_jax import evaluation, methods, run_files, workdir_lock
+from warca_jax import evaluation, feature_norm, methods, run_files, workdir_lock
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import load_stored, validation_split
 from warca_jax.protocol.jobs import (
@@ -92,7 +92,8 @@ class _Grid:
         self.points = {(p["split"], i % len(self.grid)): p for i, p in enumerate(job["points"])}
         first = self.points[(0, 0)]
         self.run_cfg = ml_collections.ConfigDict(first["config"])
-        self.ds = load_stored(first["data"], first["data_sha256"])
+        self.stored = load_stored(first["data"], first["data_sha256"])
+        self.ds = {}  # CV split -> the data as its fits see them (data.normalize)
         self.fits, self.vsplits = {}, {}
         self.failed: dict[tuple[int, int], str] = {}  # (split, point) -> reason
         self.seconds = {"prepare": 0.0, "eval": 0.0}
@@ -125,14 +126,15 @@ class _Grid:
         method = methods.get(self.run_cfg.method.name)
         for c in self.splits:
             point = self.points[(c, 0)]
+            ds = self.ds[c] = feature_norm.for_split(self.stored, c, self.run_cfg.data)
             self.vsplits[c] = validation_split(
-                self.ds, c, fraction=point["val_fraction"], seed=point["seed"]
+                ds, c, fraction=point["val_fraction"], seed=point["seed"]
             )
             tr = self.vsplits[c].train_idx
             try:
                 self.fits[c] = method.grid(
-                    self.ds.features[tr], self.ds.labels[tr], self.run_cfg.method, self.grid,
-                    seed=self.run_cfg.seed + c, cams=self.ds.cams[tr],
+                    ds.features[tr], ds.labels[tr], self.run_cfg.method, self.grid,
+                    seed=self.run_cfg.seed + c, cams=ds.cams[tr],
                 )  # fmt: skip
             except TRAINING_FAILURES as e:
                 why = f"{type(e).__name__}: {e}"
@@ -141,7 +143,7 @@ class _Grid:
 
     def _score(self, c: int, p: int) -> dict:
         res = evaluation.evaluate_metric(
-            self.fits[c].metric(p), self.ds, self.vsplits[c], self.run_cfg.eval,
+            self.fits[c].metric(p), self.ds[c], self.vsplits[c], self.run_cfg.eval,
             seed=self.run_cfg.seed,
         )  # fmt: skip
         return {k: float(res[k]) for k in ("rank1", "rank5", "rank10", "mAP")}

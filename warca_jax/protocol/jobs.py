@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, learner_loop, pipeline, run_files, workdir_lock
+from warca_jax import evaluation, feature_norm, learner_loop, pipeline, run_files, workdir_lock
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded
@@ -157,6 +157,7 @@ def _job_cv(job: dict) -> None:
     """Fits one grid point on the validation split and writes its score."""
     run_cfg = ml_collections.ConfigDict(job["config"])
     ds = load_stored(job["data"], job["data_sha256"])
+    ds = feature_norm.for_split(ds, job["split"], run_cfg.data)
     split = validation_split(ds, job["split"], fraction=job["val_fraction"], seed=job["seed"])
     t_job = time.perf_counter()
     t0 = time.perf_counter()
