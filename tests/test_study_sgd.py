@@ -110,6 +110,22 @@ def test_returns_the_best_validation_parameters(reid):
     np.testing.assert_array_equal(long.projection, short.projection)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_no_validation_identities_checks_the_training_cost(name):
+    # num_val_ids 0 (data too small to spare identities, e.g. 3 people): every identity
+    # trains, and the schedule's checks use the training set's cost, which then falls
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 6)
+    x = (rng.normal(size=(18, 5)) + 2.0 * rng.normal(size=(3, 5))[y]).astype(np.float32)
+    metric, hist = study_sgd.fit(
+        x, y, _method(name, num_epochs=20, val_every=5, num_val_ids=0, learning_rate=1e-2)
+    )
+    assert hist[-1]["val_cost"] < hist[0]["val_cost"]
+    assert metric.projection.shape == (5, 5)
+    with pytest.raises(ValueError, match="num_val_ids must leave 2 identities"):
+        study_sgd.fit(x, y, _method(name, num_val_ids=2))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_same_seed_same_result(reid, name):
@@ -133,7 +149,8 @@ def test_divergence_is_an_error_not_a_model(reid):
     "name, overrides, mutate, match",
     [
         ("pairwise_sgd", {"num_val_ids": 99}, None, "num_val_ids .* 99 out of 100"),
-        ("triplet_sgd", {"num_val_ids": 1}, None, "num_val_ids must be >= 2"),
+        ("triplet_sgd", {"num_val_ids": 1}, None, "num_val_ids must be 0 .* or at least 2"),
+        ("triplet_sgd", {"num_val_ids": -1}, None, "num_val_ids must be >= 0"),
         ("pairwise_sgd", {"lam": 0.0}, None, "unbounded below"),
         ("pairwise_sgd", {"penalty": "none"}, None, "unbounded below"),
         ("triplet_sgd", {"dim": 65}, None, "output dim"),

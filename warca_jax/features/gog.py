@@ -40,7 +40,8 @@ The release lays the regions out interleaved
 Normalisation: the paper's release removes the training set's mean from each colour space's
 vectors, then divides each by its L2 norm. A descriptor sees one image at a time, so
 ``normalize=True`` (the default) divides each colour space's vector by its norm without
-the mean removal (the learners that centre their data do the rest).
+the mean removal; the release's step, with each split's training mean, is the data's
+``normalize="center_l2"`` (``warca_jax.feature_norm``, per colour space of the fused form).
 """
 
 from __future__ import annotations

@@ -21,8 +21,10 @@ of them held out (seeded); every ``val_every`` epochs the cost on the held-out
 set is computed (eq. 6 on all its pairs, eq. 7 on a triplet set mined once at
 the start); when it is higher than at the previous check the learning rate is
 multiplied by ``lr_decay`` (halved). The parameters of the lowest validation
-cost (the initial ones included) are returned. An epoch is one pass over the
-training samples (eq. 6) or triplets (eq. 7) in minibatches of ``batch_size``.
+cost (the initial ones included) are returned. ``num_val_ids`` 0 holds no identity out
+(data too small to spare any): the checks then use the training set's own cost. An
+epoch is one pass over the training samples (eq. 6) or triplets (eq. 7) in minibatches of
+``batch_size``.
 
 The two losses and the triplet mining are in ``warca_jax.methods.study_losses`` (and
 importable from here).
@@ -118,7 +120,13 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_range(cfg.dim, 0, d, what="output dim", note=f"0: D = {d}")
     checks.check_number(cfg, "batch_size", low=2, integer=True)
     checks.check_numbers(cfg, ("num_epochs", "val_every"), low=1, integer=True)
-    checks.check_number(cfg, "num_val_ids", low=2, integer=True)
+    checks.check_number(cfg, "num_val_ids", low=0, integer=True, note="; 0: none held out")
+    if cfg.num_val_ids == 1:
+        raise ValueError(
+            "num_val_ids must be 0 (no validation identities: the checks use the training "
+            "cost) or at least 2 (a held-out identity needs another to be ranked against); "
+            "got 1"
+        )
     checks.check_number(cfg, "learning_rate", low=0, low_open=True)
     checks.check_number(cfg, "lr_decay", low=0, high=1, low_open=True)
     checks.check_numbers(cfg, ("lam", "momentum"), low=0)
@@ -190,8 +198,10 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
         float(cfg.momentum),
     )
     state = _initial_state(k_init, cfg, x.shape[1], tx)
-    x_tr, x_val = jnp.asarray(x[~is_val]), jnp.asarray(x[is_val])
-    table_tr, table_val = sampling.make_pair_table(y[~is_val]), sampling.make_pair_table(y[is_val])
+    x_tr, table_tr = jnp.asarray(x[~is_val]), sampling.make_pair_table(y[~is_val])
+    x_val, table_val = x_tr, table_tr  # num_val_ids 0: the training set's own cost
+    if cfg.num_val_ids:
+        x_val, table_val = jnp.asarray(x[is_val]), sampling.make_pair_table(y[is_val])
 
     def dataset(x_part, table, key, proj):
         if cfg.name != "triplet_sgd":
@@ -275,7 +285,8 @@ def default_config(name: str, variant: str = "default") -> ml_collections.Config
     m.val_every = 10  # epochs between validation costs (the study: 10).
     m.lr_decay = 0.5  # learning rate factor when the validation cost rises (halved).
     m.num_val_ids = 20  # identities held out for validation (the study: ~100 of 767;
-    #                     20 of the 100 training identities of the synthetic data).
+    #                     20 of the 100 training identities of the synthetic data; 0:
+    #                     none, the checks use the training cost).
     if variant in ("study", "large"):
         m.num_val_ids = 100
     if variant == "large":  # L: [128, D]: the AON penalty and each step cost D 128^2, not D^3.
