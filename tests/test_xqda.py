@@ -124,3 +124,14 @@ def test_bad_input_is_refused(fields, mutate, match):
         x = x[:, 0]
     with pytest.raises(ValueError, match=match):
         xqda.fit(x, y, _cfg(**fields))
+
+
+def test_labels_that_separate_nothing_are_named_not_a_zero_model():
+    # every identity holds the same three points (plus a little noise): the differences
+    # between identities vary less than those within one, so no XQDA direction exists
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(3, 4))
+    x = (np.tile(points, (5, 1)) + 1e-3 * rng.normal(size=(15, 4))).astype(np.float32)
+    y = np.repeat(np.arange(5), 3)
+    with pytest.raises(ValueError, match=r"no direction .* eigenvalue 0\.\d+, not > 1"):
+        xqda.fit(x, y, get_config().method)

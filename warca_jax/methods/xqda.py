@@ -120,6 +120,12 @@ def xqda_projection(
                 "positive definite in floating point; raise reg (ridge='relative' scales it "
                 "with the features)"
             ) from None
+    if not evals[0] > 1.0:  # then M = inv(W^T S_I W) - inv(W^T S_E W) is negative: no metric
+        raise ValueError(
+            f"XQDA found no direction in which the differences between identities vary more "
+            f"than those within one (largest generalised eigenvalue {evals[0]:.3g}, not > 1): "
+            "the labels do not separate these features; check that they belong together"
+        )
     r = max(1, int(np.sum(evals > 1.0)))
     if dim > 0:
         r = min(r, dim)
