@@ -126,7 +126,7 @@ def xqda_projection(
             f"than those within one (largest generalised eigenvalue {evals[0]:.3g}, not > 1): "
             "the labels do not separate these features; check that they belong together"
         )
-    r = max(1, int(np.sum(evals > 1.0)))
+    r = int(np.sum(evals > 1.0))  # at least 1: evals[0] > 1 above
     if dim > 0:
         r = min(r, dim)
     w = evecs[:, :r]
