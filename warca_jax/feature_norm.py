@@ -45,9 +45,9 @@ def parts(data_cfg, dim: int) -> tuple[int, ...]:
     """The lengths of the parts normalised one by one: the descriptor's (``data.descriptor``
     at ``data.height`` x ``data.width``) where they add up to ``dim``, else ``(dim,)``."""
     name = data_cfg.get("descriptor", "")
-    if name in extraction.DESCRIPTORS:
-        desc = extraction.DESCRIPTORS[name]
-        sizes = desc.parts(int(data_cfg.get("height", 128)), int(data_cfg.get("width", 48)))
+    if name in extraction.DESCRIPTORS:  # at the config's image size, else the descriptor's
+        size = {k: int(data_cfg[k]) for k in ("height", "width") if k in data_cfg}
+        sizes = extraction.DESCRIPTORS[name].parts(**size)
         if sum(sizes) == dim:
             return tuple(sizes)
     return (dim,)
