@@ -22,7 +22,8 @@ import numpy as np
 from warca_jax import methods, run_files
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import DataInfo
-from warca_jax.protocol.jobs import make_job, outcome, safe
+from warca_jax.protocol.fields import safe
+from warca_jax.protocol.jobs import make_job, outcome
 from warca_jax.protocol.plan import Plan, method_config, run_config, run_method_config
 
 
@@ -41,7 +42,8 @@ def _grid_name(lam: float, eta: float) -> str:
 def cv_job(plan: Plan, workdir: str, info: DataInfo, name, label, c, lam, eta) -> dict:
     """The job of grid point (``lam``, ``eta``) of ``label`` on CV split ``c`` of ``name``."""
     cv = plan.config.cv
-    folder = os.path.join(workdir, "cv", name, safe(label), f"split_{c}", _grid_name(lam, eta))
+    grid_point = _grid_name(lam, eta)
+    folder = os.path.join(workdir, "cv", safe(name), safe(label), f"split_{c}", grid_point)
     over = dict(lam=lam, learning_rate=eta)
     if cv.num_iters:
         over["num_iters"] = cv.num_iters
@@ -83,7 +85,7 @@ def grid_job(plan: Plan, workdir: str, info: DataInfo, name: str, label: str) ->
         dataset=name,
         label=label,
         split=-1,
-        folder=os.path.join(workdir, "cv", name, safe(label)),
+        folder=os.path.join(workdir, "cv", safe(name), safe(label)),
         workdir=workdir,
         points=points,
         grid=[list(p) for p in plan.grid(label)],
@@ -144,7 +146,7 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
       CrossValidationMissing: grid results are missing (the cv stage is not done).
       CrossValidationFailed: every grid point failed.
     """
-    base = os.path.join(workdir, "cv", name, safe(label))
+    base = os.path.join(workdir, "cv", safe(name), safe(label))
     table, missing = _grid_table(plan, workdir, data, name, label)
     if missing:
         raise CrossValidationMissing(

@@ -16,6 +16,7 @@ from absl import logging
 
 from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits, run_files
 from warca_jax.datasets import npz_file
+from warca_jax.protocol import fields
 from warca_jax.protocol.plan import data_config
 
 
@@ -88,12 +89,14 @@ def load_stored(path: str, sha256: str | None = None) -> dataset_arrays.Dataset:
 def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     """Loads dataset ``name`` once (features extracted) and stores it for the jobs.
 
-    Stores ``<workdir>/data/<name>.npz``; a stored copy made from the same data config is
-    reused when it reads back whole (else it is rebuilt, with a log line naming it).
+    ``name`` is a dataset entry, ``<dataset>[:<variant>]`` (``plan.data_config``).
+    Stores ``<workdir>/data/<name>.npz`` (``viper:gog`` as ``viper-gog.npz``); a stored
+    copy made from the same data config is reused when it reads back whole (else it is
+    rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
     run_files.makedirs(folder, within=workdir)
-    path = os.path.join(folder, f"{name}.npz")
+    path = os.path.join(folder, f"{fields.safe(name)}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)
     if os.path.exists(path):

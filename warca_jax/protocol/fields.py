@@ -15,7 +15,15 @@ BUILT_IN_DATASETS = ("synthetic", "npz")  # made by warca_jax.dataset_arrays, no
 
 # config field -> (what it holds, an example value as given on the command line)
 FIELDS = {
-    "datasets": ("a tuple of dataset names", "\"('viper','cuhk03')\""),
+    "datasets": (
+        "a tuple of dataset names, each <dataset>[:<variant of config.data_variants>]",
+        "\"('viper','cuhk03')\"",
+    ),
+    "data_variants": (
+        "a map variant -> {data field: value}, a dataset entry <dataset>:<variant> runs "
+        "on the data section with those fields",
+        "\"{'gog': {'descriptor': 'gog', 'normalize': 'center_l2'}}\"",
+    ),
     "methods": (
         "a tuple of method labels <configs file>[:<variant>]",
         "\"('warca:linear','kissme','nn')\"",
@@ -23,11 +31,11 @@ FIELDS = {
     "cv.methods": ("a tuple of labels of config.methods", "\"('warca:linear',)\""),
     "dim_methods": ("a tuple of method labels", "\"('warca:linear','rpcca')\""),
     "dims": (
-        "a map dataset name -> output dimension >= 1",
+        "a map dataset name (or entry <dataset>:<variant>) -> output dimension >= 1",
         "\"{'market1501': 200, 'viper': 100}\"",
     ),
     "skip": (
-        "a map dataset name -> tuple of the method labels not run on it",
+        "a map dataset name (or entry) -> tuple of the method labels not run on it",
         "\"{'market1501': ('rpcca',), 'viper': ('lmnn',)}\"",
     ),
     "paths": ("a map dataset name -> folder", "\"{'viper': '~/data/VIPeR'}\""),
@@ -112,6 +120,51 @@ def mapping(config, field: str) -> dict:
     return out
 
 
+def safe(label: str) -> str:
+    """A method label or dataset entry as a file or folder name (``warca:chi2`` ->
+    ``warca-chi2``)."""
+    return label.replace(":", "-")
+
+
+def data_variants(config) -> dict[str, dict]:
+    """config.data_variants as dicts: variant -> {data field: value} for every entry
+    ``<dataset>:<variant>``, and ``<dataset>:<variant>`` -> the fields of that entry alone
+    (set after the variant's). The values are checked against the data section by
+    ``plan.data_config``."""
+    if "data_variants" not in config:
+        return {}
+    out = {}
+    for key, values in mapping(config, "data_variants").items():
+        if key.count(":") > 1 or not isinstance(values, ml_collections.ConfigDict | dict):
+            raise ValueError(
+                f"config.data_variants[{key!r}] must be a map data field -> value under a "
+                f"variant name or an entry <dataset>:<variant>, got {values!r}"
+                f"{expect('data_variants')}"
+            )
+        if ":" in key:
+            check_dataset_name(key.partition(":")[0], f"config.data_variants names {key!r}",
+                               "data_variants")  # fmt: skip
+        out[key] = dict(values.items())
+    return out
+
+
+def dataset_of(config, entry: str, where: str, field: str) -> str:
+    """The dataset name of ``entry``, ``<dataset>[:<variant>]``: a dataset the protocol
+    can load and, with a variant, one that config.data_variants names (as the variant or
+    as the whole entry); a ValueError naming ``where`` otherwise."""
+    name, sep, variant = entry.partition(":")
+    if sep:
+        known = data_variants(config)
+        if variant not in known and entry not in known:
+            raise ValueError(
+                f"{where}: {entry!r} names the data variant {variant!r}, which "
+                f"config.data_variants does not hold (it holds {sorted(known)})"
+                f"{expect('data_variants')}"
+            )
+    check_dataset_name(name, where, field)
+    return name
+
+
 def check_dataset_name(name: str, where: str, field: str) -> None:
     """A ValueError naming ``where`` unless ``name`` is a dataset the protocol can load."""
     if name in BUILT_IN_DATASETS:
@@ -125,10 +178,10 @@ def check_dataset_name(name: str, where: str, field: str) -> None:
 
 
 def dims(config) -> dict[str, int]:
-    """config.dims (dataset -> output dimension), checked, and config.default_dim."""
+    """config.dims (dataset or entry -> output dimension), checked, and config.default_dim."""
     out = mapping(config, "dims")
     for name, dim in out.items():
-        check_dataset_name(name, f"config.dims names {name!r}", "dims")
+        dataset_of(config, name, f"config.dims names {name!r}", "dims")
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(
                 f"config.dims[{name!r}] must be an integer >= 1, got {dim!r}{expect('dims')}"
@@ -141,10 +194,11 @@ def dims(config) -> dict[str, int]:
 
 
 def skips(config) -> set[tuple[str, str]]:
-    """config.skip (dataset -> labels not run on it) as a set of (dataset, label) pairs."""
+    """config.skip (dataset or entry -> labels not run on it) as a set of (dataset or
+    entry, label) pairs."""
     out = set()
     for name, labels in mapping(config, "skip").items():
-        check_dataset_name(name, f"config.skip names {name!r}", "skip")
+        dataset_of(config, name, f"config.skip names {name!r}", "skip")
         if not isinstance(labels, tuple | list) or not all(
             isinstance(label, str) and label.strip() for label in labels
         ):

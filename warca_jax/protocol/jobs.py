@@ -47,11 +47,6 @@ def json_kind(value) -> str:
     )
 
 
-def safe(label: str) -> str:
-    """A method label as a folder name."""
-    return label.replace(":", "-")
-
-
 def _sha256(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 

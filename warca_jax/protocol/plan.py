@@ -40,29 +40,74 @@ def method_config(label: str) -> ml_collections.ConfigDict:
 
 
 def data_config(config, name: str) -> ml_collections.ConfigDict:
-    """The ``data`` section of dataset ``name``: the protocol's with its name and folder."""
+    """The ``data`` section of dataset entry ``name``, ``<dataset>[:<variant>]``: the
+    protocol's with the dataset's name and folder, then the fields that
+    ``config.data_variants`` sets for the variant, then those it sets for the entry."""
+    dataset, _, variant = name.partition(":")
     cfg = copy.deepcopy(config.data)
     cfg.unlock()
-    cfg.name = name
-    if name not in ("synthetic",):
+    cfg.name = dataset
+    if variant:
+        fields.dataset_of(config, name, "config.datasets", "datasets")
+        known = fields.data_variants(config)
+        for key in (variant, name):
+            _set_data_fields(cfg, key, known.get(key, {}))
+    if dataset not in ("synthetic",):
         paths = fields.paths(config)
-        if name in paths:
-            cfg.path = os.path.expanduser(paths[name])
+        if dataset in paths:
+            cfg.path = os.path.expanduser(paths[dataset])
         elif config.data_root:
-            cfg.path = os.path.join(os.path.expanduser(config.data_root), name)
+            cfg.path = os.path.join(os.path.expanduser(config.data_root), dataset)
         else:
             raise ValueError(
-                f"dataset {name!r} needs a folder: set --config.data_root (holding "
-                f"data_root/{name}) or --config.paths=\"{{'{name}': '/path'}}\""
+                f"dataset {dataset!r} needs a folder: set --config.data_root (holding "
+                f"data_root/{dataset}) or --config.paths=\"{{'{dataset}': '/path'}}\""
             )
     cfg.lock()
     return cfg
 
 
-def _override_value(label: str, key: str, old, value, kind=None):
+def _set_data_fields(cfg, key: str, values: dict) -> None:
+    """Sets ``config.data_variants[key]`` (data field -> value) on the data section ``cfg``;
+    a map field is set entry by entry (``{'synthetic': {'num_ids': 30}}`` keeps the other
+    synthetic fields), an entry it does not have refused unless the map is empty by
+    default (``loader_options``, whose entries are the loader's)."""
+    for field, value in values.items():
+        where = f"config.data_variants[{key!r}][{field!r}]"
+        if field not in cfg or field in ("name", "path"):
+            raise ValueError(
+                f"{where}: the data section has no such field to set (name and path are "
+                f"the dataset's); it has "
+                f"{sorted(k for k in cfg.keys() if k not in ('name', 'path'))}"
+            )
+        if not isinstance(cfg[field], ml_collections.ConfigDict):
+            old, kind = cfg[field], cfg.get_type(field)
+            cfg[field] = _override_value(key, field, old, value, kind, field="data_variants")
+            continue
+        if not isinstance(value, ml_collections.ConfigDict | dict):
+            raise ValueError(
+                f"{where} must be a map, as the data section's field is, got {value!r}"
+                f"{fields.expect('data_variants')}"
+            )
+        section = cfg[field]
+        for entry, v in value.items():
+            if len(section) and entry not in section:
+                raise ValueError(
+                    f"{where}: the data section's {field} has no field {entry!r}; it has "
+                    f"{sorted(section.keys())}"
+                )
+            if entry in section and not isinstance(section[entry], ml_collections.ConfigDict):
+                v = _override_value(
+                    key, f"{field}.{entry}", section[entry], v, field="data_variants"
+                )
+            section[entry] = v
+
+
+def _override_value(label: str, key: str, old, value, kind=None, field: str = "overrides"):
     """``value`` for field ``key`` (now ``old``; ``kind``: its declared type, which a field
-    that is None by default has) of ``label``'s method section, or ValueError."""
-    where = f"config.overrides[{label!r}][{key!r}]"
+    that is None by default has) of ``label``'s section as ``config.<field>[label]`` sets
+    it, or ValueError."""
+    where = f"config.{field}[{label!r}][{key!r}]"
     shown = old
     if old is None and value is None:
         return value
@@ -87,8 +132,7 @@ def _override_value(label: str, key: str, old, value, kind=None):
         ok, want = not fields.non_finite(value), "finite"
     if not ok:
         raise ValueError(
-            f"{where} must be {want} (the field is {shown!r}), got {value!r}"
-            f"{fields.expect('overrides')}"
+            f"{where} must be {want} (the field is {shown!r}), got {value!r}{fields.expect(field)}"
         )
     return value
 
@@ -263,7 +307,7 @@ class Plan:
                 f"config.methods is empty; name at least one method label{fields.expect('methods')}"
             )
         for name in self.datasets:
-            fields.check_dataset_name(name, "config.datasets", "datasets")
+            fields.dataset_of(config, name, "config.datasets", "datasets")
         for label in self.methods:
             methods.get(method_config(label).name)
         self.cv_methods = _only_run(
@@ -283,6 +327,7 @@ class Plan:
         _check_labels(config, "skip", sorted({label for _, label in self.skips}))
         _check_labels(config, "dim_methods", fields.names(config, "dim_methods"))
         fields.paths(config)  # well-formed even when every dataset is built in
+        fields.data_variants(config)  # well-formed even when no entry names one
         unknown = sorted(set(fields.overrides(config)) - set(self.methods))
         if unknown:
             raise ValueError(f"overrides name {unknown}, which are not in config.methods")
@@ -292,11 +337,15 @@ class Plan:
             data_config(config, name)  # a folder for every real dataset
 
     def dim(self, name: str) -> int:
-        return self.dims.get(name, self.config.default_dim)
+        """The output dimension on dataset entry ``name``: its own, else its dataset's."""
+        dataset = name.partition(":")[0]
+        return self.dims.get(name, self.dims.get(dataset, self.config.default_dim))
 
     def runs(self, name: str) -> list[str]:
-        """The labels run on dataset ``name``: not skipped (not applicable ones included)."""
-        return [m for m in self.methods if (name, m) not in self.skips]
+        """The labels run on dataset entry ``name``: not skipped, on the entry or on its
+        dataset (not applicable ones included)."""
+        dataset = name.partition(":")[0]
+        return [m for m in self.methods if not {(name, m), (dataset, m)} & self.skips]
 
     def active(self, name: str) -> list[str]:
         """The labels run on dataset ``name`` that are applicable to it."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from warca_jax import plots, run_files
 from warca_jax.protocol.datasets import DataInfo
+from warca_jax.protocol.fields import safe
 from warca_jax.protocol.jobs import outcome
 from warca_jax.protocol.plan import Plan, run_method_config
 from warca_jax.protocol.runs import run_jobs
@@ -33,6 +34,7 @@ CMC_TOP = 5  # methods named, in colour, in the CMC plots (the others thin grey 
 DISPLAY = {  # column names of the paper's Table 2 and the study
     "warca:chi2": "WARCA-chi2",
     "warca:linear": "WARCA-L",
+    "warca:kernel": "WARCA-kernel",
     "rpcca:chi2": "rPCCA-chi2",
     "rpcca": "rPCCA-L",
     "mlapg": "MLAPG",
@@ -59,6 +61,7 @@ DISPLAY = {  # column names of the paper's Table 2 and the study
     "lsml": "LSML",
     "rca": "RCA",
     "scml": "SCML",
+    "nfst": "NFST",
 }
 
 
@@ -276,7 +279,7 @@ def _write_study(plan: Plan, workdir: str, results: dict) -> list[str]:
         for m in plan.methods:
             n = DISPLAY.get(m, m)
             e = results[name].get(m)
-            if (name, m) in plan.skips:
+            if m not in plan.runs(name):
                 continue
             rows.append(
                 [
@@ -322,7 +325,7 @@ def _write_cmc_plots(plan: Plan, workdir: str, results: dict) -> list[str]:
             if is_kernel(m, run_method_config(plan.config, m, name, plan.dim(name)))
         }
         if curves:
-            path = os.path.join(workdir, f"cmc_{name}.png")
+            path = os.path.join(workdir, f"cmc_{safe(name)}.png")
             plots.plot_methods_cmc(
                 curves,
                 path,

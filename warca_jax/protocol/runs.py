@@ -18,7 +18,8 @@ from warca_jax.protocol.cross_validation import (
     select,
 )
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
-from warca_jax.protocol.jobs import make_job, safe
+from warca_jax.protocol.fields import safe
+from warca_jax.protocol.jobs import make_job
 from warca_jax.protocol.plan import Plan, run_config, run_method_config
 
 
@@ -119,7 +120,7 @@ def run_jobs(
                 run_method_config(plan.config, label, name, plan.dim(name), **over),
             )
             for s in range(data[name].num_splits):
-                folder = os.path.join(workdir, "runs", name, safe(label), f"split_{s}")
+                folder = os.path.join(workdir, "runs", safe(name), safe(label), f"split_{s}")
                 job = make_job("run", name, label, s, folder, cfg, data[name], workdir=workdir)
                 if fail:
                     job["fail"] = fail
