@@ -95,7 +95,7 @@ import os
 
 import ml_collections
 
-from warca_jax import datasets, defaults
+from warca_jax import config_files, datasets, defaults
 from warca_jax.methods import checks
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
@@ -170,15 +170,11 @@ TABLE2_ROWS = {
 }
 
 
-# The settings the learners take on LOMO and GOG, as the ``:lomo`` variants of their
-# config files (configs/warca.py, mlapg.py, xqda.py, nfst.py) set them: WARCA's kernel form
-# with the linear kernel, D' 100 and lambda 1e-4; MLAPG in the whole span of the training
-# images; XQDA with the original's ridge and cross-camera pairs; NFST with its RBF kernel.
-LOMO_OVERRIDES = {
-    "warca:kernel": {"dim": 100, "lam": 1e-4},
-    "mlapg": {"pca_dim": 1 << 16},
-    "xqda": {"ridge": "absolute", "reg": 1e-3, "pairs": "cross_camera"},
-}
+# The labels whose settings on LOMO and GOG are those of their config file's ``:lomo``
+# variant (configs/<file>.py:lomo): WARCA's kernel form with the linear kernel, D' 100 and
+# lambda 1e-4; MLAPG in the whole span of the training images; XQDA with the original's
+# ridge and cross-camera pairs; NFST with its RBF kernel (``_lomo_overrides``).
+LOMO_CONFIGS = {"warca:kernel": "warca", "mlapg": "mlapg", "xqda": "xqda", "nfst": "nfst"}
 # The paper's Table 3: WARCA, MLAPG and XQDA on LOMO, with KISSME and LFDA-L (at the
 # paper's output dimensions) as references, on VIPeR and on CUHK01 at its images' own
 # 160 x 60, under the WARCA paper's gallery draw and under the multi-shot reading of
@@ -211,6 +207,21 @@ PAST_PAPER = {
         "cuhk01:gog": {"loader_options": {"protocol": "multi_shot"}},
     },
 }
+
+
+def _lomo_overrides(labels) -> dict[str, dict]:
+    """label -> the method fields its ``:lomo`` config file variant sets otherwise than the
+    label's defaults, for the labels of ``LOMO_CONFIGS`` among ``labels``."""
+    out = {}
+    for label in labels:
+        if label in LOMO_CONFIGS:
+            file = os.path.join(os.path.dirname(__file__), f"{LOMO_CONFIGS[label]}.py:lomo")
+            section = config_files.load_config(file).method
+            default = defaults.method_config(label)
+            changed = {k: v for k, v in section.items() if k != "name" and v != default[k]}
+            if changed:
+                out[label] = changed
+    return out
 
 
 def _cv_section(synthetic: bool) -> ml_collections.ConfigDict:
@@ -334,9 +345,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
         c.dim_methods = table.get("dim_methods", ())
         c.skip = ml_collections.ConfigDict(table.get("skip", {}))
         c.cv.methods, c.cv.grids = (), ml_collections.ConfigDict()
-        c.overrides = ml_collections.ConfigDict(
-            {k: v for k, v in LOMO_OVERRIDES.items() if k in c.methods}
-        )
+        c.overrides = ml_collections.ConfigDict(_lomo_overrides(c.methods))
     if arg == "orl":
         c.paths = ml_collections.ConfigDict({"orl": ORL_PATH})
         c.cv.lams = (1e-4, 1e-2, 1.0)
