@@ -2,6 +2,7 @@
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import learner_checks
 import ml_collections
@@ -120,6 +121,40 @@ def test_pair_decisions_equal_the_gathered_form():
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_closed_form_gradient_equals_autodiff():
+    """``loss_and_grad`` (dense [N, N] pair matrices) is ``svmml_loss`` and its reverse-mode
+    gradient, repeated pairs and both orders of a pair included."""
+    rng = np.random.default_rng(11)
+    x = jnp.asarray(rng.normal(size=(12, 5)), jnp.float32)
+    params = tuple(
+        jnp.asarray(rng.normal(size=shape), jnp.float32) for shape in ((5, 5), (5, 5), (5,), ())
+    )
+    i = jnp.asarray(np.r_[rng.integers(0, 12, 40), 3, 3, 7], jnp.int32)
+    j = jnp.asarray(np.r_[rng.integers(0, 12, 40), 7, 7, 3], jnp.int32)
+    dis = jnp.asarray(rng.random(43) < 0.7)
+    value, grads = svmml.loss_and_grad(params, x, i, j, dis, lam=0.03)
+    ref_value, ref_grads = jax.value_and_grad(functools.partial(svmml.svmml_loss, lam=0.03))(
+        params, x, i, j, dis
+    )
+    np.testing.assert_allclose(value, ref_value, rtol=1e-5)
+    assert 0.1 < float(value)  # margins violated: the data term is not zero
+    for got, want in zip(grads, ref_grads, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * float(jnp.max(jnp.abs(want))))
+
+
+@pytest.mark.slow
+def test_both_gradient_arrangements_fit_alike(small_fit, monkeypatch):
+    """Above ``DENSE_MAX_N`` the fit takes reverse-mode through ``pair_decisions``: the same
+    steps to float rounding."""
+    x, y, (metric, hist) = small_fit
+    monkeypatch.setattr(svmml, "DENSE_MAX_N", 0)
+    gathered, hist_g = svmml.fit(x, y, _method(num_iters=60, log_every=30), seed=1)
+    np.testing.assert_allclose(hist_g[-1]["loss"], hist[-1]["loss"], rtol=1e-4)
+    for name in ("a_mat", "b_mat", "c_vec"):
+        ref = getattr(metric, name)
+        np.testing.assert_allclose(getattr(gathered, name), ref, atol=1e-4 * np.abs(ref).max())
 
 
 def _numpy_objective(theta, xr, i, j, dis, lam):

@@ -100,6 +100,60 @@ def svmml_loss(params, x, i, j, dissimilar, *, lam):
     return data + 0.5 * lam * (jnp.sum(a * a) + jnp.sum(b * b) + jnp.sum(c * c))
 
 
+def loss_and_grad(params, x, i, j, dissimilar, *, lam):
+    """``svmml_loss`` and its gradient in closed form, through dense [N, N] pair matrices.
+
+    With the pairs' decision values f_p and g_p = dF/df_p, the decision function being
+    linear in (A, B, c, b):
+
+      dA = 1/2 X^T diag(u) X + lam A,  dB = -X^T S X + lam B,  dc = X^T u + lam c,
+      db = sum_p g_p,
+
+    u_n = sum of g_p over the pairs that hold sample n, S [N, N] the g_p at (i_p, j_p). The
+    cross terms x_i^T B x_j are read from X B X^T: two [N, N] x [N, p] matrix products a
+    step, where reverse-mode through ``pair_decisions`` gathers and scatters [P, p] rows,
+    several times slower on a CPU for P ~ 10^5 pairs; ``fit`` takes this form while
+    the two [N, N] matrices stay under ``DENSE_MAX_N`` (tests: equal to autodiff).
+
+    Returns:
+      (F, (dA, dB, dc, db)).
+    """
+    a, b, c, bias = params
+    n = x.shape[0]
+    h = _half_quad_lin(x, a, c)
+    f = h[i] + h[j] - ((x @ b) @ x.T)[i, j] + bias
+    y = jnp.where(dissimilar, 1.0, -1.0)
+    slack = jnp.maximum(1.0 - y * f, 0.0)
+    weight = jnp.where(
+        dissimilar,
+        1.0 / jnp.maximum(jnp.sum(dissimilar), 1),
+        1.0 / jnp.maximum(jnp.sum(~dissimilar), 1),
+    )
+    reg = 0.5 * lam * (jnp.sum(a * a) + jnp.sum(b * b) + jnp.sum(c * c))
+    g = -2.0 * weight * y * slack  # dF / df_p
+    u = jnp.zeros(n, x.dtype).at[i].add(g).at[j].add(g)
+    s = jnp.zeros((n, n), x.dtype).at[i, j].add(g)
+    grads = (
+        0.5 * (x.T * u) @ x + lam * a,
+        -(x.T @ s) @ x + lam * b,
+        x.T @ u + lam * c,
+        jnp.sum(g),
+    )
+    return jnp.sum(weight * slack**2) + reg, grads
+
+
+# The closed form's two [N, N] float32 matrices: 2 x 4 N^2 bytes, 1.15 GB at this N.
+DENSE_MAX_N = 12_000
+
+
+def gradient_fn(lam: float, dense: bool):
+    """(F, grad F) of ``svmml_loss``: ``loss_and_grad`` when ``dense`` (``fit``: N up to
+    ``DENSE_MAX_N``), else reverse-mode through ``pair_decisions``."""
+    if dense:
+        return functools.partial(loss_and_grad, lam=lam)
+    return jax.value_and_grad(functools.partial(svmml_loss, lam=lam))
+
+
 def _psd(m):
     w, v = jnp.linalg.eigh(0.5 * (m + m.T))
     return (v * jnp.maximum(w, 0.0)) @ v.T
@@ -128,19 +182,20 @@ def lipschitz_bound(x, i, j, dissimilar, lam) -> float:
     return 2.0 * float(total) + float(lam)
 
 
-def projected_gradient_residual(params, x, i, j, dissimilar, *, lam, step) -> float:
+def projected_gradient_residual(params, x, i, j, dissimilar, *, lam, step, dense=True) -> float:
     """||theta - P(theta - step grad F(theta))|| / step: 0 exactly at the constrained optimum.
 
     The optimality (KKT) measure of the PSD-constrained problem; ``fit`` reports it in every
     history row (``residual``) and stops once it is below ``cfg.tol``. In float32 it
     levels off near 1e-4 (rounding of the parameters, divided by the step).
     """
-    return float(_residual(params, x, i, j, dissimilar, jnp.float32(step), lam=float(lam)))
+    step = jnp.float32(step)
+    return float(_residual(params, x, i, j, dissimilar, step, lam=float(lam), dense=dense))
 
 
-@functools.partial(jax.jit, static_argnames="lam")
-def _residual(params, x, i, j, dissimilar, step, *, lam):
-    g = jax.grad(functools.partial(svmml_loss, lam=lam))(params, x, i, j, dissimilar)
+@functools.partial(jax.jit, static_argnames=("lam", "dense"))
+def _residual(params, x, i, j, dissimilar, step, *, lam, dense):
+    _, g = gradient_fn(lam, dense)(params, x, i, j, dissimilar)
     moved = project(jax.tree.map(lambda p, d: p - step * d, params, g))
     sq = sum(jnp.sum((p - m) ** 2) for p, m in zip(params, moved, strict=True))
     return jnp.sqrt(sq) / step
@@ -203,14 +258,15 @@ def make_pairs(labels: np.ndarray, *, neg_ratio: float, seed: int):
     return i, j, dis
 
 
-def make_chunk(lam: float):
+def make_chunk(lam: float, dense: bool):
     """The jitted ``chunk(state, x, i, j, dis, step, length)`` of accelerated projected
     gradient (FISTA with the gradient restart of O'Donoghue & Candes 2015).
 
-    ``state`` is (params, extrapolated params, momentum t). Built once per ``lam`` through
+    ``state`` is (params, extrapolated params, momentum t); the gradient is
+    ``gradient_fn(lam, dense)``'s. Built once per (``lam``, ``dense``) through
     ``learner_loop.compiled``.
     """
-    grad_fn = jax.value_and_grad(functools.partial(svmml_loss, lam=lam))
+    grad_fn = gradient_fn(lam, dense)
 
     def chunk(state, x, i, j, dis, step, length):
         def one(carry, _):
@@ -287,14 +343,15 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
     p = comps.shape[0]
     params = (jnp.zeros((p, p)), jnp.zeros((p, p)), jnp.zeros((p,)), jnp.zeros(()))
     state = (params, params, jnp.ones(()))
-    chunk = learner_loop.compiled(make_chunk, lam)
+    dense = x.shape[0] <= DENSE_MAX_N
+    chunk = learner_loop.compiled(make_chunk, lam, dense)
     ij = (jnp.asarray(i), jnp.asarray(j), jnp.asarray(dis))
     tol = float(cfg.tol)
 
     def advance(done, length):
         nonlocal state
         state, metrics = chunk(state, xr, *ij, jnp.float32(step), length)
-        res = projected_gradient_residual(state[0], xr, *ij, lam=lam, step=step)
+        res = projected_gradient_residual(state[0], xr, *ij, lam=lam, step=step, dense=dense)
         metrics = {**metrics, "residual": res}
         if res <= tol:
             why = f"converged: projected-gradient residual {res:.3g} <= tol {tol:g}"
