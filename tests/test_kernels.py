@@ -63,3 +63,23 @@ def test_default_gamma_normalises_the_mean_distance():
     assert kernels.default_gamma(x, "linear") == 1.0
     with pytest.raises(ValueError, match="identical"):
         kernels.default_gamma(np.ones((5, 3)), "rbf")
+
+
+def test_rbf_holds_near_pairs_of_points_far_from_the_origin():
+    """Points around 100 with pairs 0.01 apart: the squared distances ||x||^2 + ||y||^2 -
+    2 x.y would cancel to 0 in float32 (their kernel rows equal, the matrix's rank lost);
+    shifted by the support's mean first, the kernel is the float64 one's."""
+    rng = np.random.default_rng(4)
+    x = 100.0 + rng.normal(size=(20, 2))
+    x[1::2] = x[::2] + 0.01 * rng.normal(size=(10, 2))
+    x = x.astype(np.float32)
+    ref = _reference(x, x, "rbf", 50.0)
+    gram, _ = kernels.gram_matrix(x, kernel="rbf", gamma=50.0)
+    np.testing.assert_allclose(np.asarray(gram), ref, atol=2e-4)
+    np.testing.assert_allclose(
+        np.asarray(kernels.kernel_matrix(x[:3], x, kernel="rbf", gamma=50.0)), ref[:3], atol=2e-4
+    )
+    assert np.linalg.matrix_rank(np.asarray(gram, np.float64), tol=1e-6) == 20
+    shifted, support = kernels.centred(x[:3], x)
+    np.testing.assert_allclose(support.mean(0), 0.0, atol=1e-4)
+    np.testing.assert_allclose(shifted - support[:3], 0.0)

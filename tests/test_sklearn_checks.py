@@ -48,39 +48,28 @@ QUICK = {
     "sdml": dict(max_iter=50),
     "svmml": dict(num_iters=50),
     "triplet_sgd": dict(num_epochs=2, num_val_ids=0),
-    "xqda": dict(reg=0.1),
+    # the original's ridge (0.001): at 0.1 relative the checks' random labels leave XQDA's
+    # largest generalised eigenvalue at 0.93, no direction that separates them, which XQDA
+    # refuses rather than return a metric that is not one
+    "xqda": dict(reg=1e-3),
 }
 # class name -> {check: why the estimator cannot pass it}: at most one each, none for WARCA
-EXPECTED_FAILED: dict[str, dict[str, str]] = {}
-
-# What issue 52 leaves open: estimators that fail more checks than one expected failure
-# allows, for a reason of the learner's on the checks' tiny data (each check, the reason).
-_NFST = (
-    "on the checks' points around 100 the float32 squared distances |x|^2 + |y|^2 - 2 x.y "
-    "of near pairs cancel to 0, so their kernel rows are equal and the kernel matrix loses "
-    "the rank NFST's null space needs"
-)
-_XQDA = (
-    "on the checks' random labels of points around 100 no direction separates the identities "
-    "(XQDA's largest generalised eigenvalue is below 1), and XQDA refuses the data, naming "
-    "that, rather than return a zero metric"
-)
-_CHECKS = {  # the checks each of them fails today (pytest -m slow, one run)
-    "nfst": "fit_idempotent fit_check_is_fitted n_features_in",
-    "xqda": "fit_idempotent n_features_in",
-}
-LEFT_OPEN = {
-    name: {f"check_{c}": why for c in _CHECKS[key].split()}
-    for name, key, why in [
-        ("NFST", "nfst", _NFST),
-        ("XQDA", "xqda", _XQDA),
-    ]
+EXPECTED_FAILED: dict[str, dict[str, str]] = {
+    "NFST": {
+        "check_methods_subset_invariance": (
+            "its transform is a float32 kernel row times A, and the kernel rows of the "
+            "check's one-row batches and of its whole batch are computed by programs of "
+            "different shapes, which round differently (about 1e-6, the narrow bandwidth "
+            "above amplifying the distances' rounding), over the check's 1e-7 tolerance; "
+            "where a CPU's programs round alike the check passes"
+        )
+    },
 }
 
 
 def _expected_failed(estimator) -> dict[str, str]:
     name = type(estimator).__name__
-    return {**EXPECTED_FAILED.get(name, {}), **LEFT_OPEN.get(name, {})}
+    return EXPECTED_FAILED.get(name, {})
 
 
 @pytest.mark.slow
@@ -95,7 +84,7 @@ def test_scikit_learn_accepts_the_estimator(estimator, check):
 def test_the_expected_failures_are_few_and_none_is_warcas():
     names = {wsk.estimator_class(m).__name__ for m in methods.registry()}
     assert set(EXPECTED_FAILED) <= names
-    assert "WARCA" not in EXPECTED_FAILED and "WARCA" not in LEFT_OPEN
+    assert "WARCA" not in EXPECTED_FAILED
     assert all(len(checks) == 1 for checks in EXPECTED_FAILED.values())
 
 

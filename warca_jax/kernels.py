@@ -42,6 +42,24 @@ def needs_gamma(kernel: str) -> bool:
     return kernel in _NEEDS_GAMMA
 
 
+def centred(x: jax.typing.ArrayLike, y: jax.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """x and y, float32, minus the mean row of y: the same ||x - y||^2, which the distances
+    compute as ||x||^2 + ||y||^2 - 2 x.y, without that sum's cancellation in float32 when
+    the features lie far from the origin compared with their spread (near pairs of points
+    around 100 would come out at distance 0, their kernel rows equal). The shift is y's
+    alone, so every block of queries against the same y (a kernel metric's support) is
+    shifted alike."""
+    y = np.asarray(y, np.float32)
+    shift = y.astype(np.float64).mean(axis=0) if len(y) else np.zeros(y.shape[1])
+    shift = shift.astype(np.float32)
+    return np.asarray(x, np.float32) - shift, y - shift
+
+
+def _rbf_ready(x, y, kernel: str):
+    """(x, y) as the kernel's distance takes them: ``centred`` for the rbf kernel."""
+    return centred(x, y) if _DISTANCE.get(kernel) == "sqeuclidean" else (x, y)
+
+
 def gamma_for_scaled(kernel: str, gamma: float, factor: float) -> float:
     """The bandwidth that gives features times ``factor`` the kernel values of ``gamma``.
 
@@ -88,7 +106,7 @@ def kernel_matrix(
     check_kernel_input(x, kernel)
     if kernel == "linear":
         return jnp.asarray(x, jnp.float32) @ jnp.asarray(y, jnp.float32).T
-    dist = distances.pairwise_distances(x, y, distance=_DISTANCE[kernel])
+    dist = distances.pairwise_distances(*_rbf_ready(x, y, kernel), distance=_DISTANCE[kernel])
     if kernel == "chi2":
         sx = jnp.sum(jnp.asarray(x, jnp.float32), 1)[:, None]
         sy = jnp.sum(jnp.asarray(y, jnp.float32), 1)[None, :]
@@ -127,7 +145,8 @@ def default_gamma(x: np.ndarray, kernel: str) -> float:
     """
     if not needs_gamma(kernel):
         return 1.0
-    return _gamma_from(distances.pairwise_distances(x, x, distance=_DISTANCE[kernel]), kernel)
+    x, y = _rbf_ready(x, x, kernel)
+    return _gamma_from(distances.pairwise_distances(x, y, distance=_DISTANCE[kernel]), kernel)
 
 
 def gram_matrix(x: np.ndarray, *, kernel: str, gamma: float = 0.0) -> tuple[jax.Array, float]:
@@ -144,7 +163,7 @@ def gram_matrix(x: np.ndarray, *, kernel: str, gamma: float = 0.0) -> tuple[jax.
     check_kernel_input(x, kernel)
     if not needs_gamma(kernel):
         return kernel_matrix(x, x, kernel=kernel), 1.0
-    dist = distances.pairwise_distances(x, x, distance=_DISTANCE[kernel])
+    dist = distances.pairwise_distances(*_rbf_ready(x, x, kernel), distance=_DISTANCE[kernel])
     if gamma <= 0:
         gamma = _gamma_from(dist, kernel)
     return jnp.exp(-gamma * dist), float(gamma)
