@@ -335,3 +335,30 @@ def test_orl_unexpected_folder_and_empty_root(tmp_path):
         datasets.load(
             "orl", fixture_trees.write_images(tmp_path / "empty", []) or tmp_path / "empty"
         )
+
+
+def test_matlab_randperm_is_matlabs():
+    # MATLAB's documentation: rng default (the twister at seed 0); randperm(8) -> 6 3 7 8 5 1 2 4
+    from warca_jax.datasets import two_camera
+
+    first, second = two_camera.matlab_randperms(8, 2)
+    np.testing.assert_array_equal(first + 1, [6, 3, 7, 8, 5, 1, 2, 4])
+    assert sorted(second) == list(range(8)) and list(second) != list(first)  # the stream goes on
+
+
+def test_viper_liao_folds_are_the_demos(tmp_path):
+    from warca_jax.datasets import two_camera
+
+    root, _ = _tree(tmp_path, "viper")
+    ts = datasets.load("viper", root, num_test_ids=4, num_splits=3, folds="liao", probe="cam_b")
+    ids = np.array(sorted(set(ts.labels[ts.cams == 0]) & set(ts.labels[ts.cams == 1])))
+    assert len(ids) == 8  # 999 is in cam_a only: never a test identity, always training
+    for split, perm in zip(ts.splits, two_camera.matlab_randperms(8, 3), strict=True):
+        np.testing.assert_array_equal(np.sort(ts.labels[split.query_idx]), np.sort(ids[perm[4:]]))
+        assert (ts.cams[split.query_idx] == 1).all() and (ts.cams[split.gallery_idx] == 0).all()
+        assert set(ts.labels[split.train_idx]) == set(ids[perm[:4]]) | {999}
+    _check_protocol(ts)
+    with pytest.raises(ValueError, match=r"folds='liao' test half .* num_test_ids = 4; got 3"):
+        datasets.load("viper", root, num_test_ids=3, folds="liao")
+    with pytest.raises(ValueError, match=r"unknown folds 'matlab'; expected one of"):
+        datasets.load("viper", root, folds="matlab")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter
 
-from warca_jax.features import feature_cache
+from warca_jax.features import extraction, feature_cache
 from warca_jax.features import retinex as retinex_module
 from warca_jax.features.image_files import load_images
 from warca_jax.features.lomo import lomo
@@ -188,6 +188,18 @@ def test_liao_is_a_lomo_option_and_the_retinex_is_in_the_cache_key():
     assert "liao" in RETINEX
     assert feature_cache.parameters(lomo)["retinex"] == "'none'"
     assert feature_cache.CODE_VERSIONS["lomo"] >= 2
+    # the descriptor `lomo_retinex` (data.descriptor) is LOMO with it, keyed apart
+    desc = extraction.get_descriptor("lomo_retinex")
+    assert feature_cache.parameters(desc.fn)["retinex"] == "'liao'"
+    assert feature_cache.CODE_VERSIONS["lomo_retinex"] == feature_cache.CODE_VERSIONS["lomo"]
+    assert desc.dim(160, 60) == extraction.get_descriptor("lomo").dim(160, 60)
+
+
+@pytest.mark.slow
+def test_the_lomo_retinex_descriptor_is_lomo_on_the_originals_retinex():
+    _, inputs, _ = _reference()
+    got = extraction.extract_arrays(inputs[:2], descriptor="lomo_retinex", batch_size=2)
+    np.testing.assert_array_equal(got, np.asarray(lomo(inputs[:2], retinex="liao")))
 
 
 @pytest.mark.slow

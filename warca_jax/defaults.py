@@ -38,7 +38,9 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     # warca_jax.datasets (market1501, cuhk03, viper, ...).
     c.data.name = "synthetic"
     c.data.path = ""  # the .npz file, or the dataset's folder (or feature file).
-    c.data.descriptor = "color_lbp"  # image descriptor: 'color_lbp' (2,580-d) or 'lomo'.
+    # image descriptor: 'color_lbp' (2,580-d), 'lomo', 'lomo_retinex' (LOMO with the
+    # original's Retinex), 'gog' or one of its colour spaces (features.DESCRIPTORS).
+    c.data.descriptor = "color_lbp"
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
     c.data.batch_size = 256  # images per batch while extracting descriptors.
     # the size (height x width) images are resized to before description: 128 x 48, VIPeR's

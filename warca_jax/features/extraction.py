@@ -56,6 +56,12 @@ class Descriptor(NamedTuple):
 DESCRIPTORS = {  # dims at 128 x 48; the smallest images: 6 x 5 and 11 x 11
     "color_lbp": Descriptor(color_lbp, lambda h, w: color_lbp_dim(), color_lbp_min_size()),
     "lomo": Descriptor(lomo, lambda h, w: lomo_dim(height=h, width=w), lomo_min_size()),
+    # LOMO with the original's Retinex (``retinex="liao"``) before its colour histograms
+    "lomo_retinex": Descriptor(
+        functools.partial(lomo, retinex="liao"),
+        lambda h, w: lomo_dim(height=h, width=w),
+        lomo_min_size(),
+    ),
     # GOG: "gog" fuses the four colour spaces (27,622-d), "gog_rgb" etc. take one (7,567)
     "gog": Descriptor(
         gog,

@@ -90,8 +90,9 @@ def _set_data_fields(cfg, key: str, values: dict) -> None:
                 f"{fields.expect('data_variants')}"
             )
         section = cfg[field]
+        open_map = not len(defaults.base_config().data[field])  # loader_options: the loader's
         for entry, v in value.items():
-            if len(section) and entry not in section:
+            if not open_map and entry not in section:
                 raise ValueError(
                     f"{where}: the data section's {field} has no field {entry!r}; it has "
                     f"{sorted(section.keys())}"
