@@ -202,7 +202,7 @@ TABLE3 = {
 # colour spaces fused, each centred by the split's training mean and L2-normalised, as its
 # release does), VIPeR and CUHK01; VIPeR's LOMO also as Liao et al. compute it (``LIAO``);
 # CUHK01 under the multi-shot reading that the GOG and LOMO releases report (486 test
-# people), its LOMO at the images' own 160 x 60.
+# people), both descriptors at its images' own 160 x 60.
 PAST_PAPER = {
     "datasets": ("viper:lomo", "viper:liao", "viper:gog", "cuhk01:lomo", "cuhk01:gog"),
     "methods": ("xqda", "nfst", "warca:kernel"),
@@ -211,7 +211,7 @@ PAST_PAPER = {
         "liao": LIAO,
         "gog": {"descriptor": "gog", "normalize": "center_l2"},
         "cuhk01:lomo": {"height": 160, "width": 60, "loader_options": {"protocol": "multi_shot"}},
-        "cuhk01:gog": {"loader_options": {"protocol": "multi_shot"}},
+        "cuhk01:gog": {"height": 160, "width": 60, "loader_options": {"protocol": "multi_shot"}},
     },
 }
 

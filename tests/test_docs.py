@@ -690,7 +690,11 @@ def test_the_readme_main_job_table_is_the_mean_of_the_per_split_runs(variant):
 @pytest.mark.parametrize("variant", sorted(MAIN_JOB))
 def test_the_main_job_gives_the_documented_splits(variant, tmp_path):
     # Splits 0 and 1 of the README's commands, run again: split s draws from (seed, s)
-    # alone, so a 2-split run's splits are the 10-split run's first two.
+    # alone, so a 2-split run's splits are the 10-split run's first two. On the CPU that
+    # ran the table they come back to the digit; another CPU rounds WARCA's float32 sums
+    # otherwise (docs/results.md: half a rank-1 point, one query of 200, and 0.15 mAP
+    # between two machines on these splits), so WARCA's are held within one rank-1 point
+    # and one mAP point. Euclidean distance's ranking does not move: to the digit.
     from repo_configs import config_module
 
     from warca_jax import pipeline
@@ -700,8 +704,9 @@ def test_the_main_job_gives_the_documented_splits(variant, tmp_path):
     cfg.data.num_splits = 2
     res = pipeline.train_and_evaluate(cfg, str(tmp_path))
     for measure, key in (("rank-1", "rank1"), ("mAP", "mAP")):
-        got = [f"{r[key]:.2f}" for r in res["splits"]]
-        assert got == [f"{v:.2f}" for v in _per_split(f"{warca_row}, {measure}")[:2]]
+        got = np.array([r[key] for r in res["splits"]])
+        want = np.array(_per_split(f"{warca_row}, {measure}")[:2])
+        assert np.all(np.abs(got - want) <= 1.0), (measure, got, want)
         base = [f"{r['baseline_euclidean'][key]:.2f}" for r in res["splits"]]
         assert base == [f"{v:.2f}" for v in _per_split(f"{euclid_row}, {measure}")[:2]]
 

@@ -182,7 +182,7 @@ def test_the_lomo_tables_run_each_learner_as_its_lomo_config_does(arg):
         "viper:liao": liao,
         "viper:gog": ("gog", "center_l2", 128, {}),
         "cuhk01:lomo": ("lomo", "none", 160, shot),
-        "cuhk01:gog": ("gog", "center_l2", 128, shot),
+        "cuhk01:gog": ("gog", "center_l2", 160, shot),
     }
     assert all(plan.runs(name) == list(c.methods) for name in plan.datasets)
 

@@ -103,17 +103,11 @@ def svmml_loss(params, x, i, j, dissimilar, *, lam):
 def loss_and_grad(params, x, i, j, dissimilar, *, lam):
     """``svmml_loss`` and its gradient in closed form, through dense [N, N] pair matrices.
 
-    With the pairs' decision values f_p and g_p = dF/df_p, the decision function being
-    linear in (A, B, c, b):
-
-      dA = 1/2 X^T diag(u) X + lam A,  dB = -X^T S X + lam B,  dc = X^T u + lam c,
-      db = sum_p g_p,
-
-    u_n = sum of g_p over the pairs that hold sample n, S [N, N] the g_p at (i_p, j_p). The
-    cross terms x_i^T B x_j are read from X B X^T: two [N, N] x [N, p] matrix products a
-    step, where reverse-mode through ``pair_decisions`` gathers and scatters [P, p] rows,
-    several times slower on a CPU for P ~ 10^5 pairs; ``fit`` takes this form while
-    the two [N, N] matrices stay under ``DENSE_MAX_N`` (tests: equal to autodiff).
+    f is linear in (A, B, c, b); with g_p = dF/df_p, u_n the sum of g_p over the pairs that
+    hold sample n and S [N, N] the g_p at (i_p, j_p): dA = 1/2 X^T diag(u) X + lam A,
+    dB = -X^T S X + lam B, dc = X^T u + lam c, db = sum_p g_p. Two [N, N] x [N, p] products
+    a step, where reverse-mode through ``pair_decisions`` gathers and scatters [P, p] rows
+    (several times slower on a CPU at P ~ 10^5); ``fit`` takes it up to ``DENSE_MAX_N``.
 
     Returns:
       (F, (dA, dB, dc, db)).
@@ -124,11 +118,8 @@ def loss_and_grad(params, x, i, j, dissimilar, *, lam):
     f = h[i] + h[j] - ((x @ b) @ x.T)[i, j] + bias
     y = jnp.where(dissimilar, 1.0, -1.0)
     slack = jnp.maximum(1.0 - y * f, 0.0)
-    weight = jnp.where(
-        dissimilar,
-        1.0 / jnp.maximum(jnp.sum(dissimilar), 1),
-        1.0 / jnp.maximum(jnp.sum(~dissimilar), 1),
-    )
+    n_dis, n_sim = (jnp.maximum(jnp.sum(m), 1) for m in (dissimilar, ~dissimilar))
+    weight = jnp.where(dissimilar, 1.0 / n_dis, 1.0 / n_sim)
     reg = 0.5 * lam * (jnp.sum(a * a) + jnp.sum(b * b) + jnp.sum(c * c))
     g = -2.0 * weight * y * slack  # dF / df_p
     u = jnp.zeros(n, x.dtype).at[i].add(g).at[j].add(g)

@@ -217,12 +217,16 @@ class _Learner(TransformerMixin, BaseEstimator):
     def transform(self, X) -> np.ndarray:
         """Embeds X [n, D] -> [n, D'], where Euclidean distance is the learned distance.
 
-        float32 X gives float32, any other float64 (the arithmetic runs in float32). Only
-        where the metric embeds: otherwise reading ``transform`` raises
+        float32 X gives float32, any other float64. A linear map (``components_``) is applied
+        in X's precision, so that a row's embedding does not depend on the rows beside it
+        (float32 products of different shapes round differently); a kernel metric embeds
+        in float32. Only where the metric embeds: otherwise reading ``transform`` raises
         ``conventions.NoEmbeddingError`` (a ValueError and an AttributeError) saying why.
         """
         check_is_fitted(self, "metric_")
         x = _conventions.check_x(self, X)
+        if x.dtype == np.float64 and _pairs.has_linear_map(self.metric_):
+            return self.metric_.finite_output(x @ _pairs.linear_map(self.metric_).T)
         return np.asarray(self.metric_.transform(x), dtype=x.dtype)
 
     def pairwise_distances(self, X, Y=None) -> np.ndarray:

@@ -31,20 +31,26 @@ class NoLinearMapError(AttributeError):
     """A metric whose distance is not a Euclidean distance after a linear map of the features."""
 
 
+def has_linear_map(metric: Metric) -> bool:
+    """Whether ``linear_map`` gives the metric's map (its distance is ||L (x - y)||)."""
+    return metric.kind in ("linear", "identity") and metric.distance == "euclidean"
+
+
 def linear_map(metric: Metric) -> np.ndarray:
     """L [D', D] float64 with ``transform(x) == x @ L.T`` and distance ``||L (x - y)||``.
 
     Raises:
       NoLinearMapError: the metric's distance is not of that form; the message says why.
     """
-    scale = float(metric.input_scale) * float(metric.feature_scale)  # feature_scale: 2**k
-    if metric.kind == "linear" and metric.distance == "euclidean":
-        return np.asarray(metric.projection, np.float64) * scale
-    if metric.kind == "identity" and metric.distance == "euclidean":
+    if not has_linear_map(metric):
+        raise NoLinearMapError(
+            f"the {metric.name or metric.kind} metric has no linear map (components_): "
+            f"{_why(metric)}"
+        )
+    if metric.kind == "identity":
         return float(metric.feature_scale) * np.eye(metric.input_dim)
-    raise NoLinearMapError(
-        f"the {metric.name or metric.kind} metric has no linear map (components_): {_why(metric)}"
-    )
+    scale = float(metric.input_scale) * float(metric.feature_scale)  # feature_scale: 2**k
+    return np.asarray(metric.projection, np.float64) * scale
 
 
 def _why(metric: Metric) -> str:
