@@ -173,12 +173,13 @@ def lipschitz_bound(x, i, j, dissimilar, lam) -> float:
     return 2.0 * float(total) + float(lam)
 
 
-def projected_gradient_residual(params, x, i, j, dissimilar, *, lam, step, dense=True) -> float:
+def projected_gradient_residual(params, x, i, j, dissimilar, *, lam, step, dense) -> float:
     """||theta - P(theta - step grad F(theta))|| / step: 0 exactly at the constrained optimum.
 
     The optimality (KKT) measure of the PSD-constrained problem; ``fit`` reports it in every
     history row (``residual``) and stops once it is below ``cfg.tol``. In float32 it
-    levels off near 1e-4 (rounding of the parameters, divided by the step).
+    levels off near 1e-4 (rounding of the parameters, divided by the step). ``dense``: the
+    gradient's arrangement (``gradient_fn``), the fit's own.
     """
     step = jnp.float32(step)
     return float(_residual(params, x, i, j, dissimilar, step, lam=float(lam), dense=dense))

@@ -226,7 +226,7 @@ class _Learner(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "metric_")
         x = _conventions.check_x(self, X)
         if x.dtype == np.float64 and _pairs.has_linear_map(self.metric_):
-            return self.metric_.finite_output(x @ _pairs.linear_map(self.metric_).T)
+            return self.metric_.finite_output(_pairs.embed_linear(self.metric_, x))
         return np.asarray(self.metric_.transform(x), dtype=x.dtype)
 
     def pairwise_distances(self, X, Y=None) -> np.ndarray:

@@ -66,6 +66,14 @@ def _why(metric: Metric) -> str:
     return f"a {metric.kind!r} metric's distance is not a Euclidean distance after a map"
 
 
+def embed_linear(metric: Metric, x: np.ndarray) -> np.ndarray:
+    """x @ L.T in x's precision for a metric with a linear map (``has_linear_map``); an
+    identity metric's is x times its feature scale, no [D, D] identity formed."""
+    if metric.kind == "identity":
+        return x * float(metric.feature_scale)
+    return x @ linear_map(metric).T
+
+
 def check_pairs(metric: Metric, pairs) -> np.ndarray:
     """``pairs`` as a finite float64 [n, 2, D] array; ValueError naming what is wrong."""
     p = np.asarray(pairs)
@@ -86,14 +94,8 @@ def pair_distances(metric: Metric, pairs) -> np.ndarray:
     """[n] float64 learned distances of ``pairs`` [n, 2, D] (module docstring)."""
     p = check_pairs(metric, pairs)
     a, b = p[:, 0], p[:, 1]
-    if metric.kind == "identity" and metric.distance == "euclidean":
-        return float(metric.feature_scale) * np.linalg.norm(a - b, axis=1)
-    try:
-        lmap = linear_map(metric)
-    except NoLinearMapError:
-        lmap = None
-    if lmap is not None:
-        return np.linalg.norm((a - b) @ lmap.T, axis=1)
+    if has_linear_map(metric):
+        return np.linalg.norm(embed_linear(metric, a - b), axis=1)
     if metric.kind == "kmeans":
         raise ValueError(
             f"{metric.name or 'kmeans_nn'} searches the query's k-means cluster of a gallery, "
