@@ -389,6 +389,21 @@ def test_a_method_subset_leaves_out_the_default_cv_settings_of_the_others(caplog
     assert list(plan.grids) == ["warca:chi2"]
 
 
+def test_a_method_subset_of_a_lomo_table_leaves_out_the_others_overrides(caplog):
+    c = defaults.overridden(get_config("table3"), data_root="/data", methods=("warca:kernel",))
+    with caplog.at_level(logging.INFO, logger="absl"):
+        plan = protocol.Plan(c, explicit=("methods",))
+    assert plan.methods == plan.cv_methods == ["warca:kernel"]
+    dropped = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert dropped == [
+        f"config.overrides: {label!r} left out, as config.methods does not hold it"
+        for label in ("mlapg", "xqda")
+    ]
+    # the same override given on the command line is a request that cannot be met
+    with pytest.raises(ValueError, match=r"config\.overrides name \['mlapg', 'xqda'\]"):
+        protocol.Plan(c, explicit=("methods", "overrides"))
+
+
 @pytest.mark.parametrize(
     "changes, explicit, match",
     [

@@ -193,6 +193,11 @@ def test_liao_is_a_lomo_option_and_the_retinex_is_in_the_cache_key():
     assert feature_cache.parameters(desc.fn)["retinex"] == "'liao'"
     assert feature_cache.CODE_VERSIONS["lomo_retinex"] == feature_cache.CODE_VERSIONS["lomo"]
     assert desc.dim(160, 60) == extraction.get_descriptor("lomo").dim(160, 60)
+    # the earlier readings too, each its own descriptor and key, to compare the readings
+    for reading in ("msrcr", "msrcp"):
+        desc = extraction.get_descriptor(f"lomo_{reading}")
+        assert feature_cache.parameters(desc.fn)["retinex"] == repr(reading)
+        assert feature_cache.CODE_VERSIONS[f"lomo_{reading}"] == feature_cache.CODE_VERSIONS["lomo"]
 
 
 @pytest.mark.slow

@@ -39,7 +39,8 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     c.data.name = "synthetic"
     c.data.path = ""  # the .npz file, or the dataset's folder (or feature file).
     # image descriptor: 'color_lbp' (2,580-d), 'lomo', 'lomo_retinex' (LOMO with the
-    # original's Retinex), 'gog' or one of its colour spaces (features.DESCRIPTORS).
+    # original's Retinex; 'lomo_msrcr', 'lomo_msrcp': earlier readings of it), 'gog' or
+    # one of its colour spaces (features.DESCRIPTORS).
     c.data.descriptor = "color_lbp"
     c.data.cache_dir = ""  # where image descriptors are cached ('': not cached).
     c.data.batch_size = 256  # images per batch while extracting descriptors.

@@ -62,6 +62,15 @@ DESCRIPTORS = {  # dims at 128 x 48; the smallest images: 6 x 5 and 11 x 11
         lambda h, w: lomo_dim(height=h, width=w),
         lomo_min_size(),
     ),
+    # the project's earlier readings of that Retinex, kept to compare the readings
+    **{
+        f"lomo_{r}": Descriptor(
+            functools.partial(lomo, retinex=r),
+            lambda h, w: lomo_dim(height=h, width=w),
+            lomo_min_size(),
+        )
+        for r in ("msrcr", "msrcp")
+    },
     # GOG: "gog" fuses the four colour spaces (27,622-d), "gog_rgb" etc. take one (7,567)
     "gog": Descriptor(
         gog,

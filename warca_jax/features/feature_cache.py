@@ -62,6 +62,7 @@ FORMAT = 2  # of the entry's JSON; entries of another format are for other input
 CODE_VERSIONS = {"color_lbp": 1, "lomo": 2}  # lomo 2: the retinex option "liao"
 CODE_VERSIONS |= {name: 1 for name in ("gog", "gog_rgb", "gog_lab", "gog_hsv", "gog_nrng")}
 CODE_VERSIONS["lomo_retinex"] = CODE_VERSIONS["lomo"]  # LOMO's code, its Retinex "liao"
+CODE_VERSIONS |= {f"lomo_{r}": CODE_VERSIONS["lomo"] for r in ("msrcr", "msrcp")}  # the same
 RACY_NS = 2 * 10**9  # stamps this close to the write are re-checked by content
 _BLOCK = 1024  # 8-byte words per block of the checksum (8 KiB)
 _CHUNK = 256  # blocks summed at a time (2 MiB, held in the CPU's cache)

@@ -329,9 +329,10 @@ class Plan:
         _check_labels(config, "dim_methods", fields.names(config, "dim_methods"))
         fields.paths(config)  # well-formed even when every dataset is built in
         fields.data_variants(config)  # well-formed even when no entry names one
-        unknown = sorted(set(fields.overrides(config)) - set(self.methods))
-        if unknown:
-            raise ValueError(f"overrides name {unknown}, which are not in config.methods")
+        # a table's own overrides of the methods a run leaves out go with them, as its
+        # cross-validated methods do; the user's are refused
+        _only_run("overrides", sorted(fields.overrides(config)), self.methods, "config.methods",
+                  explicit)  # fmt: skip
         for label in self.methods:
             run_method_config(config, label, "", 1)  # every override names a real field
         for name in self.datasets:
