@@ -21,16 +21,16 @@ Variants (``--config=configs/protocol.py:<arg>``):
              earlier msrcr and msrcp, the original's), VIPeR and CUHK01 (``RETINEX_READINGS``).
   past_paper XQDA, NFST and WARCA on LOMO and on GOG, VIPeR and CUHK01 (``PAST_PAPER``).
 
-The two LOMO tables, each from the images (docs/results.md has what they gave and their
-wall times on 2 CPU cores):
+The LOMO tables, each from the images (docs/results.md has what they gave and their wall
+times on 2 CPU cores; WARCA's lambda cross-validated in each, ``LOMO_CV_GRIDS``):
 
   python -m experiments.protocol --config=configs/protocol.py:table3 --workdir=/tmp/table3 \
       --config.paths="{'viper': 'PATH/VIPeR', 'cuhk01': 'PATH/CUHK01'}" --num_workers=2
 
-and the same with ``:past_paper``. Their datasets are entries ``<dataset>:<variant>``: the
-same images with the data fields that ``data_variants`` sets for the variant (``viper:gog``:
-GOG, normalised), then those it sets for the entry itself (``cuhk01:lomo``: 160 x 60, the
-multi-shot reading); any protocol can name them, e.g.
+and the same with ``:retinex`` or ``:past_paper``. Their datasets are entries
+``<dataset>:<variant>``: the same images with the data fields that ``data_variants`` sets
+for the variant (``viper:gog``: GOG, normalised), then those it sets for the entry itself
+(``cuhk01:lomo``: 160 x 60, the multi-shot reading); any protocol can name them, e.g.
 --config.datasets="('viper','viper:gog')"
 --config.data_variants="{'gog': {'descriptor': 'gog', 'normalize': 'center_l2'}}".
 
