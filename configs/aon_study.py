@@ -12,8 +12,8 @@ Variants (``--config=configs/aon_study.py:<arg>``):
              2 step sizes, 100 iterations of a 16-d map (well under 30 s).
   viper      the paper's Fig. 2: VIPeR from its images (give the folder holding cam_a/ and
              cam_b/ with --config.data.path), the LOMO descriptor, WARCA as
-             configs/warca.py:lomo (the kernel form with the linear kernel, D' = 100, which
-             is linear WARCA restricted to the span of the training images), 3 of the
+             the kernel form with the linear kernel (D' = 100, which is linear WARCA
+             restricted to the span of the training images, the paper's form), 3 of the
              loader's 316 / 316 splits, the paper's lambda and eta grids.
   cuhk01     the same on CUHK01 (the folder holding campus/; D' = 40, the loader's
              protocol, 3 splits), for panel (e).
@@ -113,7 +113,7 @@ def _real(c: ml_collections.ConfigDict, arg: str) -> ml_collections.ConfigDict:
     c.data.path = ORL_PATH if arg == "orl" else ""  # VIPeR, CUHK01: --config.data.path
     c.data.descriptor = "lomo"
     c.data.num_splits = splits
-    # configs/warca.py:lomo: the kernel form with the linear kernel and its 2,000 steps.
+    # the kernel form with the linear kernel (linear WARCA in the training images' span).
     c.method = defaults.method_config("warca:kernel")
     c.method.dim = dim
     c.study = ml_collections.ConfigDict()

@@ -173,7 +173,7 @@ TABLE2_ROWS = {
 
 
 # The labels whose settings on LOMO and GOG are those of their config file's ``:lomo``
-# variant (configs/<file>.py:lomo): WARCA's kernel form with the linear kernel, D' 100 and
+# variant (configs/<file>.py:lomo): WARCA's kernel form with the RBF kernel, D' 100 and
 # lambda 1e-4; MLAPG in the whole span of the training images; XQDA with the original's
 # ridge and cross-camera pairs; NFST with its RBF kernel (``_lomo_overrides``).
 LOMO_CONFIGS = {"warca:kernel": "warca", "mlapg": "mlapg", "xqda": "xqda", "nfst": "nfst"}

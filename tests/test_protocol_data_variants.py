@@ -149,7 +149,14 @@ def test_the_lomo_tables_run_each_learner_as_its_lomo_config_does(arg):
     # config's, at that config's step; the closed forms have nothing to choose
     assert plan.cv_methods == ["warca:kernel"]
     assert sorted(plan.grids["warca:kernel"]) == [(1e-5, 1e-2), (1e-4, 1e-2), (1e-3, 1e-2)]
-    assert _method_section("warca", "warca:kernel")["lam"] == 1e-4
+    warca = _method_section("warca", "warca:kernel")
+    # the kernel form with NFST's RBF kernel at D' 100, its bandwidth from the data
+    assert (warca["lam"], warca["kernel"], warca["dim"], warca["kernel_gamma"]) == (
+        1e-4,
+        "rbf",
+        100,
+        0.0,
+    )
     files = {"warca:kernel": "warca", "mlapg": "mlapg", "xqda": "xqda", "nfst": "nfst"}
     for name in plan.datasets:
         for label in plan.runs(name):
