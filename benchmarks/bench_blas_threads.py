@@ -40,7 +40,7 @@ def one_fit() -> dict:
     import ast
 
     from benchmarks import real_data
-    from warca_jax import config_files
+    from warca_jax.io import config_files
 
     ds = real_data.read("viper", _VIPER.value, cache_dir=_CACHE_DIR.value)
     label, _, variant = _LABEL.value.partition(":")

@@ -22,7 +22,8 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from warca_jax import config_files, dataset_arrays, defaults, evaluation
+from warca_jax import dataset_arrays, defaults, evaluation
+from warca_jax.io import config_files
 from warca_jax.methods import warca
 
 get_config = config_files.load_config_module("configs/warca.py").get_config

@@ -19,7 +19,8 @@ import numpy as np
 import scipy.io
 from absl import app, flags
 
-from warca_jax import config_files, defaults, evaluation
+from warca_jax import defaults, evaluation
+from warca_jax.io import config_files
 from warca_jax.methods import warca
 
 get_config = config_files.load_config_module("configs/warca.py").get_config

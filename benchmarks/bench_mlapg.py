@@ -25,7 +25,8 @@ import scipy.linalg
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, defaults
+from warca_jax import defaults
+from warca_jax.io import config_files
 from warca_jax.methods import mlapg
 
 flags.DEFINE_enum("data", "cuhk01", ("cuhk01", "viper"), "the dataset")

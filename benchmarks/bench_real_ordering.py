@@ -59,7 +59,8 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, defaults, evaluation
+from warca_jax import defaults, evaluation
+from warca_jax.io import config_files
 
 _configs = {
     name: config_files.load_config_module(f"configs/{name}.py")

@@ -47,8 +47,9 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import config_files, datasets
+from warca_jax import datasets
 from warca_jax.datasets import two_camera
+from warca_jax.io import config_files
 from warca_jax.protocol import plan
 from warca_jax.protocol.datasets import validation_split
 

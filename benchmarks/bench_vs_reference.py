@@ -108,7 +108,7 @@ def _worker(args) -> None:
     """One warca_jax fit + test embedding in this fresh process; prints one JSON line."""
     import jax
 
-    from warca_jax import config_files
+    from warca_jax.io import config_files
     from warca_jax.methods import warca
 
     get_config = config_files.load_config_module("configs/warca.py").get_config

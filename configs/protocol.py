@@ -97,7 +97,8 @@ import os
 
 import ml_collections
 
-from warca_jax import config_files, datasets, defaults
+from warca_jax import datasets, defaults
+from warca_jax.io import config_files
 from warca_jax.methods import checks
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).

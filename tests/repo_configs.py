@@ -6,7 +6,8 @@ started from.
 
 import os
 
-from warca_jax import config_files, defaults
+from warca_jax import defaults
+from warca_jax.io import config_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")

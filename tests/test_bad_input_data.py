@@ -22,9 +22,10 @@ from processes import cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline, run_files
+from warca_jax import cli, datasets, features, pipeline
 from warca_jax.datasets import npz_file
 from warca_jax.defaults import overridden
+from warca_jax.io import run_files
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
 

@@ -1,5 +1,5 @@
 """Files whose headers declare more than they hold, or more than the machine can hold, are
-refused before anything is allocated, in one line naming the file (warca_jax.bounded_reads):
+refused before anything is allocated, in one line naming the file (warca_jax.io.bounded_reads):
 a small .npz declaring a huge array, a zip bomb, a model with a huge or deeply nested
 meta, and deeply nested or oversized JSON in a workdir. Arrays read within the limits are
 exactly what numpy.load gives."""
@@ -16,8 +16,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from warca_jax import bounded_reads, pipeline, run_files, workdir_lock
+from warca_jax import pipeline
 from warca_jax.datasets import cuhk03, npz_file
+from warca_jax.io import bounded_reads, run_files, workdir_lock
 from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.protocol import jobs
 

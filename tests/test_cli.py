@@ -15,7 +15,8 @@ import pytest
 from processes import ROOT, cpu_env
 from repo_configs import CONFIGS
 
-from warca_jax import cli, config_files, defaults, plots, run_plots
+from warca_jax import cli, defaults, plots, run_plots
+from warca_jax.io import config_files
 from warca_jax.pipeline import train_and_evaluate as pipeline_run
 
 # entry point -> its config file, a mistyped variant, the variant it is close to, and a
@@ -281,7 +282,11 @@ def test_an_entry_point_runs_with_reproducible_numerics():
     for name in ("XLA_FLAGS", "JAX_DEFAULT_MATMUL_PRECISION"):
         env.pop(name, None)
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         check=True,
     ).stdout
     assert out.split() == ["--xla_gpu_deterministic_ops=true", "highest", "highest"]

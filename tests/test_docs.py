@@ -42,7 +42,7 @@ import pytest
 from ml_collections import config_dict
 from repo_configs import ROOT
 
-from warca_jax import config_files
+from warca_jax.io import config_files
 
 PAGES = ["README.md"] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))

@@ -16,7 +16,7 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import model_checks, pipeline
-from warca_jax.bounded_reads import EnvironmentSettingError
+from warca_jax.io.bounded_reads import EnvironmentSettingError
 from warca_jax.metric import (
     DamagedModelError,
     KMeansMetric,

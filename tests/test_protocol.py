@@ -14,7 +14,8 @@ from PIL import Image
 from processes import ROOT, cpu_env
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, plots, protocol, run_files
+from warca_jax import datasets, defaults, plots, protocol
+from warca_jax.io import run_files
 from warca_jax.protocol import pool
 from warca_jax.protocol.report import is_kernel
 
@@ -549,7 +550,7 @@ def test_a_worker_killed_from_outside_is_named_in_one_line(tmp_path):
     import signal
     import time
 
-    from warca_jax import workdir_lock
+    from warca_jax.io import workdir_lock
 
     proc = _endless_protocol(tmp_path)
     try:

@@ -117,7 +117,7 @@ def test_the_library_reads_numpy_files_through_one_reader_that_never_unpickles(t
     """Every .npy / .npz is read by ``bounded_reads`` (no ``np.load`` left to scan: the
     breach scan below refuses one without allow_pickle=False), and that reader refuses an
     array of Python objects, whose reading would unpickle."""
-    from warca_jax import bounded_reads
+    from warca_jax.io import bounded_reads
 
     uses = 0
     for path in _sources():

@@ -23,9 +23,9 @@ from processes import ROOT, cpu_env, run_python
 from repo_configs import config_module, tiny_protocol
 
 from warca_jax import datasets, pipeline
+from warca_jax.io.workdir_lock import LOCK_FILE, WorkdirInUseError, WorkdirLock
 from warca_jax.protocol import run_protocol
 from warca_jax.studies import aon, figures, shared, training_time
-from warca_jax.workdir_lock import LOCK_FILE, WorkdirInUseError, WorkdirLock
 
 HOLDER = f"pid {os.getpid()} on host {socket.gethostname()}"
 
@@ -147,9 +147,10 @@ def test_a_worker_process_meeting_a_held_job_folder_is_one_line(tmp_path, capsys
     assert err == f"error: {tmp_path} is in use by another run: {HOLDER}" + err.split(HOLDER)[1]
     assert err.count("\n") == 1 and "Traceback" not in err
 
+
 _HOLD = (
     "import sys, time\n"
-    "from warca_jax.workdir_lock import WorkdirLock\n"
+    "from warca_jax.io.workdir_lock import WorkdirLock\n"
     "WorkdirLock(sys.argv[1]).acquire()\n"
     "print('held', flush=True)\n"
     "time.sleep(600)\n"
@@ -179,8 +180,7 @@ def test_a_second_process_is_refused_and_a_killed_holder_blocks_nothing(tmp_path
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
         (line,) = proc.stderr.splitlines()
         assert line.startswith(
-            f"error: {wd} is in use by another run: pid {holder.pid} on host "
-            f"{socket.gethostname()}"
+            f"error: {wd} is in use by another run: pid {holder.pid} on host {socket.gethostname()}"
         ), line
         assert not (wd / "config.json").exists(), time.perf_counter() - t0
     finally:
@@ -241,8 +241,14 @@ RESULT_KEYS = ("rank1", "mAP", "cmc")
 
 @pytest.mark.slow
 def test_protocol_shards_at_once_and_workers_share_the_grid(tmp_path):
-    common = ["-m", "experiments.protocol", "--config=configs/protocol.py:small",
-              "--config.methods=('nn','kissme')", "--config.cv.methods=()", "--num_workers=2"]
+    common = [
+        "-m",
+        "experiments.protocol",
+        "--config=configs/protocol.py:small",
+        "--config.methods=('nn','kissme')",
+        "--config.cv.methods=()",
+        "--num_workers=2",
+    ]
     shards = [
         subprocess.Popen(
             [sys.executable, *common, f"--workdir={tmp_path / 's'}", "--num_shards=2",

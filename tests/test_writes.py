@@ -26,7 +26,8 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline, run_files, writes
+from warca_jax import cli, datasets, features, pipeline
+from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import run_protocol
 

@@ -46,8 +46,9 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import bounded_reads, config_files, stops, workdir_lock, writes
+from warca_jax import stops
 from warca_jax.features import image_files
+from warca_jax.io import bounded_reads, config_files, workdir_lock, writes
 
 
 def define_run_flags(config_help: str, workdir_help: str):
@@ -232,9 +233,7 @@ def name_override(message: str, argv: list[str]) -> str:
 
 
 # A write that failed because of where it wrote, never a bug, wherever it was raised.
-WRITE_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG}
-)
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG})
 
 
 # Errors about a file or folder, which they name: never led by a config override.

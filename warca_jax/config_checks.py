@@ -28,8 +28,9 @@ import numpy as np
 from absl import logging as absl_logging
 from ml_collections import config_dict
 
-from warca_jax import dataset_arrays, datasets, methods, run_files
+from warca_jax import dataset_arrays, datasets, methods
 from warca_jax.features.extraction import check_batch_size
+from warca_jax.io import run_files
 
 _DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
 # the repository's configs/, named in a hint (never read or imported)

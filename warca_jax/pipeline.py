@@ -38,17 +38,9 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import (
-    defaults,
-    evaluation,
-    feature_norm,
-    methods,
-    model_checks,
-    run_files,
-    run_plots,
-    workdir_lock,
-)
+from warca_jax import defaults, evaluation, feature_norm, methods, model_checks, run_plots
 from warca_jax.config_checks import check_config_file
+from warca_jax.io import run_files, workdir_lock
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
 from warca_jax.run_plan import SplitPlan, check_run_config, plan_split

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from warca_jax import run_files
+from warca_jax.io import run_files
 from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
     plot_condition_numbers,
     plot_rank1_by_dataset,

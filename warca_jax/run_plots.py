@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib import ticker
 
-from warca_jax import plots, run_files
+from warca_jax import plots
+from warca_jax.io import run_files
 
 # The ranking measure drawn beside the loss: the first of these that a run logs and that
 # moves, with its panel's title.

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from warca_jax import run_files
+from warca_jax.io import run_files
 
 
 def _axes(figsize: tuple[float, float]):

@@ -15,7 +15,7 @@ Layout checks run before any other work: a missing root, subfolder or file raise
 image whose name does not parse raises `ValueError` naming the file and the pattern. An
 image or file that is not a regular file once its links are resolved (a link to
 `/dev/zero`, a FIFO, a socket, a link that loops or dangles) is refused naming it
-(`warca_jax.reads.regular_file`), never opened: it would read forever or block.
+(`warca_jax.io.reads.regular_file`), never opened: it would read forever or block.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, identity_splits, reads
+from warca_jax import dataset_arrays, identity_splits
+from warca_jax.io import reads
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".pgm", ".ppm", ".tif", ".tiff")

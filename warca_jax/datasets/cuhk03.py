@@ -25,8 +25,9 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import bounded_reads, dataset_arrays, reads
+from warca_jax import dataset_arrays
 from warca_jax.datasets import base
+from warca_jax.io import bounded_reads, reads
 
 VARIANTS = ("labeled", "detected")
 SOURCES = ("auto", "images", "features")

@@ -27,8 +27,9 @@ import os
 import numpy as np
 from PIL import Image
 
-from warca_jax import identity_splits, run_files
+from warca_jax import identity_splits
 from warca_jax.datasets import base, hdf5
+from warca_jax.io import run_files
 
 MAT_NAME = "cuhk-03.mat"
 

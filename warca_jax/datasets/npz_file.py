@@ -18,7 +18,6 @@ import zlib
 
 import numpy as np
 
-from warca_jax import bounded_reads, reads
 from warca_jax.dataset_arrays import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
@@ -29,6 +28,7 @@ from warca_jax.dataset_arrays import (
     validated_dataset,
 )
 from warca_jax.identity_splits import random_splits
+from warca_jax.io import bounded_reads, reads
 
 NPZ_EXPECTED = (
     "a .npz archive of named arrays, as numpy.savez writes it, e.g. "
@@ -39,7 +39,7 @@ NPZ_EXPECTED = (
 def read_npz(path: str, keys, *, what: str = "file") -> tuple[dict, list[str]]:
     """Reads the arrays ``keys`` of a .npz archive; anything else is a clear error.
 
-    Every array is read bounded (``warca_jax.bounded_reads``): its declared size is
+    Every array is read bounded (``warca_jax.io.bounded_reads``): its declared size is
     checked against the memory budget (``WARCA_JAX_MAX_ARRAY_BYTES``) and against what
     the archive holds before anything is allocated.
 

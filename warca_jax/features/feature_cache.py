@@ -51,8 +51,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from warca_jax import bounded_reads, reads, run_files
 from warca_jax.features import image_files
+from warca_jax.io import bounded_reads, reads, run_files
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)

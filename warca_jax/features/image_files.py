@@ -5,7 +5,7 @@ replicated into three channels; palette images are expanded; the alpha channel o
 RGBA images is dropped) and resized with bilinear resampling to ``height x width``,
 128 x 48 by the person re-identification convention.
 
-Only regular files are read (``warca_jax.reads``): a path that is, once its links are
+Only regular files are read (``warca_jax.io.reads``): a path that is, once its links are
 resolved, a FIFO, a device (a link to ``/dev/zero``), a socket or a folder is refused
 naming it before anything is opened; a FIFO would block the run and a device read
 forever.
@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from warca_jax import bounded_reads, reads
+from warca_jax.io import bounded_reads, reads
 
 WHAT = "image file"
 EXPECTED = "a regular image file"

@@ -26,7 +26,7 @@ with ``Metric.load``. ``save`` refuses a metric with a non-finite entry
 whole, finite saved metric (cut short, a corrupt
 archive, another file, arrays that no longer match ``input_dim``, an empty projection,
 a scale out of range, arrays or a JSON meta beyond the limits of
-``warca_jax.bounded_reads``, checked before anything is allocated), so that a caller can
+``warca_jax.io.bounded_reads``, checked before anything is allocated), so that a caller can
 redo the model instead of using it.
 
 Every metric is checked when it is made (``__post_init__``), so a model that would be
@@ -50,7 +50,8 @@ import zlib
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import bounded_reads, distances, kernels, reads, run_files
+from warca_jax import distances, kernels
+from warca_jax.io import bounded_reads, reads, run_files
 from warca_jax.metric import fields
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")
@@ -93,6 +94,7 @@ def _read_meta(archive: bounded_reads.NpzArchive):
         return bounded_reads.load_json(text, max_bytes=MAX_META_BYTES)
     except bounded_reads.JsonLimitError as e:
         raise ValueError(f"its 'meta' entry {e}") from None
+
 
 class NonFiniteEmbeddingError(NonFiniteMetricError, ValueError):
     """``transform`` made NaN or inf of finite features: the model's scale or weights
@@ -176,7 +178,6 @@ class Metric:
 
     def _check_shapes(self) -> None:
         fields.check_shapes(self)
-
 
     @property
     def output_dim(self) -> int:

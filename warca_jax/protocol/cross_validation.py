@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 
-from warca_jax import methods, run_files
+from warca_jax import methods
+from warca_jax.io import run_files
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.fields import safe

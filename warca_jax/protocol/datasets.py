@@ -14,8 +14,9 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits, run_files
+from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits
 from warca_jax.datasets import npz_file
+from warca_jax.io import run_files
 from warca_jax.protocol import fields
 from warca_jax.protocol.plan import data_config
 

@@ -19,7 +19,8 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, feature_norm, learner_loop, pipeline, run_files, workdir_lock
+from warca_jax import evaluation, feature_norm, learner_loop, pipeline
+from warca_jax.io import run_files, workdir_lock
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded

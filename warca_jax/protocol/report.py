@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from warca_jax import plots, run_files
+from warca_jax import plots
+from warca_jax.io import run_files
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.fields import safe
 from warca_jax.protocol.jobs import outcome

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from absl import logging
 
-from warca_jax import defaults, run_files
+from warca_jax import defaults
+from warca_jax.io import run_files
 from warca_jax.protocol.cross_validation import cv_jobs
 from warca_jax.protocol.datasets import prepare_dataset
 from warca_jax.protocol.plan import Plan

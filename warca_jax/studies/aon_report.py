@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from warca_jax import plots, run_files
+from warca_jax import plots
+from warca_jax.io import run_files
 
 PLOTS = (
     "condition_number.png",
@@ -30,9 +31,7 @@ def as_array(values) -> np.ndarray:
 
 def best_rank1(results: dict) -> dict[str, tuple[float | None, float | None]]:
     """penalty -> (mean, std) test rank-1 at its best lambda, from a study's results."""
-    return {
-        p: (b["rank1_mean"], b["rank1_std"]) for p, b in results["best"].items()
-    }
+    return {p: (b["rank1_mean"], b["rank1_std"]) for p, b in results["best"].items()}
 
 
 def by_dataset(results: dict, compare_workdirs) -> list[dict]:
@@ -159,5 +158,3 @@ def write_plots(results: dict, workdir: str, max_rank: int) -> list[str]:
             )
         )
     return [str(p) for p in paths]
-
-

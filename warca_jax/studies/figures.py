@@ -40,17 +40,8 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import (
-    dataset_arrays,
-    datasets,
-    defaults,
-    evaluation,
-    methods,
-    pipeline,
-    plots,
-    run_files,
-    workdir_lock,
-)
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline, plots
+from warca_jax.io import run_files, workdir_lock
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
 from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)

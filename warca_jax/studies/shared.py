@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline, run_files
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline
+from warca_jax.io import run_files
 from warca_jax.metric import Metric
 
 

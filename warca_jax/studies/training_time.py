@@ -31,7 +31,8 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, evaluation, methods, plots, run_files, workdir_lock
+from warca_jax import dataset_arrays, evaluation, methods, plots
+from warca_jax.io import run_files, workdir_lock
 from warca_jax.studies import shared
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config

@@ -35,8 +35,8 @@ import time
 
 from absl import logging
 
-from warca_jax import bounded_reads, writes
-from warca_jax.writes import writing
+from warca_jax.io import bounded_reads, writes
+from warca_jax.io.writes import writing
 
 LOCK_FILE = ".lock"
 

@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from absl import logging
 
-from warca_jax import bounded_reads, reads, workdir_lock, writes
+from warca_jax.io import bounded_reads, reads, workdir_lock, writes
 
 # re-exported: the writers every module uses
-from warca_jax.writes import (  # noqa: F401
+from warca_jax.io.writes import (  # noqa: F401
     WriteError,
     appending,
     atomic_path,

@@ -15,9 +15,9 @@ import os
 
 import ml_collections
 
-# The repository's root (this package's parent folder) and its config files, which the
+# The repository's root (the folder above the warca_jax package) and its config files, which the
 # entry points find from there.
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _close_match(name: str, names, prefix: str = "") -> str:

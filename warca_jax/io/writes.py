@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 from absl import logging
 
-from warca_jax import reads
+from warca_jax.io import reads
 
 # What a failure means for the user where the OS's own words do not say it.
 _HINTS = {
