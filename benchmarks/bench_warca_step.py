@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from warca_jax import losses, sampling
+from warca_jax.maths import losses, sampling
 
 flags.DEFINE_string("shapes", "506x505x100,632x631x100,1940x1939x40", "N x k x D' shapes")
 flags.DEFINE_integer("batch", 512, "pairs in the minibatch (B)")

@@ -1,4 +1,4 @@
-"""Dense reference forms of WARCA's equations, to check ``warca_jax.losses`` against.
+"""Dense reference forms of WARCA's equations, to check ``warca_jax.maths.losses`` against.
 
 The training step never forms these matrices: it uses the closed forms of eq. 20-21
 and the three-column scatter of eq. 23-24 (``losses.hinge_grad``,

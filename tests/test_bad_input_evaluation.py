@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
-from warca_jax import datasets, defaults, evaluation, kernels
-from warca_jax.distances import DEGREE
+from warca_jax import datasets, defaults, evaluation
 from warca_jax.evaluation import (
     evaluate,
     evaluate_distances,
@@ -20,6 +19,8 @@ from warca_jax.evaluation import (
     single_shot_evaluate,
     single_shot_evaluate_distances,
 )
+from warca_jax.maths import kernels
+from warca_jax.maths.distances import DEGREE
 from warca_jax.metric import Metric
 
 METRICS_KEYS = ("rank1", "rank5", "mAP", "mINP", "AUC", "num_valid", "num_skipped")

@@ -12,7 +12,8 @@ from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 from repo_configs import method_section as _method
 
-from warca_jax import kernels, learner_loop, methods
+from warca_jax import learner_loop, methods
+from warca_jax.maths import kernels
 from warca_jax.methods import warca
 from warca_jax.methods.warca import lam_select
 from warca_jax.metric import DamagedModelError, Metric

@@ -6,7 +6,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays, kernels
+from warca_jax import dataset_arrays
+from warca_jax.maths import kernels
 from warca_jax.methods import baselines
 from warca_jax.metric import Metric
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax import defaults, linalg
+from warca_jax import defaults
+from warca_jax.maths import linalg
 from warca_jax.methods import frml
 
 _method = functools.partial(method_section, "frml")
@@ -113,7 +114,6 @@ def test_bad_input_is_refused(mutate, overrides, match):
 def test_divergence_is_an_error():
     cfg = _method(dim=4, num_iters=20, batch_size=64, log_every=20, learning_rate=1e30)
     learner_checks.assert_diverges(frml.fit, *_small_problem(), cfg, "diverged|non-finite")
-
 
 
 def _one_nn_accuracy(z, labels) -> float:

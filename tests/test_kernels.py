@@ -1,9 +1,9 @@
-"""Kernels of warca_jax.kernels against direct NumPy formulas."""
+"""Kernels of warca_jax.maths.kernels against direct NumPy formulas."""
 
 import numpy as np
 import pytest
 
-from warca_jax import kernels
+from warca_jax.maths import kernels
 
 
 def _hist(rng, n, d, zero_frac=0.3):

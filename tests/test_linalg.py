@@ -1,9 +1,9 @@
-"""warca_jax.linalg against direct computations."""
+"""warca_jax.maths.linalg against direct computations."""
 
 import numpy as np
 import pytest
 
-from warca_jax import linalg
+from warca_jax.maths import linalg
 
 
 def test_pca_keeps_the_requested_variance():

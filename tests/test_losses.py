@@ -1,4 +1,4 @@
-"""The training path's equations (warca_jax.losses) against jax.grad and against the
+"""The training path's equations (warca_jax.maths.losses) against jax.grad and against the
 paper's dense forms (tests/reference_forms.py), in float64."""
 
 import functools
@@ -11,7 +11,7 @@ import pytest
 import reference_forms as ref
 from jax.test_util import check_grads
 
-from warca_jax import losses, optim
+from warca_jax.maths import losses, optim
 
 
 @pytest.fixture(autouse=True)

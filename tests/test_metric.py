@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from warca_jax import kernels
+from warca_jax.maths import kernels
 from warca_jax.metric import DamagedModelError, Metric
 
 

@@ -43,7 +43,8 @@ from conftest import known_defect
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, evaluation, linalg, pipeline
+from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax.maths import linalg
 from warca_jax.protocol import plan
 
 # the people, splits and PCA size of each subset (shared with benchmarks/bench_real_subsets.py)

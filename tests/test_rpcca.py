@@ -10,7 +10,8 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax import defaults, linalg
+from warca_jax import defaults
+from warca_jax.maths import linalg
 from warca_jax.methods import rpcca, rpcca_steps
 from warca_jax.metric import Metric
 

@@ -1,4 +1,4 @@
-"""Tests of warca_jax.sampling: pair draws, exact and WSABIE violator search."""
+"""Tests of warca_jax.maths.sampling: pair draws, exact and WSABIE violator search."""
 
 import collections
 import functools
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from warca_jax import losses, sampling
+from warca_jax.maths import losses, sampling
 
 
 def _u(seed, b):

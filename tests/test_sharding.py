@@ -60,7 +60,8 @@ for name, over in cases.items():
 # The compiled step on 8 devices keeps the [B, N] violator search split by candidate: no
 # collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
 import re
-from warca_jax import device_mesh, sampling
+from warca_jax import device_mesh
+from warca_jax.maths import sampling
 from warca_jax.methods.warca import prepare
 cfg = defaults.method_config("warca:small")
 cfg.lam = 1e-3

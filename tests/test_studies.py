@@ -10,7 +10,7 @@ import pytest
 from repo_configs import config_module
 
 from warca_jax import datasets, defaults, plots
-from warca_jax import kernels as warca_kernels
+from warca_jax.maths import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
 from warca_jax.studies import aon_report, training_time

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import losses, sampling
+from warca_jax.maths import losses, sampling
 from warca_jax.methods import study_sgd
 
 NAMES = ("pairwise_sgd", "triplet_sgd")

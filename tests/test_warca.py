@@ -9,7 +9,8 @@ import pytest
 from conftest import small_problem
 from repo_configs import config_module, method_section
 
-from warca_jax import dataset_arrays, datasets, defaults, evaluation, kernels, learner_loop
+from warca_jax import dataset_arrays, datasets, defaults, evaluation, learner_loop
+from warca_jax.maths import kernels
 from warca_jax.methods import warca
 from warca_jax.methods.warca import lam_select
 
@@ -169,7 +170,7 @@ def test_bad_input_is_refused_before_training(mutate, overrides, match):
 def test_train_step_is_one_jitted_step():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32)
-    from warca_jax import sampling
+    from warca_jax.maths import sampling
 
     hyper = warca.hyperparams(cfg)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
@@ -212,7 +213,7 @@ def test_train_step_is_one_jitted_step():
 def test_chunk_equals_repeated_single_steps():
     x, y = _small_problem()
     cfg = _method(dim=6, batch_size=32, candidate_pool=50)
-    from warca_jax import sampling
+    from warca_jax.maths import sampling
 
     hyper = warca.hyperparams(cfg)
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
@@ -251,7 +252,7 @@ def test_grid_points_share_one_program_and_use_their_own_lambda_and_eta():
 
 @pytest.mark.slow
 def test_optimizer_takes_traced_hyperparams_and_equals_the_fixed_one():
-    from warca_jax import optim
+    from warca_jax.maths import optim
 
     params = warca.init_params(jax.random.PRNGKey(0), dim=6, d=16)
     grad = jax.random.normal(jax.random.PRNGKey(1), params.shape)

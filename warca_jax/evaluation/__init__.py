@@ -10,7 +10,7 @@ one), ``GALLERY_CHUNK``; ``k_reciprocal``, ``k_reciprocal_features`` and
 fractions, from this package's evaluation; module ``torchreid``, whose docstring says where
 the two part);
 ``DISTANCES``, ``pairwise_distances`` and ``row_block`` are re-exported
-from ``warca_jax.distances``.
+from ``warca_jax.maths.distances``.
 
 Design (one concern per module; names with a leading underscore are private to the package):
 
@@ -82,19 +82,19 @@ from warca_jax.device_mesh import DATA as DATA
 from warca_jax.device_mesh import make_mesh as make_mesh
 from warca_jax.device_mesh import replicated as replicated
 from warca_jax.device_mesh import rows as rows
-from warca_jax.distances import DISTANCES, pairwise_distances, row_block
-from warca_jax.distances import block_distances as block_distances
-from warca_jax.distances import blocked_distances as blocked_distances
-from warca_jax.distances import pad_rows as pad_rows
-from warca_jax.distances import scale_shift as scale_shift
-from warca_jax.distances import scaled_features as scaled_features
-from warca_jax.distances import sq_norms as sq_norms
 from warca_jax.evaluation.learned import evaluate_metric
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.evaluation.torchreid import evaluate_rank
+from warca_jax.maths.distances import DISTANCES, pairwise_distances, row_block
+from warca_jax.maths.distances import block_distances as block_distances
+from warca_jax.maths.distances import blocked_distances as blocked_distances
+from warca_jax.maths.distances import pad_rows as pad_rows
+from warca_jax.maths.distances import scale_shift as scale_shift
+from warca_jax.maths.distances import scaled_features as scaled_features
+from warca_jax.maths.distances import sq_norms as sq_norms
 
 __all__ = [
     "DISTANCES",

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax.distances import pad_rows
 from warca_jax.evaluation.checks import _no_true_match
 from warca_jax.evaluation.metrics import NUM_STATS, _query_stats, _summary
+from warca_jax.maths.distances import pad_rows
 
 
 def _same_identity_table(ql, qc, gl, gc):

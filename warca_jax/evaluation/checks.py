@@ -2,7 +2,7 @@
 
 Every check raises a ValueError that says what is wrong and where (the count and the
 first place of bad values), before any work is dispatched. Features are checked by
-``warca_jax.distances.scaled_features``, which the ranking of features shares with
+``warca_jax.maths.distances.scaled_features``, which the ranking of features shares with
 ``pairwise_distances``.
 """
 
@@ -13,7 +13,7 @@ from jax.sharding import Mesh
 
 from warca_jax.dataset_arrays import integer_ids
 from warca_jax.device_mesh import DATA, make_mesh
-from warca_jax.distances import finite_range, scale_shift
+from warca_jax.maths.distances import finite_range, scale_shift
 
 # What holds the nq queries and the ng gallery entries, for the messages of _check_ids.
 _FEATURE_ROWS = ("the query features have {n} rows", "the gallery features have {n} rows")

@@ -10,7 +10,6 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from warca_jax.distances import pad_rows, row_block, scaled_features
 from warca_jax.evaluation.blocks import _evaluate_blocks
 from warca_jax.evaluation.checks import (
     _check_distance_input,
@@ -21,6 +20,7 @@ from warca_jax.evaluation.checks import (
 )
 from warca_jax.evaluation.sort import _sort_ranks
 from warca_jax.evaluation.sweep import GALLERY_CHUNK, _GallerySweep
+from warca_jax.maths.distances import pad_rows, row_block, scaled_features
 
 
 def evaluate(

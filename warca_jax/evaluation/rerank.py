@@ -37,7 +37,7 @@ import jax
 import numpy as np
 import scipy.sparse as sp
 
-from warca_jax.distances import blocked_distances, scaled_features
+from warca_jax.maths.distances import blocked_distances, scaled_features
 
 K1, K2, LAMBDA = 20, 6, 0.3  # the paper's defaults
 BLOCK = 1024  # rows of the N x N distances per block

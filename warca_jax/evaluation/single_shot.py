@@ -21,7 +21,6 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from warca_jax.distances import blocked_distances, scaled_features
 from warca_jax.evaluation.checks import (
     _check_distance_input,
     _check_positive_int,
@@ -31,6 +30,7 @@ from warca_jax.evaluation.checks import (
 )
 from warca_jax.evaluation.metrics import _summary
 from warca_jax.evaluation.multi_shot import evaluate_distances
+from warca_jax.maths.distances import blocked_distances, scaled_features
 
 DRAWS = ("per_query", "gallery")  # the single-shot draws (module docstring)
 _DRAW_BLOCK = 256  # queries per block of the per-query draw (fixed: the draw depends on it)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax.distances import pad_rows
+from warca_jax.maths.distances import pad_rows
 
 
 def _sort_keys(dist: jax.Array, *, idx_bits: int) -> jax.Array:

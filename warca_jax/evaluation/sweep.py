@@ -35,7 +35,7 @@ from jax import shard_map
 from jax.sharding import Mesh, PartitionSpec
 
 from warca_jax.device_mesh import DATA, replicated, rows
-from warca_jax.distances import block_distances, sq_norms
+from warca_jax.maths.distances import block_distances, sq_norms
 
 GALLERY_CHUNK = 2048  # default gallery columns per distance tile of ``evaluate``
 

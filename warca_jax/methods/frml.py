@@ -4,7 +4,7 @@ The metric is M = U diag(s) U^T, rank r = ``dim`` (U: [D, r] orthonormal,
 s >= 0), and the distance the squared Mahalanobis distance
 d_M(x, y) = (x - y)^T M (x - y). Each step draws a minibatch of same-label
 pairs (i, j) and a violator k per pair exactly as WARCA does
-(``warca_jax.sampling``: uniform pairs, k uniform among the negatives with
+(``warca_jax.maths.sampling``: uniform pairs, k uniform among the negatives with
 gamma + d_M(i, j) - d_M(i, k) > 0, rank_ij counted or WSABIE-estimated), and
 minimises
 
@@ -51,7 +51,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop, linalg, losses, sampling
+from warca_jax import learner_loop
+from warca_jax.maths import linalg, losses, sampling
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 

@@ -44,7 +44,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import kernels, learner_loop, linalg
+from warca_jax import learner_loop
+from warca_jax.maths import kernels, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
 

@@ -12,7 +12,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from warca_jax import losses, sampling
+from warca_jax.maths import losses, sampling
 
 
 def _sq_dists(e: jax.Array) -> jax.Array:

@@ -41,7 +41,8 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import dataset_arrays, learner_loop, linalg
+from warca_jax import dataset_arrays, learner_loop
+from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric

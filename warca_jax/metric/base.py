@@ -50,8 +50,8 @@ import zlib
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances, kernels
 from warca_jax.io import bounded_reads, reads, run_files
+from warca_jax.maths import distances, kernels
 from warca_jax.metric import fields
 
 KINDS = ("identity", "linear", "kernel", "kernel_distance")

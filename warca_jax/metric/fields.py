@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from warca_jax import distances, kernels
+from warca_jax.maths import distances, kernels
 
 
 def real(v) -> bool:
@@ -26,7 +26,6 @@ def real(v) -> bool:
 
 def integer(v) -> bool:
     return isinstance(v, int | np.integer) and not isinstance(v, bool)
-
 
 
 def check_fields(m) -> None:

@@ -34,8 +34,9 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, defaults, evaluation, kernels, losses, progress_report
+from warca_jax import dataset_arrays, defaults, evaluation, progress_report
 from warca_jax.io import run_files, workdir_lock
+from warca_jax.maths import kernels, losses
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
 

@@ -5,7 +5,7 @@ or A: [D', N] in the space of a named kernel, and returns a ``Metric``.
 
 Design: one module per concern, the paper's equations in one place.
 
-* ``warca_jax.losses``: every equation the step evaluates (eq. 5/17/22 distances, eq. 8
+* ``warca_jax.maths.losses``: every equation the step evaluates (eq. 5/17/22 distances, eq. 8
   rank weights, eq. 13/19 hinge argument, also the violator test of the search, eq. 12/18
   objective, eq. 20-22 hinge gradient, eq. 20/23 penalty gradients, eq. 23-24
   preconditioned hinge direction), one function each, and a table of where every

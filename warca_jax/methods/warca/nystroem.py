@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import kernels
+from warca_jax.maths import kernels
 
 
 def nystroem_features(

@@ -3,7 +3,7 @@
 ``primal_step`` (W: [D', D] on features X) and ``kernel_step`` (A: [D', N] on the kernel
 matrix K) share the draw of the minibatch (``_draw``), the violator search
 (``_search``) and the optimiser update with its logged numbers (``_update``); what
-differs between them is which equations of ``warca_jax.losses`` they evaluate:
+differs between them is which equations of ``warca_jax.maths.losses`` they evaluate:
 
 * primal: the eq. 20-22 hinge gradient (``losses.hinge_grad``) or its autodiff, and the
   AON penalty's gradient 2 (W W^T - I) W;
@@ -37,7 +37,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from warca_jax import device_mesh, learner_loop, losses, optim, sampling
+from warca_jax import device_mesh, learner_loop
+from warca_jax.maths import losses, optim, sampling
 
 
 class Hyperparams(NamedTuple):

@@ -5,7 +5,7 @@ the same label. Step 2 draws k uniformly among the violators of (i, j), the
 samples of another label (T_{y_i}, eq. 4) with gamma + d_ij - d_ik > 0, and estimates
 rank^gamma_ij (eq. 14), the number of violators, which sets the weight L(rank_ij).
 
-The violator test and the distances are the loss's own (``warca_jax.losses``):
+The violator test and the distances are the loss's own (``warca_jax.maths.losses``):
 ``find_violators`` flags a candidate where ``losses.margin_violation`` (gamma + xi_ijk,
 eq. 13) is positive, the argument whose positive part is the hinge of
 ``losses.triplet_hinge``; the WARCA step gives it d_ij from ``losses.distance`` and d_ik
@@ -45,7 +45,7 @@ import jax.extend.random as jax_random_ext
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import losses
+from warca_jax.maths import losses
 
 SAMPLERS = ("exact", "wsabie")
 

@@ -4,7 +4,7 @@
 the clamped square; ``cosine`` is 1 - cos with zero vectors at distance 1
 from all; ``manhattan`` is L1; ``chi2`` is sum (x - y)^2 / (x + y) with 0/0
 terms counted as 0 (non-negative inputs only). The evaluation ranks galleries
-with them and the kernels of ``warca_jax.kernels`` are built on them.
+with them and the kernels of ``warca_jax.maths.kernels`` are built on them.
 
 Scale: ``||x||^2 + ||y||^2 - 2 x.y`` overflows float32 for features around 1e19 and
 underflows to ties around 1e-19 (and XLA on a CPU flushes subnormals to zero). Every

@@ -1,7 +1,7 @@
 """Optimisers for WARCA: Adam with the penalty as an optax transformation.
 
 The training step computes the two parts of the gradient, each one equation of
-``warca_jax.losses``: the hinge part (eq. 20-22, or the preconditioned eq. 23-24) and
+``warca_jax.maths.losses``: the hinge part (eq. 20-22, or the preconditioned eq. 23-24) and
 the penalty's gradient R' (eq. 20's first term, or eq. 23's). ``add_penalty_grad``
 adds lambda R', passed to ``update`` as the extra argument ``penalty_grad``, to the
 incoming updates; chained with Adam:

@@ -75,10 +75,10 @@ in the gradient, where it contributes nothing (rare: the share of pairs with a v
 and the share with a positive hinge differed on 1 of the 200 logged chunks of the main
 job).
 
-The penalties (eq. 10, 18 and the first terms of eq. 20, 23) are in ``warca_jax.penalties``
+The penalties (eq. 10, 18 and the first terms of eq. 20, 23) are in ``warca_jax.maths.penalties``
 and importable from here under the names of the table. Every function is a pure function
 of arrays; options are keyword-only. Ranks, sampled
-violators and rank weights are inputs: ``warca_jax.sampling`` computes them, and they
+violators and rank weights are inputs: ``warca_jax.maths.sampling`` computes them, and they
 are constants to the gradient.
 
 Notation (paper Table 1): a sampled triplet is (i, j, k) with y_i = y_j and
@@ -104,7 +104,7 @@ import jax
 import jax.numpy as jnp
 
 # eq. 10, 18 and their gradients (eq. 20, 23), re-exported under the table's names
-from warca_jax.penalties import (  # noqa: F401
+from warca_jax.maths.penalties import (  # noqa: F401
     PENALTIES,
     aon_penalty,
     aon_penalty_grad,

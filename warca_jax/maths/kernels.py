@@ -1,7 +1,7 @@
 """Kernel functions k(X, Y), computed in row blocks so memory stays bounded.
 
 Every kernel maps ``x: [n, d]`` and ``y: [m, d]`` to ``[n, m]``. They are
-built on ``warca_jax.distances``, which processes rows of ``x`` in jitted
+built on ``warca_jax.maths.distances``, which processes rows of ``x`` in jitted
 blocks (the chi2 and L1 distances need a ``[b, m, d]`` intermediate, kept
 below a fixed budget).
 
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import distances
+from warca_jax.maths import distances
 
 KERNELS = ("linear", "rbf", "chi2", "chi2_rbf", "laplacian")
 _NEEDS_GAMMA = ("rbf", "chi2_rbf", "laplacian")

@@ -1,0 +1,4 @@
+"""The maths: WARCA's equations and their closed-form gradients (``losses``), the AON and
+Frobenius penalties (``penalties``), kernels and distances (``kernels``, ``distances``),
+the linear algebra the learners share (``linalg``), the optimiser with the penalty
+(``optim``) and the draws of pairs and violators (``sampling``)."""
