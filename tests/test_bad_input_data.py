@@ -25,7 +25,7 @@ from experiments import main as _main  # noqa: F401 - defines the --config flag 
 from warca_jax import cli, datasets, features, pipeline
 from warca_jax.datasets import npz_file
 from warca_jax.defaults import overridden
-from warca_jax.io import run_files
+from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.synthetic import make_synthetic
 
@@ -483,7 +483,7 @@ def test_write_json_refuses_nan(tmp_path):
 def test_interrupted_write_keeps_the_old_file(tmp_path):
     path = str(tmp_path / "r.json")
     run_files.write_json(path, {"a": 1})
-    with pytest.raises(KeyboardInterrupt), run_files.atomic_path(path) as tmp:
+    with pytest.raises(KeyboardInterrupt), writes.atomic_path(path) as tmp:
         with open(tmp, "w") as f:
             f.write('{"a": ')
         raise KeyboardInterrupt
@@ -536,7 +536,7 @@ def test_read_only_feature_cache(tmp_path, image_paths, caplog, monkeypatch):
     def refuse(*args, **kwargs):  # what a read-only folder answers (root is never refused)
         raise PermissionError(13, "Permission denied", str(tmp_path / "cache"))
 
-    monkeypatch.setattr(run_files, "atomic_path", refuse)
+    monkeypatch.setattr(writes, "atomic_path", refuse)
     with caplog.at_level(logging.WARNING):
         out = _extract(image_paths, tmp_path / "cache")
     assert "not written" in caplog.text and "Permission denied" in caplog.text

@@ -40,7 +40,7 @@ from absl import logging
 
 from warca_jax import defaults, evaluation, feature_norm, methods, model_checks, run_plots
 from warca_jax.config_checks import check_config_file
-from warca_jax.io import run_files, workdir_lock
+from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
 from warca_jax.run_plan import SplitPlan, check_run_config, plan_split
@@ -190,7 +190,7 @@ def fit_split(
         return scores
 
     def log_fn(row):  # opened per row: a learner without a history writes no file
-        with run_files.appending(metrics_path) as append:
+        with writes.appending(metrics_path) as append:
             append(json.dumps({"split": s, **row}) + "\n")
 
     t0 = time.perf_counter()

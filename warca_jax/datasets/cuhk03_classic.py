@@ -29,7 +29,7 @@ from PIL import Image
 
 from warca_jax import identity_splits
 from warca_jax.datasets import base, hdf5
-from warca_jax.io import run_files
+from warca_jax.io import run_files, writes
 
 MAT_NAME = "cuhk-03.mat"
 
@@ -134,7 +134,7 @@ def _write_images(mat, path: str, variant: str, image_dir: str) -> tuple[list, l
     """(paths, labels, cams) of every image of ``variant`` in the open .mat file, each
     written to ``image_dir`` as PNG once (an image already there is kept)."""
     items = _image_items(mat, path, variant)
-    run_files.makedirs(image_dir)
+    writes.makedirs(image_dir)
     paths, labels, cams = [], [], []
     for p, i, j, item in items:
         view = 1 if j < 5 else 2

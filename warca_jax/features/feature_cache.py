@@ -52,7 +52,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax.features import image_files
-from warca_jax.io import bounded_reads, reads, run_files
+from warca_jax.io import bounded_reads, reads, run_files, writes
 
 # A cache folder the run may read but not write (shared, or on a read-only mount).
 _READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -253,13 +253,13 @@ class Entry:
             **self.stamps,
         }
         try:
-            run_files.makedirs(os.path.dirname(self.array_path))
+            writes.makedirs(os.path.dirname(self.array_path))
             with run_files.atomic_file(self.array_path, "wb") as f:
                 np.save(f, features)
             run_files.write_json(self.json_path, record)
         except OSError as e:  # a read-only cache costs the cache, not the features
             if e.errno not in _READ_ONLY:  # a full disk or a size limit: stop, naming it
-                raise run_files.write_error(self.array_path, e) from e
+                raise writes.write_error(self.array_path, e) from e
             logging.warning(
                 "feature cache %s not written (%s); continuing uncached", self.array_path, e
             )

@@ -6,10 +6,10 @@ belongs to this run, so:
 
 * every file is written under a temporary name in the same folder and moved into
   place with ``os.replace`` (``write_json``, ``write_text``, ``write_figure``,
-  ``atomic_file``, ``atomic_path``): a run killed at any instant leaves the old file or
-  the new one, never half of one; the temporary file is created new and opened without
-  following a link (``writes.temporary``, ``writes.no_link``), so a link planted in the
-  folder is never written through;
+  ``atomic_file``; ``writes.atomic_path`` beneath them): a run killed at any instant
+  leaves the old file or the new one, never half of one; the temporary file is created
+  new and opened without following a link (``writes.temporary``, ``writes.no_link``), so
+  a link planted in the folder is never written through;
 * every file a resume relies on is read through ``reuse_json``, which checks that it
   parses and passes the caller's check (finite numbers, the right split) and returns
   None, with a log line naming the file and the reason, when it does not, so that the
@@ -39,16 +39,6 @@ from absl import logging
 
 from warca_jax.io import bounded_reads, reads, workdir_lock, writes
 
-# re-exported: the writers every module uses
-from warca_jax.io.writes import (  # noqa: F401
-    WriteError,
-    appending,
-    atomic_path,
-    makedirs,
-    write_error,
-    writing,
-)
-
 CONFIG_FILE = "config.json"
 DATA_FILE = "data.json"
 
@@ -63,7 +53,7 @@ def atomic_file(path: str, mode: str = "w", **kwargs) -> Iterator:
     ``path`` on success: ``atomic_path``, its temporary opened with ``writes.no_link``.
     The one way the project writes a whole file; give writers that take a path
     (``savefig``, ``np.savez``, PIL's ``save``) this file object instead."""
-    with atomic_path(path) as tmp, open(tmp, mode, opener=writes.no_link, **kwargs) as f:
+    with writes.atomic_path(path) as tmp, open(tmp, mode, opener=writes.no_link, **kwargs) as f:
         yield f
 
 

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from warca_jax import methods
-from warca_jax.io import run_files
+from warca_jax.io import run_files, writes
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.fields import safe
@@ -171,6 +171,6 @@ def select(plan: Plan, workdir: str, data: dict[str, DataInfo], name: str, label
         "mean": best["mean"],
         "grid": table,
     }
-    run_files.makedirs(base, within=workdir)
+    writes.makedirs(base, within=workdir)
     run_files.write_json(os.path.join(base, "selected.json"), out)
     return out

@@ -16,7 +16,7 @@ from absl import logging
 
 from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits
 from warca_jax.datasets import npz_file
-from warca_jax.io import run_files
+from warca_jax.io import run_files, writes
 from warca_jax.protocol import fields
 from warca_jax.protocol.plan import data_config
 
@@ -96,7 +96,7 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
     rebuilt, with a log line naming it).
     """
     folder = os.path.join(workdir, "data")
-    run_files.makedirs(folder, within=workdir)
+    writes.makedirs(folder, within=workdir)
     path = os.path.join(folder, f"{fields.safe(name)}.npz")
     cfg = data_config(config, name)
     key = cfg.to_json_best_effort(sort_keys=True)

@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 
 from warca_jax import evaluation, feature_norm, methods
-from warca_jax.io import run_files, workdir_lock
+from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import load_stored, validation_split
 from warca_jax.protocol.jobs import (
@@ -65,7 +65,7 @@ def run_grid_job(job: dict) -> dict:
     Returns:
       {"status": "done", "failures": [(point job, reason), ...]}.
     """
-    run_files.makedirs(job["folder"], within=job.get("workdir"))
+    writes.makedirs(job["folder"], within=job.get("workdir"))
     with workdir_lock.WorkdirLock(job["folder"]):
         return _Grid(job).run()
 

@@ -20,7 +20,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import evaluation, feature_norm, learner_loop, pipeline
-from warca_jax.io import run_files, workdir_lock
+from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded
@@ -201,7 +201,7 @@ def run_job(job: dict) -> dict:
     The job's folder is locked while it runs (``workdir_lock``): a job another process is
     running is a ``WorkdirInUseError`` naming that process.
     """
-    run_files.makedirs(job["folder"], within=job.get("workdir"))
+    writes.makedirs(job["folder"], within=job.get("workdir"))
     with workdir_lock.WorkdirLock(job["folder"]):
         return _run_locked(job)
 
@@ -240,7 +240,7 @@ def claim(folder: str, run_cfg, within: str | None = None) -> None:
     presentation only (``workdir.IGNORED_FIELDS``: progress bars, the plot's ranks, the
     feature cache's folder) is refused, naming the fields.
     """
-    run_files.makedirs(folder, within=within)
+    writes.makedirs(folder, within=within)
     path = os.path.join(folder, "config.json")
     text = run_cfg.to_json_best_effort(indent=1, sort_keys=True)
     old = run_files.reuse_json(

@@ -35,7 +35,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import dataset_arrays, defaults, evaluation, progress_report
-from warca_jax.io import run_files, workdir_lock
+from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.maths import kernels, losses
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
@@ -170,7 +170,7 @@ class _Runs:
     def __init__(self, dataset, config, workdir: str, total: int):
         self.dataset, self.config = dataset, config
         self.folder = os.path.join(workdir, "runs")
-        run_files.makedirs(self.folder, within=workdir)
+        writes.makedirs(self.folder, within=workdir)
         bars = defaults.progress_bars(config.progress)
         self.bar = progress_report.bar(total, "aon study", show=bars, unit="fits")
         self.trained = 0

@@ -41,7 +41,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline, plots
-from warca_jax.io import run_files, workdir_lock
+from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
 from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)
@@ -311,7 +311,7 @@ def run(config, workdir: str) -> dict:
     _check_data(config, cfgs, dataset)
     paths = image_paths(config.data, dataset)
     run_files.prepare(workdir)  # made, and locked (one run per workdir)
-    run_files.makedirs(os.path.join(workdir, "fits"), within=workdir)
+    writes.makedirs(os.path.join(workdir, "fits"), within=workdir)
     pipeline.check_config_file(workdir, config)
 
     fits, metrics = {}, {}

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 
 from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline
-from warca_jax.io import run_files
+from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
 
 
@@ -26,7 +26,7 @@ def open_study(
         for sp in dataset.splits:
             validate(dataset.features[sp.train_idx], dataset.labels[sp.train_idx], cfg)
     run_files.prepare(workdir)  # made, and locked (one run per workdir)
-    run_files.makedirs(os.path.join(workdir, folder), within=workdir)
+    writes.makedirs(os.path.join(workdir, folder), within=workdir)
     pipeline.check_config_file(workdir, config)
     return dataset
 
