@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from warca_jax import dataset_arrays, defaults, evaluation
+from warca_jax import defaults, evaluation, synthetic
 from warca_jax.io import config_files
 from warca_jax.methods import warca
 
@@ -49,7 +49,7 @@ def main(argv):
         jax.config.update("jax_compilation_cache_dir", args.cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
-    x, y, cams = dataset_arrays.make_synthetic(**PROBLEM, seed=args.seed)
+    x, y, cams = synthetic.make_synthetic(**PROBLEM, seed=args.seed)
     train = y < 300
     test = ~train
     q = np.nonzero(test & (cams == 0))[0]

@@ -6,7 +6,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays
+from warca_jax import synthetic
 from warca_jax.maths import kernels
 from warca_jax.methods import baselines
 from warca_jax.metric import Metric
@@ -61,7 +61,7 @@ def test_kernel_nn_keeps_an_explicit_gamma(reid):
 
 @pytest.mark.slow
 def test_mahalanobis_matrix_is_the_inverse_covariance():
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=12, images_per_id=3, dim=6, signal_dim=2, num_nuisance=1
     )
     x64 = x.astype(np.float64)
@@ -135,7 +135,7 @@ def test_singular_covariance_is_regularised_with_a_warning():
     ],
 )
 def test_bad_input_is_refused(fit, fields, mutate, match):
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=10, images_per_id=2, dim=8, signal_dim=2, num_nuisance=1
     )
     if mutate == "nan":

@@ -4,13 +4,21 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays, datasets, defaults, identity_splits, pipeline, run_plan
+from warca_jax import (
+    dataset_arrays,
+    datasets,
+    defaults,
+    identity_splits,
+    pipeline,
+    run_plan,
+    synthetic,
+)
 from warca_jax.dataset_arrays import Split
 from warca_jax.datasets import npz_file
 
 
 def _small(num_ids=10, seed=0):
-    return dataset_arrays.make_synthetic(
+    return synthetic.make_synthetic(
         num_ids=num_ids, dim=16, signal_dim=4, num_nuisance=2, seed=seed
     )
 
@@ -392,7 +400,7 @@ def _config(**overrides):
 
 def test_load_dataset_synthetic():
     ds = datasets.from_config(_config())
-    x, y, c = dataset_arrays.make_synthetic(**_config().synthetic.to_dict(), seed=5)
+    x, y, c = synthetic.make_synthetic(**_config().synthetic.to_dict(), seed=5)
     np.testing.assert_array_equal(ds.features, x)
     assert ds.name == "synthetic" and len(ds.splits) == 2
     _assert_splits_equal(ds.splits, identity_splits.random_splits(y, c, num_splits=2, seed=5))

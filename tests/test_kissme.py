@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays
+from warca_jax import synthetic
 from warca_jax.methods import kissme
 
 
@@ -18,7 +18,7 @@ def _cfg(**fields):
 
 
 def test_metric_equals_a_direct_computation():
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=10, images_per_id=3, dim=6, signal_dim=2, num_nuisance=1
     )
     metric, hist = kissme.fit(x, y, _cfg(pca_variance=1.0, pca_dim=4))
@@ -68,7 +68,7 @@ def test_sampled_negatives_are_different_identity_and_seeded():
     big = kissme.sampled_negative_covariance(jax.random.PRNGKey(1), onehot, cls, num_pairs=200_000)
     np.testing.assert_allclose(big, expected, atol=0.01)
 
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=12, images_per_id=3, dim=8, signal_dim=2, num_nuisance=1
     )
     a, _ = kissme.fit(x, y, _cfg(num_negative_pairs=300), seed=3)
@@ -98,7 +98,7 @@ def test_too_few_positive_pairs_warns_and_stays_finite():
     ],
 )
 def test_bad_config_is_refused(fields, match):
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=6, images_per_id=2, dim=8, signal_dim=2, num_nuisance=1
     )
     with pytest.raises(ValueError, match=match):
@@ -106,7 +106,7 @@ def test_bad_config_is_refused(fields, match):
 
 
 def test_bad_data_is_refused():
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=6, images_per_id=2, dim=8, signal_dim=2, num_nuisance=1
     )
     with pytest.raises(ValueError, match="NaN or inf"):

@@ -8,7 +8,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import config_module, method_section
 
-from warca_jax import dataset_arrays
+from warca_jax import synthetic
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
 
@@ -118,7 +118,7 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     assert lfda.ridge_rank(64, 400, 100, "rank") == 64
     assert lfda.ridge_rank(2580, 632, 316, "dims") == 2580
     # full-rank S_w (D = 5 < N - #classes): the two scales are the same ridge
-    x, y = dataset_arrays.make_synthetic(
+    x, y = synthetic.make_synthetic(
         num_ids=6, images_per_id=5, dim=5, signal_dim=2, num_nuisance=1
     )[:2]
     a, _ = lfda.fit(x, y, _method(dim=3))
@@ -126,7 +126,7 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
     np.testing.assert_array_equal(a.projection, b.projection)
     # rank-deficient S_w (2 images per identity, D = 64 > N - #classes = 40): 'rank' is the
     # larger ridge, reg tr(S_w) / 40 against reg tr(S_w) / 64, a different solution
-    x, y, _ = dataset_arrays.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
+    x, y, _ = synthetic.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
     s_w, s_b = lfda.local_scatter(x, np.unique(y, return_inverse=True)[1], knn=7)
     big = lfda.solve(s_w, s_b, dim=4, reg=0.18, embedding="plain", rank=40)
     small = lfda.solve(s_w, s_b, dim=4, reg=0.18 * 64 / 40, embedding="plain", rank=64)
@@ -141,7 +141,7 @@ def test_ridge_is_relative_to_the_mean_nonzero_eigenvalue():
 def test_wide_data_solves_in_the_span_like_the_full_form(embedding, reg_scale):
     """N <= D: the span's k-square problem gives the D x D problem's metric (the
     eigenvectors up to sign, so W^T W) and its distances, for every embedding and ridge."""
-    x, y, _ = dataset_arrays.make_synthetic(num_ids=20, images_per_id=2, dim=120, signal_dim=4)
+    x, y, _ = synthetic.make_synthetic(num_ids=20, images_per_id=2, dim=120, signal_dim=4)
     cfg = dict(dim=6, embedding=embedding, reg_scale=reg_scale)
     span, _ = lfda.fit(x, y, _method(span=True, **cfg))
     full, _ = lfda.fit(x, y, _method(span=False, **cfg))
@@ -156,7 +156,7 @@ def test_wide_data_solves_in_the_span_like_the_full_form(embedding, reg_scale):
 @pytest.mark.slow
 def test_two_images_per_identity_needs_the_ridge():
     # VIPeR-like: 2 images per identity, so S_w has rank N / 2 = 40 < D = 64.
-    x, y, _ = dataset_arrays.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
+    x, y, _ = synthetic.make_synthetic(num_ids=40, images_per_id=2, dim=64, signal_dim=4)
     with pytest.warns(RuntimeWarning, match="singular"):
         lfda.fit(x, y, _method(dim=8, reg=0.0))
     metric, _ = lfda.fit(x, y, _method(dim=8))  # the default ridge: no warning (errors here)

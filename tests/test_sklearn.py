@@ -15,7 +15,7 @@ from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from warca_jax import dataset_arrays, methods  # noqa: E402
+from warca_jax import methods, synthetic  # noqa: E402
 from warca_jax import sklearn as wsk  # noqa: E402
 from warca_jax.metric import Metric  # noqa: E402
 
@@ -27,7 +27,7 @@ TRIPLET = dict(num_epochs=10, num_val_ids=5)
 @pytest.fixture(scope="module")
 def problem():
     """40 identities x 6 images, 24-d; two images of each identity held out for testing."""
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=40, images_per_id=6, dim=24, signal_dim=4, num_nuisance=3, seed=0
     )
     rng = np.random.default_rng(0)

@@ -15,7 +15,6 @@ from repo_configs import config_module
 
 from warca_jax import (
     config_checks,
-    dataset_arrays,
     datasets,
     evaluation,
     identity_splits,
@@ -24,6 +23,7 @@ from warca_jax import (
     plots,
     run_plan,
     run_plots,
+    synthetic,
 )
 from warca_jax.metric import Metric
 
@@ -162,7 +162,7 @@ def test_other_config_on_same_workdir_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_user_npz_with_fixed_splits(tmp_path):
-    x, y, cams = dataset_arrays.make_synthetic(
+    x, y, cams = synthetic.make_synthetic(
         num_ids=40, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=1
     )
     split = dict(
@@ -371,7 +371,7 @@ def test_closed_form_learner_refuses_val_fraction(tmp_path):
     with pytest.raises(ValueError, match=r"needs an iterative learner.*method 'kissme'"):
         pipeline.train_and_evaluate(_val_config("kissme"), str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
-    x, y, _ = dataset_arrays.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
+    x, y, _ = synthetic.make_synthetic(num_ids=10, dim=8, signal_dim=2, num_nuisance=1)
     with pytest.raises(ValueError, match="'kissme' takes no callback"):
         pipeline.fit_method(x, y, _val_config("kissme").method, callback=lambda row, m: None)
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import config_module, method_section
 
-from warca_jax import dataset_arrays, datasets, defaults, evaluation, learner_loop
+from warca_jax import datasets, defaults, evaluation, learner_loop, synthetic
 from warca_jax.maths import kernels
 from warca_jax.methods import warca
 from warca_jax.methods.warca import lam_select
@@ -436,7 +436,7 @@ def test_normalisation_is_carried_by_the_metric():
 
 @pytest.mark.slow
 def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
-    x, y, c = dataset_arrays.make_synthetic(
+    x, y, c = synthetic.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20)
@@ -458,7 +458,7 @@ def test_cameras_are_an_optional_input_that_restricts_the_positive_pairs():
 
 @pytest.mark.slow
 def test_lambda_chosen_on_held_out_identities():
-    x, y, c = dataset_arrays.make_synthetic(
+    x, y, c = synthetic.make_synthetic(
         num_ids=30, images_per_id=4, dim=16, signal_dim=4, num_nuisance=2, seed=0
     )
     cfg = _method(dim=6, num_iters=40, batch_size=64, log_every=20, lam_grid=(1e-5, 1e-2), lam=None)

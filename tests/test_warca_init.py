@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import small_problem
 
-from warca_jax import dataset_arrays, defaults
+from warca_jax import defaults, synthetic
 from warca_jax.methods import warca
 from warca_jax.methods.warca import prepare
 
@@ -60,9 +60,7 @@ def test_pca_start_of_a_memory_map_equals_the_in_memory_one(tmp_path):
 
 def test_unknown_init_is_refused_naming_the_options():
     cfg = defaults.overridden(defaults.method_config("warca:small"), init="kpca")
-    x, y, _ = dataset_arrays.make_synthetic(
-        num_ids=10, images_per_id=4, dim=32, signal_dim=2, seed=0
-    )
+    x, y, _ = synthetic.make_synthetic(num_ids=10, images_per_id=4, dim=32, signal_dim=2, seed=0)
     with pytest.raises(ValueError, match=r"unknown init 'kpca'.*'pca', 'random'"):
         warca.fit(x, y, cfg)
 

@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 from repo_configs import config_module
 
-from warca_jax import dataset_arrays, methods
+from warca_jax import methods, synthetic
 from warca_jax.methods import _covariance, xqda
 
 get_config = config_module("xqda").get_config
@@ -29,7 +29,7 @@ def _explicit_pair_covariances(x, y):
 
 
 def _small(seed=0, num_ids=9, dim=5):
-    x, y, _ = dataset_arrays.make_synthetic(
+    x, y, _ = synthetic.make_synthetic(
         num_ids=num_ids, images_per_id=4, dim=dim, signal_dim=2, num_nuisance=1, seed=seed
     )
     keep = np.arange(len(y)) % 7 != 3  # unequal class sizes

@@ -17,8 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from warca_jax.synthetic import make_synthetic  # noqa: F401 - the built-in data, re-exported
-
 REQUIRED_KEYS = ("features", "labels", "cams")
 SPLIT_KEYS = ("train_idx", "query_idx", "gallery_idx")
 
