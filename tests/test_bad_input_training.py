@@ -12,7 +12,7 @@ from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 from repo_configs import method_section as _method
 
-from warca_jax import learner_loop, methods
+from warca_jax import learner_loop, methods, model_checks
 from warca_jax.maths import kernels
 from warca_jax.methods import warca
 from warca_jax.methods.warca import lam_select
@@ -190,7 +190,7 @@ def test_non_finite_hyperparameters_are_refused_before_any_work(name, field, val
 def test_a_huge_learning_rate_is_a_divergence_error_not_a_model():
     x, y, _, _ = _PROBLEM
     with pytest.raises(
-        learner_loop.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"
+        model_checks.TrainingDivergedError, match=r"WARCA diverged by step 20: loss"
     ):
         methods.get("warca").fit(x, y, _warca(learning_rate=1e6))
 
@@ -198,7 +198,7 @@ def test_a_huge_learning_rate_is_a_divergence_error_not_a_model():
 def test_run_in_chunks_refuses_a_loss_that_blows_up():
     losses = iter([2.0, 30.0, 5e6])
     with pytest.raises(
-        learner_loop.TrainingDivergedError, match="step 30: loss 5e.06 is more than"
+        model_checks.TrainingDivergedError, match="step 30: loss 5e.06 is more than"
     ):
         learner_loop.run_in_chunks(
             lambda done, n: {"loss": next(losses)}, num_iters=30, chunk=10, method="m"
@@ -234,8 +234,8 @@ def test_check_model_refuses_an_unusable_model(projection, match):
     x = x.copy()
     x[:, 10:] = 0  # the last 6 dimensions carry nothing
     metric = Metric("linear", x.shape[1], projection=projection, name="fake")
-    with pytest.raises(learner_loop.TrainingDivergedError, match=match):
-        learner_loop.check_model(metric, method="fake", features=x)
+    with pytest.raises(model_checks.TrainingDivergedError, match=match):
+        model_checks.check_model(metric, method="fake", features=x)
 
 
 @pytest.mark.slow
@@ -244,13 +244,13 @@ def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
     """Each learner's fit ends in check_model, with the training features, on the very model
     it returns (the registry hands out the learners' own fit, unwrapped)."""
     seen = []
-    check = learner_loop.check_model
+    check = model_checks.check_model
 
     def spy(metric, *, method, features=None, hint="lower learning_rate"):
         seen.append((metric, features))
         return check(metric, method=method, features=features, hint=hint)
 
-    monkeypatch.setattr(learner_loop, "check_model", spy)
+    monkeypatch.setattr(model_checks, "check_model", spy)
     method = methods.get(name)
     variant = "small" if "small" in method.variants else method.variants[0]
     cfg = method.default_config(variant)

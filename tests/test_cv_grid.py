@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import protocol
+from warca_jax import model_checks, protocol
 from warca_jax.methods.warca import default_config, fitting, grid
 from warca_jax.protocol import cross_validation, successive_halving
 from warca_jax.synthetic import make_synthetic
@@ -42,7 +42,7 @@ def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
         one.lam, one.learning_rate = lam, eta
         try:
             metric, _ = fitting.fit(x, y, one, seed=3, cams=c)
-        except fitting.learner_loop.TrainingDivergedError as e:
+        except model_checks.TrainingDivergedError as e:
             assert g.failed[p] == f"TrainingDivergedError: {e}"  # the fit's own failure
             continue
         assert p not in g.failed
@@ -187,7 +187,7 @@ def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypa
     def diverging(self, until, points=None):  # every point at eta 0.1 diverges at once
         for p in self.live(points):
             if self.cfgs[p].learning_rate == 0.1:
-                self._fail(p, fitting.learner_loop.TrainingDivergedError("diverged by step 50"))
+                self._fail(p, model_checks.TrainingDivergedError("diverged by step 50"))
         advance(self, until, points)
 
     monkeypatch.setattr(grid.GridFit, "advance", diverging)

@@ -4,7 +4,7 @@ one ``GridFit`` against one fit per lambda."""
 import numpy as np
 import pytest
 
-from warca_jax import defaults, learner_loop
+from warca_jax import defaults, model_checks
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import default_config, lam_select
 from warca_jax.synthetic import make_synthetic
@@ -134,5 +134,5 @@ def test_diverged_lambdas_drop_out_and_all_diverged_is_an_error(monkeypatch):
     lam, note = lam_select.choose(x, y, c, cfg, seed=0)
     assert lam == 1e-3 and "1e-05" not in note  # the weakest, had it not diverged
     monkeypatch.setattr(lam_select, "GridFit", warca.GridFit)
-    with pytest.raises(learner_loop.TrainingDivergedError, match="every lambda of lam_grid"):
+    with pytest.raises(model_checks.TrainingDivergedError, match="every lambda of lam_grid"):
         lam_select.choose(x, y, c, _cfg(lam_grid=(1e-3, 1.0), learning_rate=1e4), seed=0)

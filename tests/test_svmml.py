@@ -12,9 +12,9 @@ from conftest import small_problem
 from repo_configs import method_section
 
 from warca_jax import defaults
-from warca_jax.learner_loop import TrainingDivergedError
 from warca_jax.methods import svmml, svmml_released
 from warca_jax.metric import Metric
+from warca_jax.model_checks import TrainingDivergedError
 
 _method = functools.partial(method_section, "svmml")
 

@@ -22,7 +22,7 @@ Every learner's result goes through ``check_model`` (once in the learner, once m
 the method registry's dispatch, ``warca_jax.methods``): a model with NaN or inf, or one
 that maps every training sample to the same point (an all-zero projection), is a
 ``TrainingDivergedError``, never a model (both in ``warca_jax.model_checks``, with
-``check_row``, and re-exported here).
+``check_row``).
 
 A learner's ``fit`` hands its own arguments on to the loop as a ``Loop`` (its name, the
 training features, ``log_fn``, ``progress``, ``callback`` and its start time), built once
@@ -42,14 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from warca_jax import progress_report
+from warca_jax import model_checks, progress_report
 from warca_jax.metric import Metric
-from warca_jax.model_checks import (  # noqa: F401 (re-exported: learner_loop.check_model)
-    MAX_LOSS_GROWTH,
-    TrainingDivergedError,
-    check_model,
-    check_row,
-)
 
 
 @functools.lru_cache(maxsize=64)
@@ -231,7 +225,9 @@ def run_in_chunks(
         row.setdefault("step", done)
         row["seconds"] = time.perf_counter() - t0
         # before the hook: no evaluation of a diverged model
-        check_row(row, method=method, step=row["step"], reference_loss=reference_loss, hint=hint)
+        model_checks.check_row(
+            row, method=method, step=row["step"], reference_loss=reference_loss, hint=hint
+        )
         if not history and "loss" in row:  # later losses are measured against the first too
             # (at least 1: a first loss near 0, as a hinge soon has, is no scale to grow from)
             reference_loss = max(abs(row["loss"]), abs(reference_loss or 0.0), 1.0)
@@ -283,7 +279,9 @@ def fit_in_chunks(
     on_chunk = None if callback is None else lambda row: callback(row, current_metric())
     history = run_in_chunks(advance, method=method, on_chunk=on_chunk, **loop)
     hint = model_hint or loop.get("hint") or "lower learning_rate"
-    return check_model(current_metric(), method=method, features=features, hint=hint), history
+    return model_checks.check_model(
+        current_metric(), method=method, features=features, hint=hint
+    ), history
 
 
 class Loop(NamedTuple):

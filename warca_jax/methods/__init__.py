@@ -15,7 +15,7 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
   (``fit_parameters``): a closed form that draws nothing takes none of them. ``history``
   is a list of dicts (empty for closed forms). It raises ``ValueError`` for bad data
   or config before any work (its ``validate``), and
-  ``learner_loop.TrainingDivergedError`` when training diverged or ended in a non-finite
+  ``model_checks.TrainingDivergedError`` when training diverged or ended in a non-finite
   or degenerate model. Each learner's ``fit`` docstring says only what is its own: what
   it learns, what ``seed`` draws, its history rows;
 * ``validate(features, labels, cfg)``: raises ``ValueError`` naming the problem
@@ -51,8 +51,8 @@ VARIANTS)}``.
 An iterative learner's ``fit`` ends in ``learner_loop.fit_in_chunks`` (through a
 ``learner_loop.Loop`` of its arguments; SDML and the study's SGD, with loops of their own,
 in ``learner_loop.run_in_chunks``), and every learner's model goes through
-``learner_loop.check_model`` before anyone sees it, so that a model with NaN or inf or one
-that maps every training sample to one point is a ``learner_loop.TrainingDivergedError``,
+``model_checks.check_model`` before anyone sees it, so that a model with NaN or inf or one
+that maps every training sample to one point is a ``model_checks.TrainingDivergedError``,
 never a model.
 """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.maths import kernels, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
@@ -60,7 +60,7 @@ def fit_nn(features, labels, cfg):
         name=f"nn_{cfg.distance}",
         feature_scale=data.scale,
     )
-    return learner_loop.check_model(metric, method="nn", features=features), []
+    return model_checks.check_model(metric, method="nn", features=features), []
 
 
 # ----------------------------------------------------------------------------- kernel_nn
@@ -100,7 +100,7 @@ def fit_kernel_nn(features, labels, cfg):
         feature_scale=data.scale,
     )
     hint = f"the bandwidth {gamma} of the {cfg.kernel} kernel is not usable; give kernel_gamma"
-    return learner_loop.check_model(metric, method="kernel_nn", features=features, hint=hint), []
+    return model_checks.check_model(metric, method="kernel_nn", features=features, hint=hint), []
 
 
 # ----------------------------------------------------------------------------- mahalanobis
@@ -142,7 +142,7 @@ def fit_mahalanobis(features, labels, cfg):
         feature_scale=scale,
     )
     hint = "the inverse covariance is not usable; raise reg"
-    return learner_loop.check_model(metric, method="mahalanobis", features=features, hint=hint), []
+    return model_checks.check_model(metric, method="mahalanobis", features=features, hint=hint), []
 
 
 # ---------------------------------------------------------------- default configs

@@ -58,7 +58,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import learner_loop
+from warca_jax import learner_loop, model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import invertible_covariance
@@ -201,7 +201,7 @@ def check_definite(a: np.ndarray, *, sweeps: int, gamma: float) -> None:
     try:
         np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise learner_loop.TrainingDivergedError(
+        raise model_checks.TrainingDivergedError(
             f"ITML's A lost positive definiteness in float32 after {sweeps} sweeps: the "
             f"constraints are (nearly) infeasible at gamma = {gamma:g} and A's condition "
             "number went beyond float32's; lower gamma (softer constraints)"

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
@@ -105,7 +105,7 @@ def fit(features, labels, cfg, *, seed=0):
     m = linalg.psd_project(inv_same - inv_diff)
     proj = (linalg.psd_factor(m).astype(np.float64) @ comps).astype(np.float32)
     metric = Metric("linear", x.shape[1], projection=proj, name="kissme", feature_scale=scale)
-    learner_loop.check_model(metric, method="KISSME", features=features, hint="raise reg")
+    model_checks.check_model(metric, method="KISSME", features=features, hint="raise reg")
     return metric, []
 
 

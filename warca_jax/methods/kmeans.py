@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ml_collections
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.clustering import INITS
 from warca_jax.methods import Method, checks
 from warca_jax.metric import KMeansMetric
@@ -54,7 +54,7 @@ def fit(features, labels, cfg, *, seed=0):
         name="kmeans_nn",
         feature_scale=scale,
     )
-    return learner_loop.check_model(metric, method="kmeans_nn", features=features), []
+    return model_checks.check_model(metric, method="kmeans_nn", features=features), []
 
 
 VARIANTS = ("default", "two", "small")  # two: k = 2; small: k = 4, 5 iterations

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.maths import kernels, linalg
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
@@ -223,7 +223,7 @@ def fit(features, labels, cfg):
         name="lfda",
         feature_scale=scale,
     )
-    learner_loop.check_model(metric, method="LFDA", features=features, hint="raise reg")
+    model_checks.check_model(metric, method="LFDA", features=features, hint="raise reg")
     return metric, []
 
 

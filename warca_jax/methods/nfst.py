@@ -40,7 +40,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.maths import kernels
 from warca_jax.methods import Method, checks
 from warca_jax.metric import Metric
@@ -142,7 +142,7 @@ def fit(features, labels, cfg):
         name="nfst",
         feature_scale=scale,
     )
-    learner_loop.check_model(metric, method="NFST", features=features, hint="use a kernel form")
+    model_checks.check_model(metric, method="NFST", features=features, hint="use a kernel form")
     return metric, []
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
@@ -134,7 +134,7 @@ def fit(features, labels, cfg, *, seed=0):
     dim = int(cfg.dim) or x.shape[1]
     proj = rca_projection(within, total, dim=dim, reg=float(cfg.reg)).astype(np.float32)
     metric = Metric("linear", x.shape[1], projection=proj, name="rca", feature_scale=scale)
-    learner_loop.check_model(metric, method="RCA", features=features, hint="raise reg")
+    model_checks.check_model(metric, method="RCA", features=features, hint="raise reg")
     return metric, []
 
 

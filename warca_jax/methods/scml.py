@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import clustering, learner_loop
+from warca_jax import clustering, learner_loop, model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks, constraints
 from warca_jax.metric import Metric
@@ -248,11 +248,11 @@ def metric_from_weights(basis: np.ndarray, w: np.ndarray) -> Metric:
     fewer than D, else the [D, D] factor of M.
 
     Raises:
-      learner_loop.TrainingDivergedError: no basis has a positive weight.
+      model_checks.TrainingDivergedError: no basis has a positive weight.
     """
     active = w > 0
     if not active.any():
-        raise learner_loop.TrainingDivergedError(
+        raise model_checks.TrainingDivergedError(
             "SCML learned no basis with a positive weight (M = 0); raise max_iter or lower beta"
         )
     b = basis[active].astype(np.float64)

@@ -55,7 +55,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import learner_loop
+from warca_jax import learner_loop, model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import invertible_covariance
@@ -312,7 +312,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=
         p, float(cfg.sparsity_param), cfg, log_fn=log_fn, progress=progress, t0=t0, on_chunk=hook
     )
     metric = make_metric(z)
-    return learner_loop.check_model(metric, method="SDML", features=features), history
+    return model_checks.check_model(metric, method="SDML", features=features), history
 
 
 VARIANTS = ("default", "metric_learn", "small")  # metric_learn: its loss matrix (sum)

@@ -42,7 +42,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import learner_loop
+from warca_jax import learner_loop, model_checks
 from warca_jax.maths import linalg, losses, sampling
 from warca_jax.maths.optim import TrainState
 from warca_jax.methods import Method, checks
@@ -242,7 +242,7 @@ def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False):
     )
     proj = np.asarray(best["params"])
     metric = Metric("linear", input_dim=x.shape[1], projection=proj, name=cfg.name)
-    return learner_loop.check_model(metric, method=cfg.name, features=features, hint=hint), history
+    return model_checks.check_model(metric, method=cfg.name, features=features, hint=hint), history
 
 
 def _initial_state(key, cfg, d: int, tx: optax.GradientTransformation) -> TrainState:

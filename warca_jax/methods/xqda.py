@@ -41,7 +41,7 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import dataset_arrays, learner_loop
+from warca_jax import dataset_arrays, model_checks
 from warca_jax.maths import linalg
 from warca_jax.methods import Method, checks
 from warca_jax.methods._covariance import pair_covariances
@@ -170,7 +170,7 @@ def fit(features, labels, cfg, *, cams=None):
     metric = Metric(
         "linear", x.shape[1], projection=proj.astype(np.float32), name="xqda", feature_scale=scale
     )
-    learner_loop.check_model(metric, method="XQDA", features=features, hint="raise reg")
+    model_checks.check_model(metric, method="XQDA", features=features, hint="raise reg")
     return metric, []
 
 

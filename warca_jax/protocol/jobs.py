@@ -19,19 +19,19 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, feature_norm, learner_loop, pipeline
+from warca_jax import evaluation, feature_norm, model_checks, pipeline
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
 
 # What a job that started raises when training or evaluation fails on its data: recorded
 # as the job's failure (failed.json) and shown in the tables. Anything else is a bug and
-# stops the protocol. A diverged run raises learner_loop.TrainingDivergedError, a
+# stops the protocol. A diverged run raises model_checks.TrainingDivergedError, a
 # TrainingDivergedError, where it exists, is one; it is named here in case it is not).
 TRAINING_FAILURES: tuple[type[BaseException], ...] = (
     FloatingPointError,
     ValueError,
     np.linalg.LinAlgError,
-    learner_loop.TrainingDivergedError,
+    model_checks.TrainingDivergedError,
 )
 
 CV_KEYS = ("rank1", "rank5", "rank10", "mAP", "train_seconds")  # finite in a CV result

@@ -77,7 +77,7 @@ def fit(
 
     Raises:
       ValueError: bad input or config, before any training.
-      learner_loop.TrainingDivergedError: training diverged (a non-finite or exploding loss)
+      model_checks.TrainingDivergedError: training diverged (a non-finite or exploding loss)
         or ended in a non-finite or degenerate model.
     """
     data = config.validate(features, labels, cfg)

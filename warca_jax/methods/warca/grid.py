@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import jax
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.methods.warca import config, problem
 from warca_jax.metric import Metric
 
@@ -79,9 +79,7 @@ class GridFit:
         one ``fit`` runs. A point that diverges is recorded in ``failed``; a point that
         reaches ``num_iters`` has its model checked (``check_model``) there.
         """
-        if not 0 < until <= self.num_iters or (
-            until != self.num_iters and until % self.log_every
-        ):
+        if not 0 < until <= self.num_iters or (until != self.num_iters and until % self.log_every):
             raise ValueError(
                 f"advance to a multiple of log_every ({self.log_every}) or num_iters "
                 f"({self.num_iters}), got {until}"
@@ -116,30 +114,30 @@ class GridFit:
         """``run_in_chunks``' divergence check of one point's chunk."""
         row = {k: float(v) for k, v in metrics.items()}
         try:
-            learner_loop.check_row(
+            model_checks.check_row(
                 row,
                 method="WARCA",
                 step=self.steps[p],
                 reference_loss=self._reference[p],
                 hint=problem.divergence_hint(self.cfgs[p]),
             )
-        except learner_loop.TrainingDivergedError as e:
+        except model_checks.TrainingDivergedError as e:
             self._fail(p, e)
             return
         if self.steps[p] <= self.log_every and "loss" in row:  # the first row
             self._reference[p] = max(abs(row["loss"]), abs(self._reference[p] or 0.0), 1.0)
 
     def check_model(self, p: int) -> None:
-        """``learner_loop.check_model`` of point ``p``'s model at the step it has reached
+        """``model_checks.check_model`` of point ``p``'s model at the step it has reached
         (``advance`` runs it at ``num_iters``); an unusable model fails the point."""
         try:
-            learner_loop.check_model(
+            model_checks.check_model(
                 self.prep.metric(self.states[p].params),
                 method="WARCA",
                 features=self.features,
                 hint=problem.divergence_hint(self.cfgs[p]),
             )
-        except learner_loop.TrainingDivergedError as e:
+        except model_checks.TrainingDivergedError as e:
             self._fail(p, e)
 
     def _fail(self, p: int, e: Exception) -> None:

@@ -34,7 +34,7 @@ import math
 import numpy as np
 from absl import logging
 
-from warca_jax import learner_loop
+from warca_jax import model_checks
 from warca_jax.methods import held_out
 from warca_jax.methods.warca.grid import GridFit
 
@@ -162,7 +162,7 @@ def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[fl
     rule's choice when the held-out data tell the lambdas apart nowhere.
 
     Raises:
-      learner_loop.TrainingDivergedError: every lambda of the grid diverged.
+      model_checks.TrainingDivergedError: every lambda of the grid diverged.
     """
     grid = tuple(float(v) for v in cfg.lam_grid)
     weakest = min(grid)
@@ -187,7 +187,7 @@ def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[fl
                 points.check_model(p)
         live = points.live(live)
         if not live:
-            raise learner_loop.TrainingDivergedError(
+            raise model_checks.TrainingDivergedError(
                 "WARCA: every lambda of lam_grid diverged on the held-out fits: "
                 + "; ".join(points.failed.values())
             )
