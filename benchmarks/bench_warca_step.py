@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from warca_jax.maths import losses, sampling
+from warca_jax.maths import losses, penalties, sampling
 
 flags.DEFINE_string("shapes", "506x505x100,632x631x100,1940x1939x40", "N x k x D' shapes")
 flags.DEFINE_integer("batch", 512, "pairs in the minibatch (B)")
@@ -79,7 +79,7 @@ def parts(n: int, k: int, dp: int, b: int, reps: int) -> dict:
         "violator_search": _seconds(search, emb, reps=reps),
         "hinge_grad_pairs": _seconds(gradient("pairs"), emb, reps=reps),
         "hinge_grad_rows": _seconds(gradient("rows"), emb, reps=reps),
-        "penalty_grad": _seconds(lambda w: losses.penalty_grad(w, kind="aon"), w, reps=reps),
+        "penalty_grad": _seconds(lambda w: penalties.penalty_grad(w, kind="aon"), w, reps=reps),
     }
     return {key: round(1e3 * s, 3) for key, s in out.items()}
 

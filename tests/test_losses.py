@@ -11,7 +11,7 @@ import pytest
 import reference_forms as ref
 from jax.test_util import check_grads
 
-from warca_jax.maths import losses, optim
+from warca_jax.maths import losses, optim, penalties
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def test_hinge_grad_is_w_times_g_sum():
 def test_objective_is_lambda_penalty_plus_hinge_term():
     """Eq. 12: lambda R(W) + the sampled hinge term, as the step logs it."""
     w, u, v, weights, hinge = _triplets(6)
-    pen = losses.aon_penalty(w)
+    pen = penalties.aon_penalty(w)
     loss, hinge_term = losses.objective(hinge, weights, pen, lam=0.3)
     expected_hinge = ref.hinge_loss(w, u, v, weights, 1.0)
     np.testing.assert_allclose(hinge_term, expected_hinge, rtol=1e-12)
@@ -117,17 +117,17 @@ def test_objective_is_lambda_penalty_plus_hinge_term():
 def test_penalty_grads(kind):
     w = jnp.asarray(np.random.default_rng(5).normal(size=(3, 6)))
     np.testing.assert_allclose(
-        losses.penalty_grad(w, kind=kind),
-        jax.grad(lambda w: losses.penalty(w, kind=kind))(w),
+        penalties.penalty_grad(w, kind=kind),
+        jax.grad(lambda w: penalties.penalty(w, kind=kind))(w),
         rtol=1e-12,
     )
-    check_grads(lambda w: losses.penalty(w, kind=kind), (w,), order=2)
+    check_grads(lambda w: penalties.penalty(w, kind=kind), (w,), order=2)
 
 
 def test_aon_penalty_zero_at_orthonormal_rows():
     q, _ = np.linalg.qr(np.random.default_rng(6).normal(size=(8, 3)))
-    assert float(losses.aon_penalty(jnp.asarray(q.T))) < 1e-20
-    assert float(losses.aon_penalty(jnp.asarray(2 * q.T))) == pytest.approx(0.5 * 3 * 9)
+    assert float(penalties.aon_penalty(jnp.asarray(q.T))) < 1e-20
+    assert float(penalties.aon_penalty(jnp.asarray(2 * q.T))) == pytest.approx(0.5 * 3 * 9)
 
 
 def _kernel_problem(seed, *, n=9, dp=3, b=6):
@@ -237,11 +237,11 @@ def test_kernel_penalty_and_its_grads(kind):
     gram, a, *_ = _kernel_problem(3)
 
     def value(a):
-        return losses.kernel_penalty(a, gram @ a.T, kind=kind)
+        return penalties.kernel_penalty(a, gram @ a.T, kind=kind)
 
     emb = gram @ a.T
-    plain = losses.kernel_penalty_grad(a, emb, kind=kind, preconditioned=False)
-    pre = losses.kernel_penalty_grad(a, emb, kind=kind, preconditioned=True)
+    plain = penalties.kernel_penalty_grad(a, emb, kind=kind, preconditioned=False)
+    pre = penalties.kernel_penalty_grad(a, emb, kind=kind, preconditioned=True)
     np.testing.assert_allclose(plain, jax.grad(value)(a), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(pre @ gram, plain, rtol=1e-8, atol=1e-10)
     if kind == "aon":
@@ -258,7 +258,7 @@ def test_penalty_transform_adds_lambda_times_the_penalty_gradient():
     hinge, _ = losses.kernel_hinge_precond_grad(
         emb, jnp.asarray(i), jnp.asarray(j), jnp.asarray(k), weights, margin=1.0, n=gram.shape[0]
     )
-    pen = losses.kernel_penalty_grad(a, emb, kind="aon", preconditioned=True)
+    pen = penalties.kernel_penalty_grad(a, emb, kind="aon", preconditioned=True)
     tx = optax.chain(optim.add_penalty_grad(lam), optax.scale(-eta))
     updates, _ = tx.update(hinge, tx.init(a), a, penalty_grad=pen)
     expected = ref.preconditioned_sgd_step(a, gram, i, j, k, weights, margin=1.0, lam=lam, eta=eta)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax.maths import losses, sampling
+from warca_jax.maths import penalties, sampling
 from warca_jax.methods import study_sgd
 
 NAMES = ("pairwise_sgd", "triplet_sgd")
@@ -33,7 +33,7 @@ def test_pairwise_gradient_is_the_studys_outer_product_form():
         coef = pos / pos.sum() - neg / neg.sum()  # eq. 6, y_ij = +1 / -1, sides averaged
         diff = x[:, None, :] - x[None, :, :]
         outer = np.einsum("ij,ijd,ije->de", coef, diff, diff)
-        expected = 2 * proj @ outer + 0.3 * np.asarray(losses.aon_penalty_grad(proj))
+        expected = 2 * proj @ outer + 0.3 * np.asarray(penalties.aon_penalty_grad(proj))
         np.testing.assert_allclose(g, expected, rtol=1e-10)
 
 

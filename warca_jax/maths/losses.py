@@ -12,7 +12,8 @@ against (G_ijk of eq. 21 formed as a matrix, E_ijk of eq. 24, the penalty throug
 A K A^T with K itself, the eq. 25 step) live in tests/reference_forms.py;
 tests/test_losses.py compares these functions with them and with ``jax.grad``.
 
-Section 3, eq. 5 to 25 (eq. 2-4 define the data, S and T_y):
+Section 3, eq. 5 to 25 (eq. 2-4 define the data, S and T_y; the penalties of eq. 10 and 18
+and their gradients, ``*penalty*`` below, are in ``warca_jax.maths.penalties``):
 
 ====================================  ==============================================================
 paper                                 code
@@ -102,22 +103,6 @@ from __future__ import annotations
 import chex
 import jax
 import jax.numpy as jnp
-
-# eq. 10, 18 and their gradients (eq. 20, 23), re-exported under the table's names
-from warca_jax.maths.penalties import (  # noqa: F401
-    PENALTIES,
-    aon_penalty,
-    aon_penalty_grad,
-    frobenius_penalty,
-    frobenius_penalty_grad,
-    kernel_aon_penalty,
-    kernel_aon_penalty_grad,
-    kernel_aon_penalty_precond_grad,
-    kernel_penalty,
-    kernel_penalty_grad,
-    penalty,
-    penalty_grad,
-)
 
 WEIGHTINGS = ("harmonic", "uniform")
 

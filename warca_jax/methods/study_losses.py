@@ -2,7 +2,7 @@
 triplet mining: what ``warca_jax.methods.study_sgd`` optimises (its docstring says how).
 
 Both losses take the linear map L: [D', D] (the study's A = L^T L), with the squared
-distance d_L(x_i, x_j) = ||L (x_i - x_j)||^2 of its eq. 1-2, plus a ``losses.penalty``.
+distance d_L(x_i, x_j) = ||L (x_i - x_j)||^2 of its eq. 1-2, plus a ``penalties.penalty``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from warca_jax.maths import losses, sampling
+from warca_jax.maths import penalties, sampling
 
 
 def _sq_dists(e: jax.Array) -> jax.Array:
@@ -27,12 +27,12 @@ def pairwise_loss(
     """The study's eq. 6 on the pairs of a minibatch, its two sides averaged, plus a penalty.
 
     mean_{i<j, y_i = y_j} d_L(x_i, x_j) - mean_{y_i != y_j} d_L(x_i, x_j) + lam R(L),
-    with d_L(x_i, x_j) = ||L (x_i - x_j)||^2 and R a ``losses.penalty``.
+    with d_L(x_i, x_j) = ||L (x_i - x_j)||^2 and R a ``penalties.penalty``.
 
     Args:
       proj: [D', D] the map L.
       x: [B, D] samples. labels: [B] their identities.
-      lam: penalty weight. penalty: ``losses.PENALTIES``.
+      lam: penalty weight. penalty: ``penalties.PENALTIES``.
 
     Returns:
       scalar loss (a side with no pair contributes 0).
@@ -42,7 +42,7 @@ def pairwise_loss(
     pos = same & ~jnp.eye(x.shape[0], dtype=bool)
     pos_mean = jnp.sum(jnp.where(pos, d, 0.0)) / jnp.maximum(jnp.sum(pos), 1)
     neg_mean = jnp.sum(jnp.where(same, 0.0, d)) / jnp.maximum(jnp.sum(~same), 1)
-    return pos_mean - neg_mean + lam * losses.penalty(proj, kind=penalty)
+    return pos_mean - neg_mean + lam * penalties.penalty(proj, kind=penalty)
 
 
 def triplet_loss(
@@ -69,7 +69,7 @@ def triplet_loss(
     ep, en = (xa - xp) @ proj.T, (xa - xn) @ proj.T
     hinge = jnp.maximum(margin + jnp.sum(ep * ep, 1) - jnp.sum(en * en, 1), 0.0)
     mean = jnp.sum(weights * hinge) / jnp.maximum(jnp.sum(weights), 1.0)
-    return mean + lam * losses.penalty(proj, kind=penalty)
+    return mean + lam * penalties.penalty(proj, kind=penalty)
 
 
 @functools.partial(jax.jit, static_argnames=("num_random", "block"))

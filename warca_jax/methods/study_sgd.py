@@ -43,7 +43,7 @@ import numpy as np
 import optax
 
 from warca_jax import learner_loop, model_checks
-from warca_jax.maths import linalg, losses, sampling
+from warca_jax.maths import linalg, penalties, sampling
 from warca_jax.maths.optim import TrainState
 from warca_jax.methods import Method, checks
 from warca_jax.methods.study_losses import mine_triplets, pairwise_loss, triplet_loss
@@ -135,7 +135,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
         checks.check_number(cfg, "margin", low=0, low_open=True)
         checks.check_number(cfg, "num_random", low=0, integer=True)
     checks.check_choice(cfg, "init", INITS)
-    checks.check_choice(cfg, "penalty", losses.PENALTIES)
+    checks.check_choice(cfg, "penalty", penalties.PENALTIES)
     if name == "pairwise_sgd" and (cfg.lam == 0 or cfg.penalty == "none"):
         raise ValueError(
             f"lam must be > 0 with a penalty for pairwise_sgd (eq. 6 is unbounded below); "

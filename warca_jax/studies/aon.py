@@ -36,7 +36,7 @@ from absl import logging
 
 from warca_jax import dataset_arrays, defaults, evaluation, progress_report
 from warca_jax.io import run_files, workdir_lock, writes
-from warca_jax.maths import kernels, losses
+from warca_jax.maths import kernels, penalties
 from warca_jax.methods import warca
 from warca_jax.studies import aon_report, shared
 
@@ -109,9 +109,9 @@ def check_config(config) -> None:
             f"got {others!r}"
         )
     pens = tuple(config.study.penalties)
-    if not pens or any(p not in losses.PENALTIES for p in pens) or len(set(pens)) != len(pens):
+    if not pens or any(p not in penalties.PENALTIES for p in pens) or len(set(pens)) != len(pens):
         raise ValueError(
-            f"study.penalties must be distinct names from {losses.PENALTIES}; got {pens}"
+            f"study.penalties must be distinct names from {penalties.PENALTIES}; got {pens}"
         )
     _positive_grid(config.study.lams, "lams")
     _positive_grid(config.study.etas, "etas")

@@ -7,7 +7,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import dataset_arrays
-from warca_jax.maths import kernels, losses, optim, sampling
+from warca_jax.maths import kernels, losses, optim, penalties, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import prepare
 
@@ -108,7 +108,7 @@ def _check_names(cfg) -> None:
     """Raises ValueError for a config naming an option that does not exist."""
     for field, allowed in (
         ("penalty_mode", optim.PENALTY_MODES),  # the order of optim.make_optimizer's parts
-        ("penalty", losses.PENALTIES),
+        ("penalty", penalties.PENALTIES),
         ("gradient", GRADIENTS),
         ("sampler", sampling.SAMPLERS),
         ("weighting", losses.WEIGHTINGS),

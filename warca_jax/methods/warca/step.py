@@ -11,7 +11,7 @@ differs between them is which equations of ``warca_jax.maths.losses`` they evalu
   ([N, N] x [N, D'], the one dense product the method needs) and shared by the
   violator search, the hinge gradient and the penalty; with ``preconditioned`` the
   eq. 23-24 direction (``losses.kernel_hinge_precond_grad``, a scatter into three columns
-  of A per triplet, and ``losses.kernel_aon_penalty_precond_grad``), else eq. 20-22.
+  of A per triplet, and ``penalties.kernel_aon_penalty_precond_grad``), else eq. 20-22.
 
 The logged ``loss`` is the eq. 12 (eq. 18) objective of the minibatch
 (``losses.objective``). Lambda and the step size are the step's ``Hyperparams``
@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import optax
 
 from warca_jax import device_mesh, learner_loop
-from warca_jax.maths import losses, optim, sampling
+from warca_jax.maths import losses, optim, penalties, sampling
 
 
 class Hyperparams(NamedTuple):
@@ -234,8 +234,8 @@ def primal_step(cfg, mesh=None) -> Callable:
             ea, ep, ec = x[draw.i] @ w.T, x[draw.j] @ w.T, x[draw.cand] @ w.T
         s = _search(cfg, table, draw, ea, ep, ec, rows=x.shape[0], constrain=constrain)
         grad, hinge = _plain_hinge_grad(cfg, w, ea - ep, x, draw, s)
-        pen_grad = losses.penalty_grad(w, kind=cfg.penalty)
-        pen = losses.penalty(w, kind=cfg.penalty)
+        pen_grad = penalties.penalty_grad(w, kind=cfg.penalty)
+        pen = penalties.penalty(w, kind=cfg.penalty)
         return _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s, constrain=constrain)
 
     return step
@@ -268,8 +268,8 @@ def kernel_step(cfg, mesh=None) -> Callable:
         else:
             grad, hinge = _plain_hinge_grad(cfg, a, ea - ep, gram, draw, s)
         emb_n = emb if rows == n else emb[:n]
-        pen_grad = losses.kernel_penalty_grad(a, emb_n, kind=cfg.penalty, preconditioned=precond)
-        pen = losses.kernel_penalty(a, emb_n, kind=cfg.penalty)
+        pen_grad = penalties.kernel_penalty_grad(a, emb_n, kind=cfg.penalty, preconditioned=precond)
+        pen = penalties.kernel_penalty(a, emb_n, kind=cfg.penalty)
         return _update(cfg, state, hyper, grad, pen_grad, pen, hinge, s, constrain=constrain)
 
     return step
