@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, plots
+from warca_jax import datasets, defaults, study_plots
 from warca_jax.maths import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
 from warca_jax.studies import aon as aon_study
@@ -248,23 +248,27 @@ def test_panel_e_reads_the_finished_studies_it_is_given(aon_run, tmp_path):
     (tmp_path / "results.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="is not an AON study's results.json"):
         aon_report.by_dataset(results, (str(tmp_path),))
-    path = plots.plot_rank1_by_dataset(
+    path = study_plots.plot_rank1_by_dataset(
         ["a", "b"],
         {"aon": [(50.0, 1.0), (None, None)], "frobenius": [(40.0, 2.0), (30.0, 0.0)]},
         tmp_path / "e.png",
     )
     assert png_size(path) == (500, 400)
     with pytest.raises(ValueError, match="one \\(mean, std\\) per dataset"):
-        plots.plot_rank1_by_dataset(["a"], {"aon": []}, tmp_path / "f.png")
+        study_plots.plot_rank1_by_dataset(["a"], {"aon": []}, tmp_path / "f.png")
 
 
 def test_study_plots_refuse_misshapen_curves(tmp_path):
     with pytest.raises(ValueError, match="must be \\[3 lambda values"):
-        plots.plot_condition_numbers([1e-3, 1e-2, 1e-1], {"aon": np.ones((2, 2))}, tmp_path / "c")
+        study_plots.plot_condition_numbers(
+            [1e-3, 1e-2, 1e-1], {"aon": np.ones((2, 2))}, tmp_path / "c"
+        )
     with pytest.raises(ValueError, match="positive"):
-        plots.plot_rank1_sweep([0.0, 1.0], {"aon": np.ones((2, 1))}, tmp_path / "r", xlabel="x")
+        study_plots.plot_rank1_sweep(
+            [0.0, 1.0], {"aon": np.ones((2, 1))}, tmp_path / "r", xlabel="x"
+        )
     with pytest.raises(ValueError, match="one common length"):
-        plots.plot_rank1_vs_seconds({"w": [([1, 2], [3, 4]), ([1], [3])]}, tmp_path / "t")
+        study_plots.plot_rank1_vs_seconds({"w": [([1, 2], [3, 4]), ([1], [3])]}, tmp_path / "t")
 
 
 # ----------------------------------------------------------------------------- training time

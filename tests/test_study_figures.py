@@ -14,7 +14,7 @@ from conftest import assert_refused_before_any_work, forbid
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import dataset_arrays, datasets, evaluation, pipeline, plots
+from warca_jax import dataset_arrays, datasets, evaluation, pipeline, plots, study_plots
 from warca_jax.protocol import plan
 from warca_jax.studies import figures as study_figures
 
@@ -245,13 +245,13 @@ def test_ranked_list_drawing_with_real_orl_images(tmp_path):
 
 @pytest.mark.slow
 def test_validation_cost_plot_checks_its_curves(tmp_path):
-    path = plots.plot_validation_cost(
+    path = study_plots.plot_validation_cost(
         {"a": ([10, 20, 30], [3.0, 2.0, 2.5]), "b": ([10, 20], [-1.0, -4.0])}, tmp_path / "v.png"
     )
     with Image.open(path) as im:
         assert im.size[0] >= 600
     with pytest.raises(ValueError, match="one shape"):
-        plots.plot_validation_cost({"a": ([10, 20], [1.0])}, tmp_path / "w.png")
+        study_plots.plot_validation_cost({"a": ([10, 20], [1.0])}, tmp_path / "w.png")
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,7 @@ curves (``plot_cmc``: a run's mean curve, its spread over the splits and its mAP
 ``plot_methods_cmc``: many methods, linear and kernel apart, as the protocol's report
 draws them) and ranked lists (``plot_ranked_lists``) here, with what they share (a
 figure's size, fonts and fitted axis range); a run's training curves in
-``warca_jax.run_plots``, the studies' plots in ``warca_jax.study_plots`` (importable from
-here too)."""
+``warca_jax.run_plots``, the studies' plots in ``warca_jax.study_plots``."""
 
 from __future__ import annotations
 
@@ -17,14 +16,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from warca_jax.io import run_files
-from warca_jax.study_plots import (  # noqa: F401 (the studies' plots, re-exported)
-    plot_condition_numbers,
-    plot_rank1_by_dataset,
-    plot_rank1_sweep,
-    plot_rank1_vs_seconds,
-    plot_rank_k,
-    plot_validation_cost,
-)
 
 FIGSIZE = (8.0, 5.5)  # inches: 960 x 660 pixels at DPI, readable on a laptop screen
 DPI = 120

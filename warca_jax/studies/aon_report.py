@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from warca_jax import plots
+from warca_jax import plots, study_plots
 from warca_jax.io import run_files
 
 PLOTS = (
@@ -116,20 +116,20 @@ def write_plots(results: dict, workdir: str, max_rank: int) -> list[str]:
     pens, name = results["penalties"], results["dataset"]
     lam_sw, eta_sw = results["lambda_sweep"], results["eta_sweep"]
     paths = [
-        plots.plot_condition_numbers(
+        study_plots.plot_condition_numbers(
             results["lams"],
             {p: as_array(lam_sw[p]["condition_number"]) for p in pens},
             os.path.join(workdir, PLOTS[0]),
             title=f"condition number of W on {name}",
         ),
-        plots.plot_rank1_sweep(
+        study_plots.plot_rank1_sweep(
             results["lams"],
             {p: as_array(lam_sw[p]["rank1"]) for p in pens},
             os.path.join(workdir, PLOTS[1]),
             xlabel="lambda",
             title=f"rank-1 vs lambda on {name} (eta {results['base_eta']:g})",
         ),
-        plots.plot_rank1_sweep(
+        study_plots.plot_rank1_sweep(
             results["etas"],
             {f"{p} (lambda {eta_sw[p]['lam']:g})": as_array(eta_sw[p]["rank1"]) for p in pens},
             os.path.join(workdir, PLOTS[2]),
@@ -150,7 +150,7 @@ def write_plots(results: dict, workdir: str, max_rank: int) -> list[str]:
     rows = results.get("by_dataset", [])
     if rows:
         paths.append(
-            plots.plot_rank1_by_dataset(
+            study_plots.plot_rank1_by_dataset(
                 [r["dataset"] for r in rows],
                 {p: [r["rank1"].get(p, (None, None)) for r in rows] for p in pens},
                 os.path.join(workdir, PLOTS[4]),

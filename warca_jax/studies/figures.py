@@ -40,7 +40,16 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline, plots
+from warca_jax import (
+    dataset_arrays,
+    datasets,
+    defaults,
+    evaluation,
+    methods,
+    pipeline,
+    plots,
+    study_plots,
+)
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
@@ -222,7 +231,7 @@ def _check_data(config, cfgs, dataset: dataset_arrays.Dataset) -> None:
 
 def _rank_k_files(summary: dict, config, workdir: str, title: str) -> dict:
     """rank_k.png and rank_k.md of every method; their paths."""
-    rank_k = plots.plot_rank_k(
+    rank_k = study_plots.plot_rank_k(
         {label: row["cmc"] for label, row in summary.items()},
         os.path.join(workdir, "rank_k.png"),
         max_rank=config.max_rank,
@@ -290,7 +299,7 @@ def _validation_costs(fits: dict, dataset_name: str, workdir: str) -> tuple[dict
     }
     if not val:
         return val, {}
-    figure = plots.plot_validation_cost(
+    figure = study_plots.plot_validation_cost(
         {label: (v["epoch"], v["val_cost"]) for label, v in val.items()},
         os.path.join(workdir, "validation_cost.png"),
         title=f"validation cost per epoch, {dataset_name} split 0",

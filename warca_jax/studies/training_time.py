@@ -31,7 +31,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, evaluation, methods, plots
+from warca_jax import dataset_arrays, evaluation, methods, study_plots
 from warca_jax.io import run_files, workdir_lock
 from warca_jax.studies import shared
 
@@ -208,7 +208,7 @@ def run_study(config: ml_collections.ConfigDict, workdir: str) -> dict:
         r1 = shared.euclidean_rank1(dataset, config.eval)
         results["baseline_euclidean"] = {"rank1": r1, "rank1_mean": float(np.mean(r1))}
     run_files.write_json(os.path.join(workdir, "curves.json"), results)
-    plots.plot_rank1_vs_seconds(
+    study_plots.plot_rank1_vs_seconds(
         {name: [(c["seconds"], c["rank1"]) for c in out[name]["splits"]] for name in METHODS},
         os.path.join(workdir, PLOT),
         title=f"test rank-1 vs training time on {dataset.name}",
