@@ -17,6 +17,7 @@ from repo_configs import config_module
 from warca_jax import dataset_arrays, datasets, evaluation, pipeline, plots, study_plots
 from warca_jax.protocol import plan
 from warca_jax.studies import figures as study_figures
+from warca_jax.studies import ranking
 
 get_config = config_module("study_figures").get_config
 
@@ -154,10 +155,10 @@ def _protocol_problem(seed=0, *, nq=12, ng=40, ids=6):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ranked_lists_follow_the_evaluation_protocol(seed):
     dist, ql, gl, qc, gc = _protocol_problem(seed)
-    valid = study_figures.valid_queries(ql, qc, gl, gc)
-    kept = study_figures._kept(ql, qc, gl, gc)
+    valid = ranking.valid_queries(ql, qc, gl, gc)
+    kept = ranking._kept(ql, qc, gl, gc)
     k = int(kept.sum(axis=1).min())
-    index, dists, matches = study_figures.ranked_lists(dist, ql, gl, qc, gc, top_k=k)
+    index, dists, matches = ranking.ranked_lists(dist, ql, gl, qc, gc, top_k=k)
     np.testing.assert_array_equal(matches, gl[index] == ql[:, None])
     np.testing.assert_array_equal(dists, np.take_along_axis(dist, index, axis=1))
     assert not np.any(gl[index] == -1)
@@ -174,21 +175,21 @@ def test_ranked_lists_follow_the_evaluation_protocol(seed):
 
 def test_ranked_lists_refuse_a_too_long_list():
     dist, ql, gl, qc, gc = _protocol_problem(3)
-    longest = int(study_figures._kept(ql, qc, gl, gc).sum(axis=1).min())
+    longest = int(ranking._kept(ql, qc, gl, gc).sum(axis=1).min())
     with pytest.raises(ValueError, match=f"top_k={longest + 1}.*after junk removal"):
-        study_figures.ranked_lists(dist, ql, gl, qc, gc, top_k=longest + 1)
+        ranking.ranked_lists(dist, ql, gl, qc, gc, top_k=longest + 1)
 
 
 def test_pick_queries_is_seeded_and_picks_valid_queries():
     config = get_config("small")
     ds = datasets.from_config(config.data)
     split = ds.splits[0]
-    a = study_figures.pick_queries(split, ds, 5, 3)
-    np.testing.assert_array_equal(a, study_figures.pick_queries(split, ds, 5, 3))
+    a = ranking.pick_queries(split, ds, 5, 3)
+    np.testing.assert_array_equal(a, ranking.pick_queries(split, ds, 5, 3))
     assert len(set(a.tolist())) == 5
-    assert not np.array_equal(a, study_figures.pick_queries(split, ds, 5, 4))
+    assert not np.array_equal(a, ranking.pick_queries(split, ds, 5, 4))
     q, g = split.query_idx[a], split.gallery_idx
-    assert study_figures.valid_queries(ds.labels[q], ds.cams[q], ds.labels[g], ds.cams[g]).all()
+    assert ranking.valid_queries(ds.labels[q], ds.cams[q], ds.labels[g], ds.cams[g]).all()
 
 
 def test_ranked_list_drawing_without_images(tmp_path):
@@ -219,9 +220,9 @@ def test_ranked_list_drawing_with_real_orl_images(tmp_path):
         np.zeros((len(faces.labels), 1), np.float32), faces.labels, faces.cams, (), "orl"
     )
     config = get_config("orl")
-    paths = study_figures.image_paths(config.data, fake)
+    paths = ranking.image_paths(config.data, fake)
     assert paths == faces.paths
-    assert study_figures.image_paths(get_config("small").data, fake) is None
+    assert ranking.image_paths(get_config("small").data, fake) is None
     lab = faces.labels
     queries = [0, 10]  # person 1 image 1, person 2 image 1
     ranked = np.array([[5, 15, 6], [25, 11, 12]])  # a subset of the 400 faces

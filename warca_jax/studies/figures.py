@@ -28,7 +28,7 @@ For every config label of ``config.methods`` it fits that config's method on the
 
 The gallery order of a ranked list is the evaluation's: gallery entries of the query's
 identity and camera and entries labelled -1 are removed, and ties keep gallery order
-(``warca_jax.studies.ranking``, whose names are importable from here too).
+(``warca_jax.studies.ranking``).
 """
 
 from __future__ import annotations
@@ -53,13 +53,7 @@ from warca_jax import (
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import fields, plan
-from warca_jax.studies.ranking import (  # noqa: F401 (re-exported: figures.ranked_lists)
-    _kept,
-    image_paths,
-    pick_queries,
-    ranked_lists,
-    valid_queries,
-)
+from warca_jax.studies.ranking import _kept, image_paths, pick_queries, ranked_lists
 
 SGD_METHODS = ("pairwise_sgd", "triplet_sgd")  # fit histories with epoch and val_cost
 TABLE_RANKS = (1, 5, 10)
