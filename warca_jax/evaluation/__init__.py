@@ -76,12 +76,6 @@ inf, labels that are not integers, mismatched lengths, empty sets and a protocol
 true match at all are refused with a ValueError saying what and where.
 """
 
-# Besides the API, the names that the single-module evaluation exposed (it imported them
-# for its own use) stay importable from here, as explicit re-exports: no caller breaks.
-from warca_jax.device_mesh import DATA as DATA
-from warca_jax.device_mesh import make_mesh as make_mesh
-from warca_jax.device_mesh import replicated as replicated
-from warca_jax.device_mesh import rows as rows
 from warca_jax.evaluation.learned import evaluate_metric
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
@@ -89,12 +83,6 @@ from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_e
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.evaluation.torchreid import evaluate_rank
 from warca_jax.maths.distances import DISTANCES, pairwise_distances, row_block
-from warca_jax.maths.distances import block_distances as block_distances
-from warca_jax.maths.distances import blocked_distances as blocked_distances
-from warca_jax.maths.distances import pad_rows as pad_rows
-from warca_jax.maths.distances import scale_shift as scale_shift
-from warca_jax.maths.distances import scaled_features as scaled_features
-from warca_jax.maths.distances import sq_norms as sq_norms
 
 __all__ = [
     "DISTANCES",
