@@ -3,8 +3,8 @@
 ``check_row`` refuses a history row of a diverged run (a non-finite value, or a loss grown
 ``MAX_LOSS_GROWTH`` times past its reference); ``check_model`` refuses a model with NaN
 or inf, or one that maps every training sample to the same point (an all-zero
-projection). Both raise ``TrainingDivergedError``. ``warca_jax.learner_loop`` (which
-re-exports them) calls them on every chunk and at the end of every fit.
+projection). Both raise ``TrainingDivergedError``. ``warca_jax.learner_loop`` calls them on
+every chunk and at the end of every fit.
 
 ``registered_method`` names the method of the registry that a model belongs to, and
 refuses one whose ``name`` is no registered method or whose kind that method never

@@ -4,7 +4,7 @@ The AON penalty 1/2 ||W W^T - I||^2 (eq. 10; the lambda / 2 of eq. 11-12) and th
 Frobenius one 1/2 ||W||^2 in the primal form; in the kernel form the AON penalty of
 W = A X^T, 1/2 ||A K A^T - I||^2 (eq. 18), computed from the embeddings K A^T: [N, D'] so
 that it costs D'^2 N, its gradient (eq. 20) and its K^-1 preconditioned direction
-(eq. 23). ``warca_jax.maths.losses`` re-exports them under the names of its equation table.
+(eq. 23). ``warca_jax.maths.losses``' equation table names them.
 """
 
 from __future__ import annotations

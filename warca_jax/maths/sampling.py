@@ -9,7 +9,7 @@ The violator test and the distances are the loss's own (``warca_jax.maths.losses
 ``find_violators`` flags a candidate where ``losses.margin_violation`` (gamma + xi_ijk,
 eq. 13) is positive, the argument whose positive part is the hinge of
 ``losses.triplet_hinge``; the WARCA step gives it d_ij from ``losses.distance`` and d_ik
-from ``losses.candidate_distances`` (eq. 5, 17), re-exported here as ``pairwise_dist``.
+from ``losses.candidate_distances`` (eq. 5, 17).
 
 Both samplers compare each anchor with every candidate: all N training
 points, or a random pool of C of them shared by the minibatch (``pool``).
@@ -239,11 +239,6 @@ class Violators(NamedTuple):
     index: jax.Array
     rank: jax.Array
     found: jax.Array
-
-
-# Euclidean distances between rows, [B, D'] x [C, D'] -> [B, C], NaN-free: the loss's
-# ``losses.candidate_distances`` (eq. 5, 17), under its older name (FRML's search uses it).
-pairwise_dist = losses.candidate_distances
 
 
 def closer_fraction(d_ij: jax.Array, d_ik: jax.Array, negative: jax.Array) -> jax.Array:

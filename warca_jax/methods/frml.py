@@ -127,7 +127,7 @@ def _step_fn(cfg) -> Callable:
         w = state.u.T * jnp.sqrt(state.s)[:, None]  # [r, D], W^T W = M
         ea, ep, ec = x[i] @ w.T, x[j] @ w.T, x[cand] @ w.T
         d_ij = jnp.sum((ea - ep) ** 2, axis=1)
-        d_ik = sampling.pairwise_dist(ea, ec) ** 2
+        d_ik = losses.candidate_distances(ea, ec) ** 2
         viol = sampling.find_violators(
             unif,
             d_ij,
