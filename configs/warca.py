@@ -16,7 +16,7 @@ Variants (``--config=configs/warca.py:<arg>``):
            [N, N] Gram matrix of the training images, not a [D', 26,960] map; the RBF
            kernel, exp(-gamma |x - y|^2) with gamma = 1 / (mean squared distance between
            the training images), is the one NFST uses on these descriptors, and on both
-           real image sets it ranks above the linear kernel (docs/results.md, "WARCA's
+           real image sets it ranks at or above the linear kernel (docs/results.md, "WARCA's
            kernel on LOMO and GOG"). Give the images with e.g.
            --config.data.name=viper --config.data.path=PATH/VIPeR.
   orl      a real run: the 2,580-d colour + LBP descriptor of the ORL faces in
