@@ -177,8 +177,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 # The project's own code: a ValueError (OSError, RuntimeError) raised there is a message
 # for the user; one raised inside another package is a bug, shown with its traceback.
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_CODE = tuple(os.path.join(_ROOT, d) + os.sep for d in ("warca_jax", "experiments"))
+_OWN_CODE = tuple(os.path.join(config_files.ROOT, d) + os.sep for d in ("warca_jax", "experiments"))
 USER_ERRORS = (ValueError, OSError, RuntimeError)
 
 

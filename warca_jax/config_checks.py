@@ -30,11 +30,11 @@ from ml_collections import config_dict
 
 from warca_jax import dataset_arrays, datasets, methods
 from warca_jax.features.extraction import check_batch_size
-from warca_jax.io import run_files
+from warca_jax.io import config_files, run_files
 
 _DOTTED = re.compile(r"(?:config\.)?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)")
 # the repository's configs/, named in a hint (never read or imported)
-_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+_CONFIGS = os.path.join(config_files.ROOT, "configs")
 
 
 def _has_field(config, path: str) -> bool:
