@@ -3,10 +3,12 @@
 import pkgutil
 import re
 
+import numpy as np
 import pytest
 from repo_configs import CONFIGS, config_module
 
 from warca_jax import methods
+from warca_jax.metric import Metric
 
 
 def test_registry_finds_warca_and_rejects_unknown_names():
@@ -90,20 +92,40 @@ def test_each_fit_declares_only_what_it_uses_and_call_fit_passes_only_that():
     assert "warca" in methods.with_callback() and "triplet_sgd" not in methods.with_callback()
 
     seen = []
+    model = Metric("linear", 2, projection=np.eye(2, dtype=np.float32), name="kissme")
 
     def closed(features, labels, cfg, *, seed=0):
         seen.append(seed)
-        return "metric", []
+        return model, []
 
     def wrapper(features, labels, cfg, **kwargs):  # takes everything it is given
         seen.append(sorted(kwargs))
-        return "metric", []
+        return model, []
 
     cfg = config_module("kissme").get_config().method
     learner = methods.Method(closed, None, None, ())
     got = methods.call_fit(learner, 1, 2, cfg, seed=4, cams=[0], log_fn=print, progress=True)
-    assert got == ("metric", []) and seen == [4]
+    assert got == (model, []) and seen == [4]
     methods.call_fit(learner._replace(fit=wrapper), 1, 2, cfg, seed=4)
     assert seen[-1] == sorted(methods.FIT_KEYWORDS)
     with pytest.raises(ValueError, match=r"method 'kissme' takes no callback: .* one of \["):
         methods.call_fit(learner, 1, 2, cfg, callback=lambda row, metric: None)
+
+
+@pytest.mark.parametrize(
+    "name, kind, match",
+    [
+        ("kissme", "identity", r"field 'kind': method 'kissme' learns 'linear' metrics, not "),
+        ("mine", "linear", r"field 'name': 'mine' names no registered method"),
+    ],
+)
+def test_call_fit_refuses_a_model_its_method_does_not_learn(name, kind, match):
+    """A learner whose fit returns a kind its method does not declare (``Method.kinds``), or
+    a model under another name, is the learner's fault: ``call_fit``, through which every
+    fit of the library goes, refuses it (``registered_method``) before anyone sees it."""
+    eye = np.eye(2, dtype=np.float32)
+    wrong = Metric(kind, 2, projection=eye if kind == "linear" else None, name=name)
+    learner = methods.Method(lambda features, labels, cfg: (wrong, []), None, None, ())
+    cfg = config_module("kissme").get_config().method
+    with pytest.raises(ValueError, match=match):
+        methods.call_fit(learner, 1, 2, cfg)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import model_checks, pipeline
+from warca_jax import methods, pipeline
 from warca_jax.io.bounded_reads import EnvironmentSettingError
 from warca_jax.metric import (
     DamagedModelError,
@@ -133,7 +133,7 @@ def test_a_model_file_that_would_be_wrong_quietly_is_refused(tmp_path, case):
     path = _saved(tmp_path, which)
     _damage(path, meta, **arrays)
     with pytest.raises(DamagedModelError) as err:
-        model_checks.load_model(path)  # what a workdir's rerun reads a model with
+        methods.load_model(path)  # what a workdir's rerun reads a model with
     message = str(err.value)
     assert message.startswith(f"{path} is damaged") and "\n" not in message
     assert f"'{field}'" in message or f"['{field}']" in message, message
@@ -141,11 +141,11 @@ def test_a_model_file_that_would_be_wrong_quietly_is_refused(tmp_path, case):
 
 def test_a_model_of_no_registered_method_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"field 'name': 'mine' names no registered method"):
-        model_checks.registered_method(Metric("linear", D, projection=_W, name="mine"))
+        methods.registered_method(Metric("linear", D, projection=_W, name="mine"))
     with pytest.raises(
         ValueError, match=r"field 'kind': method 'xqda' learns 'linear' metrics, not 'kernel'"
     ):
-        model_checks.registered_method(
+        methods.registered_method(
             Metric("kernel", D, projection=_A, support=_SUPPORT, kernel="rbf", name="xqda")
         )
     with pytest.raises(ValueError, match=r"field 'projection': shape \(0, 5\) has no rows"):

@@ -1,23 +1,18 @@
-"""The checks that a learner's training did not diverge, and that a model is its method's.
+"""The checks that a learner's training did not diverge.
 
 ``check_row`` refuses a history row of a diverged run (a non-finite value, or a loss grown
 ``MAX_LOSS_GROWTH`` times past its reference); ``check_model`` refuses a model with NaN
 or inf, or one that maps every training sample to the same point (an all-zero
 projection). Both raise ``TrainingDivergedError``. ``warca_jax.learner_loop`` calls them on
-every chunk and at the end of every fit.
-
-``registered_method`` names the method of the registry that a model belongs to, and
-refuses one whose ``name`` is no registered method or whose kind that method never
-learns: ``Metric.save`` and ``Metric.load`` call it, so that a file cannot pass for
-another learner's model, and ``check_model`` calls it on every fitted model, so that the
-kinds each method declares (``Method.kinds``) are those its fit returns.
+every chunk and at the end of every fit. Whether a model is one its method learns is the
+registry's question (``warca_jax.methods.registered_method``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.metric import DamagedModelError, Metric, NonFiniteEmbeddingError
+from warca_jax.metric import Metric, NonFiniteEmbeddingError
 
 # A loss more than this many times its reference (the learner's loss scale at the start,
 # or the first logged loss) is a diverged run: no training that is converging gets there.
@@ -75,9 +70,7 @@ def check_model(
 
     Refused: NaN or inf in any of its arrays or floats; an all-zero projection; and, given
     the training ``features``, embeddings of (up to 64 of) them that are not finite or
-    all the same point (every distance 0: nothing was learned). A model that is not one of
-    its method's kinds (``registered_method``) is a ValueError: the learner's fault, not the
-    training's.
+    all the same point (every distance 0: nothing was learned).
 
     Args:
       metric: a learner's result.
@@ -110,49 +103,4 @@ def check_model(
                 f"{method} produced a degenerate model: it maps {len(x)} different training "
                 f"samples to one point; {hint}"
             )
-    registered_method(metric)  # a learner returning a kind its method does not declare
-    return metric
-
-
-def registered_method(metric: Metric) -> str:
-    """The registered method ``metric`` belongs to; ValueError naming the field otherwise.
-
-    A model's ``name`` is its method's name, or the method's name, ``_`` and a variant
-    (``nn_cosine``, ``kernel_nn_rbf``: the longest registered name that starts it), and its
-    ``kind`` is one of the kinds that method declares (``Method.kinds``): a file claiming
-    to be a KISSME model while holding a kernel map, or naming no learner at all, would
-    otherwise be used (or wrapped as an estimator) as what it is not.
-    """
-    from warca_jax import methods  # the learners import this module
-
-    registry = methods.registry()
-    name = metric.name
-    found = name if name in registry else None
-    if found is None and isinstance(name, str):
-        prefixes = [m for m in registry if name.startswith(m + "_")]
-        found = max(prefixes, key=len) if prefixes else None
-    if found is None:
-        raise ValueError(
-            f"field 'name': {name!r} names no registered method; expected a method's name "
-            f"(or <method>_<variant>, e.g. 'nn_cosine') among {sorted(registry)}"
-        )
-    kinds = registry[found].kinds
-    if metric.kind not in kinds:
-        raise ValueError(
-            f"field 'kind': method {found!r} learns {' or '.join(repr(k) for k in kinds)} "
-            f"metrics, not {metric.kind!r} ones: this is not a {found} model"
-        )
-    return found
-
-
-def load_model(path) -> Metric:
-    """``Metric.load``, and the model one its ``name``'s method learns
-    (``registered_method``): a ``DamagedModelError`` naming the file otherwise. What a
-    workdir's rerun and the protocol read a saved model with."""
-    metric = Metric.load(path)
-    try:
-        registered_method(metric)
-    except ValueError as e:
-        why = f"not a model of a registered method: {e}"
-        raise DamagedModelError(f"{path} is damaged ({why})") from e
     return metric

@@ -38,7 +38,7 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import defaults, evaluation, feature_norm, methods, model_checks, run_plots
+from warca_jax import defaults, evaluation, feature_norm, methods, run_plots
 from warca_jax.config_checks import check_config_file
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.methods import held_out
@@ -148,7 +148,7 @@ def reuse_split(workdir: str, s: int) -> dict | None:
         logging.warning("%s is missing; redoing split %d", model, s)
         return None
     try:  # a cut, corrupt, non-finite model or one of no registered method: DamagedModelError
-        model_checks.load_model(model)
+        methods.load_model(model)
     except (ValueError, OSError) as e:
         logging.warning("%s cannot be reused (%s); redoing split %d", model, e, s)
         return None

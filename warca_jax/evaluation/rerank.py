@@ -37,6 +37,8 @@ import jax
 import numpy as np
 import scipy.sparse as sp
 
+from warca_jax.evaluation.multi_shot import evaluate_distances
+from warca_jax.evaluation.single_shot import single_shot_evaluate_distances
 from warca_jax.maths.distances import blocked_distances, scaled_features
 
 K1, K2, LAMBDA = 20, 6, 0.3  # the paper's defaults
@@ -126,9 +128,6 @@ def evaluate_reranked(
 ) -> dict:
     """The metrics of ``evaluate_distances`` (or, with ``single_shot``, of
     ``single_shot_evaluate_distances``) on the re-ranked distances of features."""
-    from warca_jax.evaluation.multi_shot import evaluate_distances
-    from warca_jax.evaluation.single_shot import single_shot_evaluate_distances
-
     ids = (query_labels, gallery_labels, query_cams, gallery_cams)
     dist = k_reciprocal_features(
         query_features, gallery_features, distance=distance, k1=k1, k2=k2, lambda_=lambda_

@@ -32,8 +32,9 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
 
 * ``kinds`` (default ``("linear",)``): the ``Metric`` kinds its ``fit`` may return; a
   metric's ``name`` is its method's name (or ``<method>_<variant>``, e.g. ``nn_cosine``),
-  and a model whose kind is not one of its method's is refused
-  (``warca_jax.model_checks.registered_method``);
+  and a model whose kind is not one of its method's is refused (``registered_method``:
+  ``call_fit`` asks it of every fit, ``load_model`` of every file a run reads again, an
+  estimator's ``from_metric`` of the model it is given);
 
 * ``default_config(variant)`` and ``variants``: the learner's default hyperparameters, the
   ``method`` section of a config, for each named variant (the first is the default);
@@ -67,6 +68,8 @@ from typing import NamedTuple
 
 import ml_collections
 
+from warca_jax.metric import DamagedModelError, Metric
+
 # the keyword arguments a learner's fit may take (``call_fit`` passes the ones it declares)
 FIT_KEYWORDS = ("seed", "log_fn", "progress", "callback", "cams")
 
@@ -90,7 +93,7 @@ class Method(NamedTuple):
     # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
     grid: Callable | None = None
     # the ``Metric`` kinds its fit returns: what a saved model of this method may hold
-    # (``model_checks.registered_method`` refuses any other at save, load and fit)
+    # (``registered_method`` refuses any other after a fit, at load and ``from_metric``)
     kinds: tuple[str, ...] = ("linear",)
     # ``fit_rows(labels, cfg, *, seed) -> int``: the fewest training rows any fit that
     # ``fit`` makes inside itself trains on (WARCA's lambda rule: its held-out fits), so
@@ -115,7 +118,8 @@ def call_fit(
     callback: Callable | None = None,
 ):
     """``learner.fit(features, labels, cfg, ...)`` with the keyword arguments its ``fit``
-    declares; returns its (Metric, history).
+    declares; returns its (Metric, history), the Metric one its method learns
+    (``registered_method``: a ValueError otherwise, the learner's fault).
 
     What a learner does not declare is not passed: ``seed`` to a learner that draws nothing,
     ``log_fn`` and ``progress`` to a closed form, ``cams`` to a learner that uses no
@@ -129,7 +133,11 @@ def call_fit(
             f"needs an iterative learner, one of {with_callback()}"
         )
     given = dict(seed=seed, cams=cams, log_fn=log_fn, progress=progress, callback=callback)
-    return learner.fit(features, labels, cfg, **{k: v for k, v in given.items() if k in takes})
+    metric, history = learner.fit(
+        features, labels, cfg, **{k: v for k, v in given.items() if k in takes}
+    )
+    registered_method(metric)  # a learner returning a kind its method does not declare
+    return metric, history
 
 
 def dim_bound(method: Method | None, cfg, num_features: int, train_labels, *, seed: int = 0):
@@ -183,3 +191,45 @@ def get(name: str) -> Method:
     if name not in methods:
         raise ValueError(f"unknown method {name!r}; expected one of {sorted(methods)}")
     return methods[name]
+
+
+def registered_method(metric: Metric) -> str:
+    """The registered method ``metric`` belongs to; ValueError naming the field otherwise.
+
+    A model's ``name`` is its method's name, or the method's name, ``_`` and a variant
+    (``nn_cosine``, ``kernel_nn_rbf``: the longest registered name that starts it), and its
+    ``kind`` is one of the kinds that method declares (``Method.kinds``): a file claiming
+    to be a KISSME model while holding a kernel map, or naming no learner at all, would
+    otherwise be used (or wrapped as an estimator) as what it is not.
+    """
+    methods = registry()
+    name = metric.name
+    found = name if name in methods else None
+    if found is None and isinstance(name, str):
+        prefixes = [m for m in methods if name.startswith(m + "_")]
+        found = max(prefixes, key=len) if prefixes else None
+    if found is None:
+        raise ValueError(
+            f"field 'name': {name!r} names no registered method; expected a method's name "
+            f"(or <method>_<variant>, e.g. 'nn_cosine') among {sorted(methods)}"
+        )
+    kinds = methods[found].kinds
+    if metric.kind not in kinds:
+        raise ValueError(
+            f"field 'kind': method {found!r} learns {' or '.join(repr(k) for k in kinds)} "
+            f"metrics, not {metric.kind!r} ones: this is not a {found} model"
+        )
+    return found
+
+
+def load_model(path) -> Metric:
+    """``Metric.load``, and the model one its ``name``'s method learns
+    (``registered_method``): a ``DamagedModelError`` naming the file otherwise. What a
+    workdir's rerun and the protocol read a saved model with."""
+    metric = Metric.load(path)
+    try:
+        registered_method(metric)
+    except ValueError as e:
+        why = f"not a model of a registered method: {e}"
+        raise DamagedModelError(f"{path} is damaged ({why})") from e
+    return metric

@@ -351,7 +351,7 @@ class Metric:
             ``MAX_META_BYTES`` or nested deeper than ``bounded_reads.MAX_JSON_DEPTH``.
             One line, naming the file and the field. A workdir's run redoes such a model.
             Whether the model is one its ``name``'s method learns is asked by the code
-            that knows the learners (``model_checks.load_model``).
+            that knows the learners (``methods.load_model``).
         """
         if not os.path.exists(path):
             raise FileNotFoundError(f"no saved metric at {path}")

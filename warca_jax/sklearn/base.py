@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from warca_jax import methods, model_checks
+from warca_jax import methods
 from warca_jax.metric import Metric
 from warca_jax.sklearn import conventions as _conventions
 from warca_jax.sklearn import pairs as _pairs
@@ -140,7 +140,7 @@ class _Learner(TransformerMixin, BaseEstimator):
         Raises:
           TypeError: ``metric`` is not a ``Metric``.
           ValueError: the metric is no model of a registered method (its ``name`` names
-            none, or its kind is not that method's: ``model_checks.registered_method``), or
+            none, or its kind is not that method's: ``methods.registered_method``), or
             it is another method's than this estimator's (``WARCA.from_metric`` of a KISSME
             model, ``MetricLearner.from_metric(m, method="lfda")`` of one); both methods
             are named. An estimator must not answer as a method whose model it does not hold.
@@ -148,7 +148,7 @@ class _Learner(TransformerMixin, BaseEstimator):
         if not isinstance(metric, Metric):
             raise TypeError(f"from_metric needs a warca_jax Metric, got {type(metric).__name__}")
         try:
-            found = model_checks.registered_method(metric)
+            found = methods.registered_method(metric)
         except ValueError as e:
             raise ValueError(f"from_metric: {e}") from None
         if issubclass(cls, MetricLearner):
