@@ -9,5 +9,5 @@ stderr, ``--verbosity=-1`` keeping only its warnings.
 import logging
 
 # JAX's backend discovery logs, at INFO, every platform it could not start; absl shows
-# INFO: quiet, as the entry points keep it (warca_jax.cli.QUIET_LOGGERS).
+# INFO: quiet, as the entry points keep it (warca_jax.runs.cli.QUIET_LOGGERS).
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)

@@ -26,7 +26,8 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from warca_jax import device_mesh, evaluation
+from warca_jax import evaluation
+from warca_jax.maths import device_mesh
 
 _GEN_BLOCK = 65536  # rows generated at a time
 

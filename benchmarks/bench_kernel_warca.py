@@ -22,9 +22,11 @@ import jax
 import numpy as np
 from absl import app, flags
 
-from warca_jax import defaults, evaluation, synthetic
+from warca_jax import evaluation
+from warca_jax.data import synthetic
 from warca_jax.io import config_files
 from warca_jax.methods import warca
+from warca_jax.runs import defaults
 
 get_config = config_files.load_config_module("configs/warca.py").get_config
 # the synthetic histograms: 300 training and 300 test identities x 4 images, 2 cameras

@@ -32,10 +32,11 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import datasets, defaults, evaluation
+from warca_jax import datasets, evaluation
 from warca_jax.io import config_files
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import lam_select
+from warca_jax.runs import defaults
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -29,8 +29,8 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import pipeline
 from warca_jax.io import config_files
+from warca_jax.runs import pipeline
 
 flags.DEFINE_enum("data", "viper", ("viper", "cuhk01", "orl", "reference"), "the data")
 flags.DEFINE_string("path", "", "the dataset's folder (ORL: data/orl_faces by default)")

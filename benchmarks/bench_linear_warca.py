@@ -19,9 +19,10 @@ import numpy as np
 import scipy.io
 from absl import app, flags
 
-from warca_jax import defaults, evaluation
+from warca_jax import evaluation
 from warca_jax.io import config_files
 from warca_jax.methods import warca
+from warca_jax.runs import defaults
 
 get_config = config_files.load_config_module("configs/warca.py").get_config
 

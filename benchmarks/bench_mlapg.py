@@ -25,9 +25,9 @@ import scipy.linalg
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import defaults
 from warca_jax.io import config_files
 from warca_jax.methods import mlapg
+from warca_jax.runs import defaults
 
 flags.DEFINE_enum("data", "cuhk01", ("cuhk01", "viper"), "the dataset")
 flags.DEFINE_string("path", "", "its folder")

@@ -24,7 +24,8 @@ import numpy as np
 from absl import app, flags
 from ml_collections import ConfigDict
 
-from warca_jax import datasets, feature_norm
+from warca_jax import datasets
+from warca_jax.features import feature_norm
 from warca_jax.metric import Metric
 
 _WORKDIR = flags.DEFINE_string("workdir", "", "a finished protocol run's workdir")

@@ -43,11 +43,11 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import defaults, pipeline
+from warca_jax.data.synthetic import make_reference_problem
 from warca_jax.io import config_files
 from warca_jax.methods import held_out, warca
 from warca_jax.methods.warca import lam_select
-from warca_jax.synthetic import make_reference_problem
+from warca_jax.runs import defaults, pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

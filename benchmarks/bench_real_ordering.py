@@ -59,8 +59,9 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import defaults, evaluation
+from warca_jax import evaluation
 from warca_jax.io import config_files
+from warca_jax.runs import defaults
 
 _configs = {
     name: config_files.load_config_module(f"configs/{name}.py")

@@ -41,10 +41,10 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import defaults, pipeline, run_plan
 from warca_jax.io import config_files
 from warca_jax.metric import Metric
 from warca_jax.protocol import plan
+from warca_jax.runs import defaults, pipeline, run_plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

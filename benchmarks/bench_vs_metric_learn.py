@@ -39,11 +39,11 @@ from sklearn.covariance import graphical_lasso
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from warca_jax import defaults
 from warca_jax.evaluation import evaluate
 from warca_jax.io import config_files
 from warca_jax.maths import linalg
 from warca_jax.methods import constraints, itml, lmnn, lsml, mmc, nca, rca, scml, sdml
+from warca_jax.runs import defaults
 
 LEARNERS = ("itml", "lmnn", "lsml", "mmc", "nca", "rca", "scml", "sdml")
 _LEARNER = flags.DEFINE_enum("learner", None, LEARNERS, "the learner compared", required=True)

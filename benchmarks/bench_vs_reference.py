@@ -1,7 +1,7 @@
 """Kernel WARCA (chi2-RBF): warca_jax side by side with the authors' C++ WARCA release.
 
 Both implementations learn a 40-d kernel WARCA metric on the same synthetic re-id problem
-(``warca_jax.synthetic.make_reference_problem``: 256-d L1-normalised histograms, 4 images
+(``warca_jax.data.synthetic.make_reference_problem``: 256-d L1-normalised histograms, 4 images
 per identity; ``--sizes`` training images, as many test images, generated with seed 0 for
 every run: the data is fixed and ``--seeds`` are training seeds). The test embeddings of
 each run are ranked by ``warca_jax.evaluation.evaluate`` in this process, the same way for
@@ -283,7 +283,7 @@ def _fmt(v: float | None, spec: str) -> str:
 
 def bench_size(size, seeds, variants, cpp, num_iters, folder, worker_env, emit) -> dict | None:
     """All runs on the problem of ``size`` training images; returns the last worker's info."""
-    from warca_jax.synthetic import make_reference_problem
+    from warca_jax.data.synthetic import make_reference_problem
 
     prob = make_reference_problem(size // 2, seed=0)  # the data is fixed; seeds train
     x_train, y_train = prob["hist_train"], prob["train_labels"]

@@ -92,9 +92,10 @@ def run(args, n: int) -> dict:
     """One fit on ``n`` training samples with the flags ``args``; its JSON row."""
     import jax
 
-    from warca_jax import defaults, evaluation
+    from warca_jax import evaluation
     from warca_jax.io import config_files
     from warca_jax.methods import warca
+    from warca_jax.runs import defaults
 
     get_config = config_files.load_config_module("configs/warca.py").get_config
 

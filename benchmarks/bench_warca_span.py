@@ -26,8 +26,8 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import real_data
-from warca_jax import defaults, pipeline
 from warca_jax.io import config_files
+from warca_jax.runs import defaults, pipeline
 
 _DATA = flags.DEFINE_list("data", "orl", "orl,viper=PATH,cuhk01=PATH")
 _METHOD = flags.DEFINE_enum("method", "warca", ("warca", "frml"), "the linear learner")

@@ -24,10 +24,11 @@ import time
 
 import numpy as np
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import datasets, evaluation
+from warca_jax.data.synthetic import make_reference_problem
 from warca_jax.io import config_files
 from warca_jax.maths import linalg
-from warca_jax.synthetic import make_reference_problem
+from warca_jax.runs import defaults, pipeline
 
 ORL_PATH = config_files.load_config_module("configs/warca.py").ORL_PATH
 

@@ -55,8 +55,8 @@ import os
 import ml_collections
 from ml_collections import config_dict
 
-from warca_jax import defaults
 from warca_jax.methods import checks
+from warca_jax.runs import defaults
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))
@@ -68,7 +68,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the AON-study config for variant ``arg``."""
     checks.check_variant("the AON study", arg, VARIANTS)
     small = arg == "small"
-    # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
+    # seed (split s is trained with seed + s), data, eval and progress: warca_jax/runs/defaults.py.
     c = defaults.base_config(small=small)
     c.data.num_splits = 2 if small else 3  # splits the study averages over.
     if arg in REAL:

@@ -10,7 +10,7 @@ Variants (``--config=configs/frml.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small")
 

@@ -15,7 +15,7 @@ O(P D^2) for P constraints, so cap num_constraints on large training sets.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small")
 

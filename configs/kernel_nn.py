@@ -16,7 +16,7 @@ Variants (``--config=configs/kernel_nn.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("chi2", "chi2_rbf", "rbf", "laplacian", "small")
 

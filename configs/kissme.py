@@ -11,7 +11,7 @@ Variants (``--config=configs/kissme.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "sampled", "small")
 

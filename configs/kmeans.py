@@ -15,7 +15,7 @@ Variants (``--config=configs/kmeans.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "two", "small")
 

@@ -25,7 +25,7 @@ steps, and trains on every identity up to the best step, as the reference LMNN r
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small", "large")
 

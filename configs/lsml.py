@@ -16,7 +16,7 @@ The quadruplets are drawn from the seed as metric-learn's LSML_Supervised draws 
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "covariance", "small")
 

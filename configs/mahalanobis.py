@@ -12,7 +12,7 @@ Variants (``--config=configs/mahalanobis.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("features", "within_class", "small")
 

@@ -20,7 +20,7 @@ Override any field on the command line, e.g.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small", "large", "lomo")
 SPAN = 1 << 16  # a pca_dim above any training set's size here: PCA keeps its whole span

@@ -14,7 +14,7 @@ pairs; for D in the thousands, reduce the features first (e.g. PCA).
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small")
 

@@ -16,7 +16,7 @@ stopping early when the loss stopped changing (python -m benchmarks.bench_vs_met
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small", "large")
 

@@ -22,7 +22,7 @@ Override a field on the command line, e.g. --config.method.kernel=chi2_rbf
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("rbf", "linear", "chi2", "lomo")
 

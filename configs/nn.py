@@ -15,7 +15,7 @@ Any distance can also be picked on the command line, e.g. --config.method.distan
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("euclidean", "manhattan", "cosine", "chi2", "small")
 

@@ -97,9 +97,10 @@ import os
 
 import ml_collections
 
-from warca_jax import datasets, defaults
+from warca_jax import datasets
 from warca_jax.io import config_files
 from warca_jax.methods import checks
+from warca_jax.runs import defaults
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))

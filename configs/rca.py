@@ -18,7 +18,7 @@ is refused with the number it allows.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "reduced", "small")
 

@@ -16,7 +16,7 @@ Override any field on the command line, e.g.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("linear", "chi2", "small", "large")
 

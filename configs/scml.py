@@ -16,7 +16,7 @@ minibatches are drawn from the seed: same seed, same metric.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small")
 

@@ -17,7 +17,7 @@ Variants (``--config=configs/sdml.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "metric_learn", "small")
 

@@ -25,8 +25,8 @@ import os
 
 import ml_collections
 
-from warca_jax import defaults
 from warca_jax.methods import checks
+from warca_jax.runs import defaults
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md).
 ORL_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "data", "orl_faces"))
@@ -51,7 +51,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     base = defaults.base_config(small=arg == "small")
     c = ml_collections.ConfigDict()
     c.seed = 0  # seed of the fits (split s is fitted with seed + s); same seed, same result.
-    c.data = base.data  # the data section of warca_jax/defaults.py (documented there).
+    c.data = base.data  # the data section of warca_jax/runs/defaults.py (documented there).
     c.data.num_splits = 1  # splits the dataset is cut into (random-split datasets).
 
     c.eval = ml_collections.ConfigDict()

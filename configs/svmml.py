@@ -15,7 +15,7 @@ Variants (``--config=configs/svmml.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small", "large", "released")
 

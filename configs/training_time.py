@@ -32,8 +32,8 @@ Override any field on the command line, e.g.
 
 import ml_collections
 
-from warca_jax import defaults
 from warca_jax.methods import checks
+from warca_jax.runs import defaults
 
 VARIANTS = ("synthetic", "small", "viper", "cuhk01")
 DIMS = {"viper": 100, "cuhk01": 40}  # the paper's output dimension (section 4.2)
@@ -43,7 +43,7 @@ def get_config(arg: str = "synthetic") -> ml_collections.ConfigDict:
     """Returns the training-time config for variant ``arg``."""
     checks.check_variant("the training-time study", arg, VARIANTS)
     small = arg == "small"
-    # seed (split s is trained with seed + s), data, eval and progress: warca_jax/defaults.py.
+    # seed (split s is trained with seed + s), data, eval and progress: warca_jax/runs/defaults.py.
     c = defaults.base_config(small=small)
     c.data.num_splits = 2 if small else 3  # splits both methods are trained on.
 

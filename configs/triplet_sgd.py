@@ -13,7 +13,7 @@ Variants (``--config=configs/triplet_sgd.py:<arg>``):
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "study", "small", "large")
 

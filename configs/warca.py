@@ -33,7 +33,7 @@ import os
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 # The ORL faces shipped in the repository (data/orl_faces; see data/README.md), wherever
 # the command is run from.

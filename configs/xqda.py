@@ -18,7 +18,7 @@ Cap the subspace with e.g. --config.method.dim=16.
 
 import ml_collections
 
-from warca_jax import defaults
+from warca_jax.runs import defaults
 
 VARIANTS = ("default", "small", "lomo")
 

@@ -3,7 +3,7 @@ r"""Command-line entry point: learn a metric and evaluate it on every split.
   python -m experiments.main --config=configs/warca.py --workdir=/tmp/warca \
       [--config.method.lam=1e-3] [--config.data.name=npz --config.data.path=f.npz]
 
-Everything happens in ``warca_jax.pipeline.train_and_evaluate``; this file only
+Everything happens in ``warca_jax.runs.pipeline.train_and_evaluate``; this file only
 parses flags.
 """
 
@@ -14,7 +14,7 @@ import jax
 from absl import flags, logging
 from ml_collections.config_flags import config_flags
 
-from warca_jax import cli, pipeline
+from warca_jax.runs import cli, pipeline
 
 _CONFIG, _WORKDIR = cli.define_run_flags(
     "Path to a config file (configs/*.py[:variant]).", "Folder for the run's outputs."

@@ -13,8 +13,8 @@ import os
 from absl import flags, logging
 from ml_collections.config_flags import config_flags
 
-from warca_jax import cli
 from warca_jax.protocol.runner import STAGES, run_protocol
+from warca_jax.runs import cli
 
 _CONFIG, _WORKDIR = cli.define_run_flags(
     "configs/protocol.py[:variant]", "Folder of the protocol's runs and reports."

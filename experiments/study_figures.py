@@ -9,7 +9,7 @@ import os
 
 from absl import logging
 
-from warca_jax import cli
+from warca_jax.runs import cli
 from warca_jax.studies import figures
 
 _CONFIG, _WORKDIR = cli.define_run_flags(

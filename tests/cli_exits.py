@@ -2,7 +2,7 @@
 
 import pytest
 
-from warca_jax import cli
+from warca_jax.runs import cli
 
 
 def one_line_exit(capsys, run) -> str:

@@ -10,10 +10,11 @@ import tempfile
 import jax
 import pytest
 
-from warca_jax import cli, datasets, defaults, evaluation
+from warca_jax import datasets, evaluation
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.features import extraction
 from warca_jax.metric import Metric
-from warca_jax.synthetic import make_synthetic
+from warca_jax.runs import cli, defaults
 
 # The tests check the maths against float64 references and same seed, same result: on a
 # GPU that needs float32 products without TF32 and deterministic sums, as the entry points

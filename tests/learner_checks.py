@@ -5,7 +5,7 @@ without a learner (conftest.py: the problems they run on)."""
 import numpy as np
 import pytest
 
-from warca_jax.synthetic import make_synthetic
+from warca_jax.data.synthetic import make_synthetic
 
 
 def assert_same_seed_same_result(fit, x, y, cfg, *, apart=None):

@@ -6,8 +6,8 @@ started from.
 
 import os
 
-from warca_jax import defaults
 from warca_jax.io import config_files
+from warca_jax.runs import defaults
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")

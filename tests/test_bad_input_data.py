@@ -22,12 +22,13 @@ from processes import cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline
+from warca_jax import datasets, features
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.datasets import npz_file
-from warca_jax.defaults import overridden
 from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
-from warca_jax.synthetic import make_synthetic
+from warca_jax.runs import cli, pipeline
+from warca_jax.runs.defaults import overridden
 
 nn_config = config_module("nn")
 warca_config = config_module("warca")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_evaluation import assert_matches_reference, random_protocol, reference
 
-from warca_jax import datasets, defaults, evaluation
+from warca_jax import datasets, evaluation
 from warca_jax.evaluation import (
     evaluate,
     evaluate_distances,
@@ -22,6 +22,7 @@ from warca_jax.evaluation import (
 from warca_jax.maths import kernels
 from warca_jax.maths.distances import DEGREE
 from warca_jax.metric import Metric
+from warca_jax.runs import defaults
 
 METRICS_KEYS = ("rank1", "rank5", "mAP", "mINP", "AUC", "num_valid", "num_skipped")
 

@@ -12,12 +12,12 @@ from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 from repo_configs import method_section as _method
 
-from warca_jax import learner_loop, methods, model_checks
+from warca_jax import methods
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.maths import kernels
-from warca_jax.methods import warca
+from warca_jax.methods import learner_loop, model_checks, warca
 from warca_jax.methods.warca import lam_select
 from warca_jax.metric import DamagedModelError, Metric
-from warca_jax.synthetic import make_synthetic
 
 _SCALE_MSG = "cannot train on features of this scale"
 
@@ -344,7 +344,7 @@ def _run_config(**method):
     ids=["kernel", "penalty", "dim", "num_iters"],
 )
 def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp_path, monkeypatch):
-    from warca_jax import pipeline
+    from warca_jax.runs import pipeline
 
     forbid(monkeypatch, methods, "call_fit", "fitted despite a bad config value")
     config = _run_config(**method)
@@ -352,7 +352,8 @@ def test_a_bad_method_value_names_its_field_before_any_work(method, message, tmp
 
 
 def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
-    from warca_jax import datasets, pipeline
+    from warca_jax import datasets
+    from warca_jax.runs import pipeline
 
     real = datasets.from_config
 
@@ -367,7 +368,8 @@ def test_bad_training_data_is_named_by_its_split(tmp_path, monkeypatch):
 
 
 def test_switching_method_name_names_the_fields_the_other_method_needs(tmp_path, monkeypatch):
-    from warca_jax import datasets, pipeline
+    from warca_jax import datasets
+    from warca_jax.runs import pipeline
 
     forbid(
         monkeypatch, datasets, "from_config", "data loaded for a method section of another method"

@@ -6,7 +6,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import synthetic
+from warca_jax.data import synthetic
 from warca_jax.maths import kernels
 from warca_jax.methods import baselines
 from warca_jax.metric import Metric

@@ -16,11 +16,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from warca_jax import pipeline
 from warca_jax.datasets import cuhk03, npz_file
 from warca_jax.io import bounded_reads, run_files, workdir_lock
 from warca_jax.metric import DamagedModelError, Metric
 from warca_jax.protocol import jobs
+from warca_jax.runs import pipeline
 
 ENV = bounded_reads.MAX_ARRAY_BYTES_ENV
 HUGE = (300000, 300000)

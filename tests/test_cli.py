@@ -1,4 +1,4 @@
-"""What the entry points show a user (warca_jax/cli.py): one line for a mistyped config file
+"""What the entry points show a user (warca_jax/runs/cli.py): one line for a mistyped config file
 or variant, the root to run from, the baseline beside the result, no stray files or bars."""
 
 import json
@@ -15,9 +15,10 @@ import pytest
 from processes import ROOT, cpu_env
 from repo_configs import CONFIGS
 
-from warca_jax import cli, defaults, plots, run_plots
 from warca_jax.io import config_files
-from warca_jax.pipeline import train_and_evaluate as pipeline_run
+from warca_jax.plots import cmc, run_plots
+from warca_jax.runs import cli, defaults
+from warca_jax.runs.pipeline import train_and_evaluate as pipeline_run
 
 # entry point -> its config file, a mistyped variant, the variant it is close to, and a
 # mistyped file name
@@ -219,13 +220,13 @@ def test_a_training_curve_that_reaches_zero_stays_apart_from_zero(tmp_path, monk
         for i, c in enumerate(closer)
     ]
     figures = []
-    real = plots.figure
+    real = cmc.figure
 
     def keep(*args, **kw):
         figures.append(real(*args, **kw))
         return figures[-1]
 
-    monkeypatch.setattr(plots, "figure", keep)
+    monkeypatch.setattr(cmc, "figure", keep)
     run_plots.plot_training_curves(rows, tmp_path / "curves.png")
     ax = figures[0][0].axes[1]
     ax.figure.canvas.draw()  # the limits and transforms as written
@@ -272,7 +273,7 @@ def test_an_entry_point_runs_with_reproducible_numerics():
     # the worker processes and the entry point itself see the settings (through the
     # environment); a CPU ignores both, so the run is the same as without them.
     code = (
-        "import os, jax; from warca_jax import cli\n"
+        "import os, jax; from warca_jax.runs import cli\n"
         "def main(argv):\n"
         "    print(os.environ['XLA_FLAGS'], os.environ['JAX_DEFAULT_MATMUL_PRECISION'],\n"
         "          jax.config.jax_default_matmul_precision)\n"
@@ -393,7 +394,8 @@ def test_the_automatic_dim_fits_the_lambda_rules_held_out_fits(val_fraction, tmp
 
 
 def test_the_paper_dim_of_a_paper_dataset_within_what_the_form_can_take():
-    from warca_jax import config_checks, dataset_arrays
+    from warca_jax.data import dataset_arrays
+    from warca_jax.runs import config_checks
 
     config = config_files.load_config(f"{CONFIGS}/warca.py:chi2")
     config.data.name = "viper"

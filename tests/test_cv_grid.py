@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import model_checks, protocol
+from warca_jax import protocol
+from warca_jax.data.synthetic import make_synthetic
+from warca_jax.methods import model_checks
 from warca_jax.methods.warca import default_config, fitting, grid
 from warca_jax.protocol import cross_validation, successive_halving
-from warca_jax.synthetic import make_synthetic
 
 POINTS = [(1e-4, 1e-2), (1e-2, 1e-1), (1.0, 100.0)]  # the last may diverge
 

@@ -1,20 +1,14 @@
-"""Tests for warca_jax/dataset_arrays.py."""
+"""Tests for warca_jax/data/dataset_arrays.py."""
 
 import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import (
-    dataset_arrays,
-    datasets,
-    defaults,
-    identity_splits,
-    pipeline,
-    run_plan,
-    synthetic,
-)
-from warca_jax.dataset_arrays import Split
+from warca_jax import datasets
+from warca_jax.data import dataset_arrays, identity_splits, synthetic
+from warca_jax.data.dataset_arrays import Split
 from warca_jax.datasets import npz_file
+from warca_jax.runs import defaults, pipeline, run_plan
 
 
 def _small(num_ids=10, seed=0):

@@ -8,7 +8,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays, datasets
+from warca_jax import datasets
+from warca_jax.data import dataset_arrays
 
 ORL = str(fixture_trees.ORL)
 needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
@@ -181,7 +182,8 @@ def test_cuhk01_gallery_draw_is_the_default(tmp_path):
 def test_gallery_draw_evaluation_ranks_the_same_camera_twin(tmp_path):
     """With same_camera_matches a probe whose only match shares its camera is ranked;
     without, it is skipped as a query with nothing to find."""
-    from warca_jax import dataset_arrays, evaluation
+    from warca_jax import evaluation
+    from warca_jax.data import dataset_arrays
     from warca_jax.metric import Metric
 
     labels = np.repeat(np.arange(4), 4)

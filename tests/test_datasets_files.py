@@ -11,7 +11,8 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from warca_jax import dataset_arrays, datasets, identity_splits
+from warca_jax import datasets
+from warca_jax.data import dataset_arrays, identity_splits
 from warca_jax.datasets import cuhk03, features_files, npz_file
 
 PROTOCOLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols"))

@@ -6,7 +6,8 @@ import fixture_trees
 import numpy as np
 import pytest
 
-from warca_jax import dataset_arrays, datasets, features, identity_splits
+from warca_jax import datasets, features
+from warca_jax.data import dataset_arrays, identity_splits
 
 ORL = str(fixture_trees.ORL)
 

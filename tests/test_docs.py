@@ -697,7 +697,7 @@ def test_the_main_job_gives_the_documented_splits(variant, tmp_path):
     # and one mAP point. Euclidean distance's ranking does not move: to the digit.
     from repo_configs import config_module
 
-    from warca_jax import pipeline
+    from warca_jax.runs import pipeline
 
     config, warca_row, euclid_row = MAIN_JOB[variant]
     cfg = config_module("warca").get_config(variant)

@@ -15,7 +15,7 @@ from warca_jax.evaluation import (
     pairwise_distances,
     single_shot_evaluate,
 )
-from warca_jax.plots import plot_cmc
+from warca_jax.plots.cmc import plot_cmc
 
 
 def reference(dist, ql, gl, qc, gc):

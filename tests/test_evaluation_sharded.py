@@ -163,7 +163,8 @@ EIGHT_DEVICES = """
 import json
 import jax
 import numpy as np
-from warca_jax import device_mesh, evaluation
+from warca_jax import evaluation
+from warca_jax.maths import device_mesh
 
 rng = np.random.default_rng(0)
 nq, ng, d, ids = 300, 5000, 32, 400

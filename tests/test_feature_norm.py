@@ -1,11 +1,13 @@
-"""Per-split normalisation of the features (``data.normalize``, ``warca_jax.feature_norm``)."""
+"""Per-split normalisation of the features (``data.normalize``,
+``warca_jax.features.feature_norm``)."""
 
 import numpy as np
 import pytest
 from ml_collections import config_dict
 
-from warca_jax import datasets, defaults, feature_norm, pipeline
-from warca_jax.features import extraction, gog_dim
+from warca_jax import datasets
+from warca_jax.features import extraction, feature_norm, gog_dim
+from warca_jax.runs import defaults, pipeline
 
 
 def _reference(x, train, sizes):

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from warca_jax import datasets, defaults, features
+from warca_jax import datasets, features
 from warca_jax.features import extraction
 from warca_jax.features.color_lbp import color_lbp_min_size
 from warca_jax.features.lomo import lomo_min_size
+from warca_jax.runs import defaults
 
 
 def _image(path, height, width):

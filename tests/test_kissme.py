@@ -8,7 +8,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import synthetic
+from warca_jax.data import synthetic
 from warca_jax.methods import kissme
 
 

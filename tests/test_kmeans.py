@@ -5,7 +5,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from warca_jax import clustering
+from warca_jax.maths import clustering
 from warca_jax.methods import kmeans
 from warca_jax.metric import Metric
 

@@ -4,10 +4,10 @@ one ``GridFit`` against one fit per lambda."""
 import numpy as np
 import pytest
 
-from warca_jax import defaults, model_checks
-from warca_jax.methods import held_out, warca
+from warca_jax.data.synthetic import make_synthetic
+from warca_jax.methods import held_out, model_checks, warca
 from warca_jax.methods.warca import default_config, lam_select
-from warca_jax.synthetic import make_synthetic
+from warca_jax.runs import defaults
 
 GRID = (1e-5, 1e-3, 1e-1, 10.0)
 

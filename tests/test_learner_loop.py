@@ -1,9 +1,9 @@
-"""warca_jax.learner_loop.run_in_chunks: chunking, logging, refusing non-finite metrics."""
+"""warca_jax.methods.learner_loop.run_in_chunks: chunking, logging, refusing non-finite metrics."""
 
 import numpy as np
 import pytest
 
-from warca_jax import learner_loop
+from warca_jax.methods import learner_loop
 
 
 def _run(num_iters, advance=lambda done, length: {"loss": 1.0}, **hooks):

@@ -8,7 +8,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import config_module, method_section
 
-from warca_jax import synthetic
+from warca_jax.data import synthetic
 from warca_jax.methods import lfda
 from warca_jax.metric import Metric
 

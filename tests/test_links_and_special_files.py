@@ -31,10 +31,11 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import datasets, features, pipeline
+from warca_jax import datasets, features
 from warca_jax.datasets import hdf5
 from warca_jax.io import reads, run_files, writes
 from warca_jax.io.workdir_lock import LOCK_FILE, WorkdirLock
+from warca_jax.runs import pipeline
 
 PRECIOUS = "the user's own file: never to be written by a run\n"
 

@@ -11,8 +11,7 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax import learner_loop
-from warca_jax.methods import constraints, held_out, lmnn
+from warca_jax.methods import constraints, held_out, learner_loop, lmnn
 from warca_jax.metric import Metric
 
 

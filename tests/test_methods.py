@@ -66,7 +66,7 @@ def test_documented_variants_include_the_large_ones():
 
 
 def test_overridden_copies_and_refuses_unknown_fields():
-    from warca_jax import defaults
+    from warca_jax.runs import defaults
 
     warca = config_module("warca")
 

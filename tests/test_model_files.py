@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import methods, pipeline
+from warca_jax import methods
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.io.bounded_reads import EnvironmentSettingError
 from warca_jax.metric import (
     DamagedModelError,
@@ -24,7 +25,7 @@ from warca_jax.metric import (
     NonFiniteEmbeddingError,
     SvmmlMetric,
 )
-from warca_jax.synthetic import make_synthetic
+from warca_jax.runs import pipeline
 
 D = 5
 _RNG = np.random.default_rng(0)

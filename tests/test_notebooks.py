@@ -114,7 +114,7 @@ def test_set_up_from_the_folder_holding_a_clone_named_warca_jax(tmp_path):
         nbformat.v4.new_code_cell(SETUP_CELL),
         nbformat.v4.new_code_cell(
             "import warca_jax\n"
-            "from warca_jax import dataset_arrays\n"
+            "from warca_jax.data import dataset_arrays\n"
             "assert warca_jax.__file__, 'the clone folder was imported as a namespace'\n"
             "assert hasattr(dataset_arrays, 'validated_dataset')\n"
             "print(os.getcwd())"

@@ -7,8 +7,9 @@ import fixture_trees
 import numpy as np
 import pytest
 
-from warca_jax import learner_loop, progress_report
 from warca_jax.features import extract
+from warca_jax.io import progress_report
+from warca_jax.methods import learner_loop
 
 
 @pytest.fixture

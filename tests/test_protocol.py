@@ -14,10 +14,12 @@ from PIL import Image
 from processes import ROOT, cpu_env
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, plots, protocol
+from warca_jax import datasets, protocol
 from warca_jax.io import run_files
+from warca_jax.plots import cmc
 from warca_jax.protocol import pool
 from warca_jax.protocol.report import is_kernel
+from warca_jax.runs import defaults
 
 get_config = config_module("protocol").get_config
 
@@ -171,10 +173,10 @@ def test_the_cmc_of_twenty_methods_names_the_best_five_and_greys_the_rest(tmp_pa
     ranks = np.arange(1, 101)
     curves = {f"method {i}": 100 - (95 - 2 * i) * np.exp(-ranks / (5 + i)) for i in range(20)}
     kernel = {f"method {i}" for i in range(0, 20, 3)}
-    path = plots.plot_methods_cmc(curves, tmp_path / "cmc.png", kernel=kernel, title="CMC")
+    path = cmc.plot_methods_cmc(curves, tmp_path / "cmc.png", kernel=kernel, title="CMC")
     assert _png_size(path) == (1320, 720)  # 11 x 6 inches: the legend beside the axes
     few = {k: curves[k] for k in list(curves)[:4]}
-    assert _png_size(plots.plot_methods_cmc(few, tmp_path / "few.png")) == (1080, 720)
+    assert _png_size(cmc.plot_methods_cmc(few, tmp_path / "few.png")) == (1080, 720)
 
 
 def test_tables_hold_the_mean_and_std_of_the_split_results(tiny_run):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import defaults, protocol
+from warca_jax import protocol
 from warca_jax.protocol import plan as plan_lib
+from warca_jax.runs import defaults
 
 get_config = config_module("protocol").get_config
 

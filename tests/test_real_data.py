@@ -43,9 +43,10 @@ from conftest import known_defect
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, evaluation, pipeline
+from warca_jax import datasets, evaluation
 from warca_jax.maths import linalg
 from warca_jax.protocol import plan
+from warca_jax.runs import defaults, pipeline
 
 # the people, splits and PCA size of each subset (shared with benchmarks/bench_real_subsets.py)
 SUBSETS = {name: config_module("real_subsets").get_config(name) for name in ("viper", "orl")}

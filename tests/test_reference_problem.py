@@ -1,9 +1,9 @@
-"""Tests for warca_jax.synthetic.make_reference_problem (the C++ benchmark's problem)."""
+"""Tests for warca_jax.data.synthetic.make_reference_problem (the C++ benchmark's problem)."""
 
 import numpy as np
 import pytest
 
-from warca_jax.synthetic import make_reference_problem
+from warca_jax.data.synthetic import make_reference_problem
 
 
 def test_reference_problem_shapes_labels_and_histograms():

@@ -10,10 +10,10 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax import defaults
 from warca_jax.maths import linalg
 from warca_jax.methods import rpcca, rpcca_steps
 from warca_jax.metric import Metric
+from warca_jax.runs import defaults
 
 _method = functools.partial(method_section, "rpcca")
 

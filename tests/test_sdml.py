@@ -13,8 +13,8 @@ from repo_configs import method_section
 from sklearn.covariance import graphical_lasso
 
 import warca_jax.sklearn
-from warca_jax import defaults
 from warca_jax.methods import sdml
+from warca_jax.runs import defaults
 
 _method = functools.partial(method_section, "sdml")
 

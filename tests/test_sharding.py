@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from processes import ROOT, cpu_env, run_python
 
-from warca_jax import defaults, device_mesh
+from warca_jax.maths import device_mesh
 from warca_jax.methods import warca
+from warca_jax.runs import defaults
 
 # Fits every layout of the training step (all candidates split by candidate, a pool split
 # by pair, the kernel form with and without preconditioning, Nystroem) on 1 and 8 devices,
@@ -24,7 +25,7 @@ SCRIPT = r"""
 import json
 import jax
 import numpy as np
-from warca_jax import defaults
+from warca_jax.runs import defaults
 from warca_jax.methods import warca
 
 rng = np.random.default_rng(0)
@@ -60,7 +61,7 @@ for name, over in cases.items():
 # The compiled step on 8 devices keeps the [B, N] violator search split by candidate: no
 # collective gathers a [B, N] array (only per-block counts, [B, N / 32], travel).
 import re
-from warca_jax import device_mesh
+from warca_jax.maths import device_mesh
 from warca_jax.maths import sampling
 from warca_jax.methods.warca import prepare
 cfg = defaults.method_config("warca:small")

@@ -15,8 +15,9 @@ from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from warca_jax import methods, synthetic  # noqa: E402
+from warca_jax import methods  # noqa: E402
 from warca_jax import sklearn as wsk  # noqa: E402
+from warca_jax.data import synthetic
 from warca_jax.metric import Metric  # noqa: E402
 
 # Few iterations and one shape for every WARCA fit below, so that its program compiles once.

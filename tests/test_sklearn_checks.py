@@ -18,8 +18,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from warca_jax import methods  # noqa: E402
 from warca_jax import sklearn as wsk  # noqa: E402
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.sklearn import conventions  # noqa: E402
-from warca_jax.synthetic import make_synthetic
 
 # Few iterations, and what the checks' small data (2 or 3 identities, 10 to 50 samples of
 # 1 to 10 features) allow: the defaults' validation ids, chunklets, impostors and logging

@@ -13,7 +13,7 @@ pytest.importorskip("sklearn")
 
 from warca_jax import methods  # noqa: E402
 from warca_jax import sklearn as wsk  # noqa: E402
-from warca_jax.synthetic import make_synthetic  # noqa: E402
+from warca_jax.data.synthetic import make_synthetic  # noqa: E402
 
 X, Y, _ = make_synthetic(num_ids=8, images_per_id=4, num_cams=2, dim=16, seed=0)
 N = len(Y)

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from repo_configs import config_module
 
-from warca_jax import datasets, defaults, study_plots
+from warca_jax import datasets
 from warca_jax.maths import kernels as warca_kernels
 from warca_jax.methods import rpcca, warca
+from warca_jax.plots import study_plots
+from warca_jax.runs import defaults
 from warca_jax.studies import aon as aon_study
 from warca_jax.studies import aon_report, training_time
 
@@ -89,7 +91,7 @@ def test_aon_study_writes_every_promised_file(aon_run):
     config, workdir, results = aon_run
     for name in ("config.json", "results.json", "results.md"):
         assert (workdir / name).stat().st_size > 0
-    for name in aon_study.PLOTS:  # 5 x 4 inches at 100 dpi; the CMC as plots.plot_cmc draws it
+    for name in aon_study.PLOTS:  # 5 x 4 inches at 100 dpi; the CMC as cmc.plot_cmc draws it
         assert png_size(workdir / name) == ((960, 660) if name == "cmc.png" else (500, 400))
     on_disk = json.loads((workdir / "results.json").read_text())
     assert on_disk == json.loads(json.dumps(results))

@@ -14,8 +14,11 @@ from conftest import assert_refused_before_any_work, forbid
 from PIL import Image
 from repo_configs import config_module
 
-from warca_jax import dataset_arrays, datasets, evaluation, pipeline, plots, study_plots
+from warca_jax import datasets, evaluation
+from warca_jax.data import dataset_arrays
+from warca_jax.plots import cmc, study_plots
 from warca_jax.protocol import plan
+from warca_jax.runs import pipeline
 from warca_jax.studies import figures as study_figures
 from warca_jax.studies import ranking
 
@@ -195,18 +198,18 @@ def test_pick_queries_is_seeded_and_picks_valid_queries():
 def test_ranked_list_drawing_without_images(tmp_path):
     labels = np.array([[3, 7, 3], [5, 5, 9]])
     matches = labels == np.array([3, 5])[:, None]
-    path = plots.plot_ranked_lists(
+    path = cmc.plot_ranked_lists(
         [3, 5], labels, matches, np.arange(6.0).reshape(2, 3), tmp_path / "tiles.png"
     )
     assert _has_colour(path, GREEN) and _has_colour(path, RED)
-    none = plots.plot_ranked_lists(
+    none = cmc.plot_ranked_lists(
         [1, 2], labels, np.zeros((2, 3), bool), np.ones((2, 3)), tmp_path / "none.png"
     )
     assert _has_colour(none, RED) and not _has_colour(none, GREEN)
     with pytest.raises(ValueError, match="matches must be"):
-        plots.plot_ranked_lists([3, 5], labels, matches[:, :2], np.ones((2, 3)), tmp_path / "x")
+        cmc.plot_ranked_lists([3, 5], labels, matches[:, :2], np.ones((2, 3)), tmp_path / "x")
     with pytest.raises(ValueError, match="together"):
-        plots.plot_ranked_lists(
+        cmc.plot_ranked_lists(
             [3, 5], labels, matches, np.ones((2, 3)), tmp_path / "x", query_images=["a", "b"]
         )
 
@@ -226,7 +229,7 @@ def test_ranked_list_drawing_with_real_orl_images(tmp_path):
     lab = faces.labels
     queries = [0, 10]  # person 1 image 1, person 2 image 1
     ranked = np.array([[5, 15, 6], [25, 11, 12]])  # a subset of the 400 faces
-    path = plots.plot_ranked_lists(
+    path = cmc.plot_ranked_lists(
         lab[queries],
         lab[ranked],
         lab[ranked] == lab[queries][:, None],

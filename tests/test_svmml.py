@@ -11,10 +11,10 @@ import pytest
 from conftest import small_problem
 from repo_configs import method_section
 
-from warca_jax import defaults
 from warca_jax.methods import svmml, svmml_released
+from warca_jax.methods.model_checks import TrainingDivergedError
 from warca_jax.metric import Metric
-from warca_jax.model_checks import TrainingDivergedError
+from warca_jax.runs import defaults
 
 _method = functools.partial(method_section, "svmml")
 

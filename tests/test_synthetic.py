@@ -1,11 +1,11 @@
-"""Tests for warca_jax/synthetic.py: shapes, determinism, and that it is learnable."""
+"""Tests for warca_jax/data/synthetic.py: shapes, determinism, and that it is learnable."""
 
 import numpy as np
 import pytest
 import scipy.linalg
 
-from warca_jax import identity_splits
-from warca_jax.synthetic import make_synthetic
+from warca_jax.data import identity_splits
+from warca_jax.data.synthetic import make_synthetic
 
 
 def _rank1(features, labels, cams, split):

@@ -13,19 +13,11 @@ import pytest
 from conftest import assert_refused_before_any_work, forbid
 from repo_configs import config_module
 
-from warca_jax import (
-    config_checks,
-    datasets,
-    evaluation,
-    identity_splits,
-    methods,
-    pipeline,
-    plots,
-    run_plan,
-    run_plots,
-    synthetic,
-)
+from warca_jax import datasets, evaluation, methods
+from warca_jax.data import identity_splits, synthetic
 from warca_jax.metric import Metric
+from warca_jax.plots import cmc, run_plots
+from warca_jax.runs import config_checks, pipeline, run_plan
 
 get_config = config_module("warca").get_config
 
@@ -469,7 +461,7 @@ def test_eval_rerank_ranks_the_k_reciprocal_distances(kind):
 # --- the run's figures (cmc.png, curves.png) and its log columns -------------------------
 
 PNG = b"\x89PNG\r\n\x1a\n"
-CMC_SIZE = tuple(round(v * plots.DPI) for v in plots.FIGSIZE)  # (960, 660)
+CMC_SIZE = tuple(round(v * cmc.DPI) for v in cmc.FIGSIZE)  # (960, 660)
 
 
 def png_size(path) -> tuple[int, int]:
@@ -482,7 +474,7 @@ def png_size(path) -> tuple[int, int]:
 
 
 def _curves_size(panels: int) -> tuple[int, int]:
-    return round(run_plots.PANEL[0] * panels * plots.DPI), round(run_plots.PANEL[1] * plots.DPI)
+    return round(run_plots.PANEL[0] * panels * cmc.DPI), round(run_plots.PANEL[1] * cmc.DPI)
 
 
 def _history(splits=2, steps=(10, 20, 30, 40), **columns):
@@ -527,10 +519,10 @@ def test_the_mean_curve_is_over_the_steps_every_split_logged():
 
 
 def test_the_cmc_axis_is_fitted_to_the_data():
-    assert plots.fitted_range([90.0, 95.0, 100.0]) == (89.0, 101.0)  # at least 1 point
-    assert plots.fitted_range([20.0, 100.0]) == (16.0, 104.0)  # 5% of the range
-    assert plots.fitted_range([0.0, 100.0])[0] == 0.0  # never below 0
-    assert plots.fitted_range(np.array([np.nan, 50.0]), [60.0]) == (49.0, 61.0)
+    assert cmc.fitted_range([90.0, 95.0, 100.0]) == (89.0, 101.0)  # at least 1 point
+    assert cmc.fitted_range([20.0, 100.0]) == (16.0, 104.0)  # 5% of the range
+    assert cmc.fitted_range([0.0, 100.0])[0] == 0.0  # never below 0
+    assert cmc.fitted_range(np.array([np.nan, 50.0]), [60.0]) == (49.0, 61.0)
 
 
 def _fake_results(num_splits=3, length=30):

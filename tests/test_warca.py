@@ -9,10 +9,12 @@ import pytest
 from conftest import small_problem
 from repo_configs import config_module, method_section
 
-from warca_jax import datasets, defaults, evaluation, learner_loop, synthetic
+from warca_jax import datasets, evaluation
+from warca_jax.data import synthetic
 from warca_jax.maths import kernels
-from warca_jax.methods import warca
+from warca_jax.methods import learner_loop, warca
 from warca_jax.methods.warca import lam_select
+from warca_jax.runs import defaults
 
 get_config = config_module("warca").get_config
 
@@ -354,7 +356,7 @@ def _rank1(metric, xq, yq, cq, xg, yg, cg):
 @pytest.fixture(scope="module")
 def reference_hist():
     """The shared synthetic problem, 800 training histograms, and its test probes/gallery."""
-    from warca_jax import synthetic
+    from warca_jax.data import synthetic
 
     p = synthetic.make_reference_problem(num_ids=400, seed=0)
     xte, y, c = p["hist_test"].astype(np.float32), p["test_labels"], p["test_cams"]
@@ -419,7 +421,7 @@ def test_plain_kernel_gradient_learns_at_the_default_step(reference_hist):
 @pytest.mark.slow
 def test_normalisation_is_carried_by_the_metric():
     """Features x c train the same model; the Metric embeds the user's features as given."""
-    from warca_jax import synthetic
+    from warca_jax.data import synthetic
 
     p = synthetic.make_reference_problem(num_ids=100, seed=1)
     x, y = p["gauss_train"].astype(np.float32), p["train_labels"]

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from conftest import small_problem
 
-from warca_jax import defaults, synthetic
+from warca_jax.data import synthetic
 from warca_jax.methods import warca
 from warca_jax.methods.warca import prepare
+from warca_jax.runs import defaults
 
 
 def _centred_gram(n=40, d=12, seed=0):

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.methods import warca
 from warca_jax.methods.warca import default_config, problem
-from warca_jax.synthetic import make_synthetic
 
 
 def _wide(num_ids=30, d=300):

@@ -22,9 +22,10 @@ import pytest
 from processes import ROOT, cpu_env, run_python
 from repo_configs import config_module, tiny_protocol
 
-from warca_jax import datasets, pipeline
+from warca_jax import datasets
 from warca_jax.io.workdir_lock import LOCK_FILE, WorkdirInUseError, WorkdirLock
 from warca_jax.protocol import run_protocol
+from warca_jax.runs import pipeline
 from warca_jax.studies import aon, figures, shared, training_time
 
 HOLDER = f"pid {os.getpid()} on host {socket.gethostname()}"
@@ -136,8 +137,8 @@ def test_the_protocol_locks_each_job_folder_not_the_grid(tmp_path):
 @pytest.mark.slow
 def test_a_worker_process_meeting_a_held_job_folder_is_one_line(tmp_path, capsys):
     from experiments import main as _main  # noqa: F401 - defines the flags cli reads
-    from warca_jax import cli
     from warca_jax.protocol import pool
+    from warca_jax.runs import cli
 
     jobs = [{"folder": str(tmp_path)}] * 2  # run_job locks the folder before anything else
     capsys.readouterr()

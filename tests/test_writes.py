@@ -26,10 +26,11 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module, tiny_protocol
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
-from warca_jax import cli, datasets, features, pipeline
+from warca_jax import datasets, features
 from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
 from warca_jax.protocol import run_protocol
+from warca_jax.runs import cli, pipeline
 
 FULL = os.strerror(errno.ENOSPC)
 

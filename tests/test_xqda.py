@@ -9,7 +9,8 @@ import pytest
 import scipy.linalg
 from repo_configs import config_module
 
-from warca_jax import methods, synthetic
+from warca_jax import methods
+from warca_jax.data import synthetic
 from warca_jax.methods import _covariance, xqda
 
 get_config = config_module("xqda").get_config

@@ -2,13 +2,13 @@
 
 `load(name, root, **options)` calls the loader `LOADERS[name]`. Image loaders return an
 `ImageSet` (paths, labels, cams, splits); `to_dataset` computes its descriptors with
-`warca_jax.features` and returns a `warca_jax.dataset_arrays.Dataset`, which feature-file loaders
-return directly. `read` does both, and `from_config` does it for a config's `data`
-section (or builds the synthetic data). Each loader's module docstring gives the layout
-it reads and the protocol of its splits (WARCA paper, section 4.1).
+`warca_jax.features` and returns a `warca_jax.data.dataset_arrays.Dataset`, which
+feature-file loaders return directly. `read` does both, and `from_config` does it for a
+config's `data` section (or builds the synthetic data). Each loader's module docstring
+gives the layout it reads and the protocol of its splits (WARCA paper, section 4.1).
 
-Imports point one way: this package reads files into `warca_jax.dataset_arrays`'s types and checks
-them with its validators; `warca_jax.dataset_arrays` never imports it.
+Imports point one way: this package reads files into `warca_jax.data.dataset_arrays`'s
+types and checks them with its validators; `warca_jax.data.dataset_arrays` never imports it.
 
 | name       | layout                                          | test ids  | splits       |
 |------------|-------------------------------------------------|-----------|--------------|
@@ -37,7 +37,8 @@ from collections.abc import Mapping
 
 import ml_collections
 
-from warca_jax import dataset_arrays, feature_norm, identity_splits
+from warca_jax.data import dataset_arrays, identity_splits
+from warca_jax.data.synthetic import make_synthetic
 from warca_jax.datasets.base import ImageSet, to_dataset
 from warca_jax.datasets.caviar import load_caviar
 from warca_jax.datasets.cuhk01 import load_cuhk01
@@ -49,7 +50,7 @@ from warca_jax.datasets.opereid import load_opereid
 from warca_jax.datasets.orl import load_orl
 from warca_jax.datasets.threedpes import load_threedpes
 from warca_jax.datasets.two_camera import load_prid450s, load_viper
-from warca_jax.synthetic import make_synthetic
+from warca_jax.features import feature_norm
 
 __all__ = [
     "DEFAULT_PAPER_DIM",

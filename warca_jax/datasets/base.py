@@ -2,8 +2,9 @@
 
 An image loader reads a dataset's published folder layout and returns an `ImageSet`:
 absolute image paths, identity labels, camera ids and the protocol's splits, with no pixel
-read. `to_dataset` turns it into a `warca_jax.dataset_arrays.Dataset` by computing image descriptors
-with `warca_jax.features.extract` (imported only then, so the loaders work without it).
+read. `to_dataset` turns it into a `warca_jax.data.dataset_arrays.Dataset` by computing
+image descriptors with `warca_jax.features.extract` (imported only then, so the loaders
+work without it).
 
 `protocol_image_set` draws the splits of the WARCA paper's protocol for the loaders of
 published datasets; each takes `num_test_ids` (P of the paper by default), `num_splits`
@@ -27,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, identity_splits
+from warca_jax.data import dataset_arrays, identity_splits
 from warca_jax.io import reads
 
 # Files with other extensions (Thumbs.db, readme.txt, .mat) are ignored by the listings.

@@ -25,7 +25,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import dataset_arrays
+from warca_jax.data import dataset_arrays
 from warca_jax.datasets import base
 from warca_jax.io import bounded_reads, reads
 

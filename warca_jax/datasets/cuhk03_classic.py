@@ -27,7 +27,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from warca_jax import identity_splits
+from warca_jax.data import identity_splits
 from warca_jax.datasets import base, hdf5
 from warca_jax.io import run_files, writes
 

@@ -21,7 +21,7 @@ import os
 import numpy as np
 import scipy.io
 
-from warca_jax import dataset_arrays, identity_splits
+from warca_jax.data import dataset_arrays, identity_splits
 from warca_jax.datasets import base, cuhk03, hdf5, npz_file
 from warca_jax.io import reads
 

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from warca_jax import dataset_arrays
+from warca_jax.data import dataset_arrays
 from warca_jax.datasets import base
 
 NAME = "market1501"

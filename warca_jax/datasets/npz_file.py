@@ -18,7 +18,7 @@ import zlib
 
 import numpy as np
 
-from warca_jax.dataset_arrays import (
+from warca_jax.data.dataset_arrays import (
     REQUIRED_KEYS,
     SPLIT_KEYS,
     Dataset,
@@ -27,7 +27,7 @@ from warca_jax.dataset_arrays import (
     validate_arrays,
     validated_dataset,
 )
-from warca_jax.identity_splits import random_splits
+from warca_jax.data.identity_splits import random_splits
 from warca_jax.io import bounded_reads, reads
 
 NPZ_EXPECTED = (

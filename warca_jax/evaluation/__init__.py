@@ -34,7 +34,7 @@ Why two engines: both give the rank above, but of different input, and neither c
 stand in for the other. The sweep computes the distances of features itself, tile by tile
 on the devices, never holds a ``b x ng`` block and scales to a gallery sharded over many
 devices; it cannot rank a matrix it is given. The sort ranks a given matrix: the distances
-of learners whose distance is not a feature distance (``warca_jax.pipeline``), and the column
+of learners whose distance is not a feature distance (``warca_jax.runs.pipeline``), and the column
 subsets of single-shot. Ranking features by sorting ``pairwise_distances`` instead of the
 sweep would hold ``b x ng`` keys per block, and its distances, computed in other block
 shapes, may differ from the sweep's in the last bit and so break ties differently.

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from jax.sharding import Mesh
 
-from warca_jax.dataset_arrays import integer_ids
-from warca_jax.device_mesh import DATA, make_mesh
+from warca_jax.data.dataset_arrays import integer_ids
+from warca_jax.maths.device_mesh import DATA, make_mesh
 from warca_jax.maths.distances import finite_range, scale_shift
 
 # What holds the nq queries and the ng gallery entries, for the messages of _check_ids.
@@ -113,7 +113,7 @@ def _check_mesh_and_chunk(mesh: Mesh | None, gallery_chunk: int) -> Mesh:
         raise ValueError(f"mesh must be a jax.sharding.Mesh or None, got {type(mesh).__name__}")
     if tuple(mesh.axis_names) != (DATA,):
         raise ValueError(
-            f"mesh must have the one axis {DATA!r} (warca_jax.device_mesh.make_mesh), "
+            f"mesh must have the one axis {DATA!r} (warca_jax.maths.device_mesh.make_mesh), "
             f"got axes {tuple(mesh.axis_names)}"
         )
     return mesh

@@ -1,6 +1,6 @@
 """``evaluate_metric``: a learned ``Metric`` on one split of a dataset, evaluated.
 
-What the driver (``warca_jax.pipeline``), the protocol, the studies and the tests call to
+What the driver (``warca_jax.runs.pipeline``), the protocol, the studies and the tests call to
 evaluate a model: the split's query and gallery embedded by the metric and ranked by the
 sweep (``evaluate``), or, for a metric with a distance of its own, its query-gallery matrix
 ranked by the sort (``evaluate_distances``); single-shot and re-ranking as ``eval_cfg`` says.
@@ -8,7 +8,7 @@ ranked by the sort (``evaluate_distances``); single-shot and re-ranking as ``eva
 
 from __future__ import annotations
 
-from warca_jax.dataset_arrays import Dataset, Split, evaluation_cams
+from warca_jax.data.dataset_arrays import Dataset, Split, evaluation_cams
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
 from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances

@@ -53,8 +53,8 @@ def evaluate(
       max_rank: length of the returned CMC (default: gallery size).
       block_size: queries per distance tile (for ``manhattan``/``chi2`` capped so that
         block * gallery_chunk * d stays below 2M elements, as in ``pairwise_distances``).
-      mesh: 1-D mesh over ``device_mesh.DATA`` (``warca_jax.device_mesh.make_mesh``); None: all
-        devices.
+      mesh: 1-D mesh over ``device_mesh.DATA`` (``warca_jax.maths.device_mesh.make_mesh``);
+        None: all devices.
       gallery_chunk: gallery columns per distance tile (at most the gallery size). The
         default keeps a CPU tile in cache; on an accelerator, larger tiles (fewer loop steps)
         may pay off.

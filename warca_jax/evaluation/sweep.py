@@ -11,7 +11,7 @@ For one block of ``b`` queries with ``k`` same-identity slots each (``_GallerySw
    (``c = gallery_chunk``) and adds up, per slot, the entries that come before it (one
    fused compare-and-sum over the tile per slot); it also returns the tile's own distance
    at each same-identity column. The gallery is sharded by rows over a 1-D device mesh
-   (``warca_jax.device_mesh``); each device scans its own chunks and the counts and distances
+   (``warca_jax.maths.device_mesh``); each device scans its own chunks and the counts and distances
    are summed over devices (integers, and one nonzero term per distance: exact). The tile
    shape does not depend on the number of devices, so 1 and N devices give the same numbers.
 3. Where a threshold is not bit for bit the sweep's own distance, the block is swept again
@@ -34,7 +34,7 @@ import numpy as np
 from jax import shard_map
 from jax.sharding import Mesh, PartitionSpec
 
-from warca_jax.device_mesh import DATA, replicated, rows
+from warca_jax.maths.device_mesh import DATA, replicated, rows
 from warca_jax.maths.distances import block_distances, sq_norms
 
 GALLERY_CHUNK = 2048  # default gallery columns per distance tile of ``evaluate``

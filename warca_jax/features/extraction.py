@@ -26,11 +26,11 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from warca_jax import progress_report
 from warca_jax.features import feature_cache, image_files
 from warca_jax.features.color_lbp import color_lbp, color_lbp_dim, color_lbp_min_size
 from warca_jax.features.gog import COLOURS, gog, gog_dim, gog_min_size
 from warca_jax.features.lomo import lomo, lomo_dim, lomo_min_size
+from warca_jax.io import progress_report
 
 
 class Descriptor(NamedTuple):

@@ -41,7 +41,7 @@ Normalisation: the paper's release removes the training set's mean from each col
 vectors, then divides each by its L2 norm. A descriptor sees one image at a time, so
 ``normalize=True`` (the default) divides each colour space's vector by its norm without
 the mean removal; the release's step, with each split's training mean, is the data's
-``normalize="center_l2"`` (``warca_jax.feature_norm``, per colour space of the fused form).
+``normalize="center_l2"`` (``warca_jax.features.feature_norm``, per colour space of the fused form).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   constants).
 
 A missing file or variant is one line naming the config files or variants there are, with
-the close match. The defaults the files start from are ``warca_jax.defaults``'s.
+the close match. The defaults the files start from are ``warca_jax.runs.defaults``'s.
 """
 
 import difflib

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax.dataset_arrays import feature_matrix
+from warca_jax.data.dataset_arrays import feature_matrix
 
 DISTANCES = ("euclidean", "sqeuclidean", "cosine", "manhattan", "chi2")
 # p of each distance in d(c x, c y) = c**p d(x, y), c > 0: a common positive rescaling of

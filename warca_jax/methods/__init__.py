@@ -26,8 +26,8 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
 * ``callback``: an iterative learner's ``fit`` may also take ``callback=``, called as
   ``callback(row, metric)`` after every logged chunk with the metric learned so far (its
   time left out of the rows' ``seconds``); a dict it returns is merged into that history
-  row before ``log_fn`` sees it (``warca_jax.learner_loop.run_in_chunks``).
-  ``warca_jax.pipeline`` evaluates on held-out identities this way (``data.val_fraction``);
+  row before ``log_fn`` sees it (``warca_jax.methods.learner_loop.run_in_chunks``).
+  ``warca_jax.runs.pipeline`` evaluates on held-out identities this way (``data.val_fraction``);
   ``Method.takes("callback")`` says whether a learner can be watched so.
 
 * ``kinds`` (default ``("linear",)``): the ``Metric`` kinds its ``fit`` may return; a
@@ -38,7 +38,7 @@ Every module in this package defines ``METHODS``, a dict from a method name (the
 
 * ``default_config(variant)`` and ``variants``: the learner's default hyperparameters, the
   ``method`` section of a config, for each named variant (the first is the default);
-  ``warca_jax.defaults.method_config("lfda:chi2")`` reads them, and every file in
+  ``warca_jax.runs.defaults.method_config("lfda:chi2")`` reads them, and every file in
   configs/ starts from them (configs/<learner>.py).
 
 Modules are discovered with ``pkgutil``, so adding a learner is adding a file; a helper

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 import ml_collections
 import numpy as np
 
-from warca_jax.dataset_arrays import feature_matrix, integer_ids
+from warca_jax.data.dataset_arrays import feature_matrix, integer_ids
 from warca_jax.maths import kernels
 
 # The root mean squared row norm of the features within which they are used as they are.

@@ -51,9 +51,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg, losses, sampling
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, learner_loop
 from warca_jax.metric import Metric
 
 

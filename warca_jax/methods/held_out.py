@@ -29,7 +29,8 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, identity_splits
+from warca_jax import evaluation
+from warca_jax.data import identity_splits
 from warca_jax.metric import Metric
 
 
@@ -72,7 +73,7 @@ class Best:
     """The best of a sequence of scores, the earliest of ties, and the misses since it.
 
     The one best-so-far rule of the project: ``Watch`` here, and the pipeline's
-    ``eval.keep_best`` (``warca_jax.pipeline.fit_split``), keep a model by it.
+    ``eval.keep_best`` (``warca_jax.runs.pipeline.fit_split``), keep a model by it.
     """
 
     def __init__(self):

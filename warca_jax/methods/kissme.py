@@ -27,9 +27,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import model_checks
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, model_checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import ml_collections
 
-from warca_jax import model_checks
-from warca_jax.clustering import INITS
-from warca_jax.methods import Method, checks
+from warca_jax.maths.clustering import INITS
+from warca_jax.methods import Method, checks, model_checks
 from warca_jax.metric import KMeansMetric
 
 

@@ -53,9 +53,8 @@ import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks, held_out
+from warca_jax.methods import Method, checks, held_out, learner_loop
 from warca_jax.methods.constraints import nearest_by_label
 from warca_jax.metric import Metric
 

@@ -60,9 +60,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks, constraints
+from warca_jax.methods import Method, checks, constraints, learner_loop
 from warca_jax.metric import Metric
 
 PRIORS = ("identity", "covariance")

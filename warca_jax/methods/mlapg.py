@@ -40,9 +40,8 @@ import ml_collections
 import numpy as np
 import scipy.linalg
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, learner_loop
 from warca_jax.metric import Metric
 
 

@@ -39,9 +39,8 @@ import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, learner_loop
 from warca_jax.metric import Metric
 
 OPTIMIZERS = ("lbfgs", "adam")

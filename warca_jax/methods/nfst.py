@@ -40,9 +40,8 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import model_checks
 from warca_jax.maths import kernels
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, model_checks
 from warca_jax.metric import Metric
 
 

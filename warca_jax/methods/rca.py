@@ -35,9 +35,8 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import model_checks
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks, constraints
+from warca_jax.methods import Method, checks, constraints, model_checks
 from warca_jax.metric import Metric
 
 

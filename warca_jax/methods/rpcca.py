@@ -45,9 +45,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
 from warca_jax.maths import kernels, linalg
-from warca_jax.methods import Method, checks, rpcca_steps
+from warca_jax.methods import Method, checks, learner_loop, rpcca_steps
 from warca_jax.metric import Metric
 
 INITS = ("pca", "random")

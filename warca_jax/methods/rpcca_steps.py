@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from warca_jax import learner_loop
+from warca_jax.methods import learner_loop
 
 
 def generalized_logistic(z: jax.Array, *, beta: float) -> jax.Array:

@@ -49,9 +49,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import clustering, learner_loop, model_checks
-from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks, constraints
+from warca_jax.maths import clustering, linalg
+from warca_jax.methods import Method, checks, constraints, learner_loop, model_checks
 from warca_jax.metric import Metric
 
 DELTA = 1e-3  # AdaGrad's slack in H_t (metric-learn's constant)

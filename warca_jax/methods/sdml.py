@@ -55,9 +55,8 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import learner_loop, model_checks
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, learner_loop, model_checks
 from warca_jax.methods._covariance import invertible_covariance
 from warca_jax.methods.constraints import label_pairs
 from warca_jax.metric import Metric

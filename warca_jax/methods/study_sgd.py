@@ -42,10 +42,9 @@ import ml_collections
 import numpy as np
 import optax
 
-from warca_jax import learner_loop, model_checks
 from warca_jax.maths import linalg, penalties, sampling
 from warca_jax.maths.optim import TrainState
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, learner_loop, model_checks
 from warca_jax.methods.study_losses import mine_triplets, pairwise_loss, triplet_loss
 from warca_jax.metric import Metric
 

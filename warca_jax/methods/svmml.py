@@ -50,9 +50,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from warca_jax import learner_loop
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks, svmml_released
+from warca_jax.methods import Method, checks, learner_loop, svmml_released
 from warca_jax.metric import SvmmlMetric
 from warca_jax.metric.kinds import half_quad_lin as _half_quad_lin
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import optimize, special
 
-from warca_jax import learner_loop
+from warca_jax.methods import learner_loop
 
 
 def pair_signs_and_weights(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -41,9 +41,9 @@ from __future__ import annotations
 import ml_collections
 import numpy as np
 
-from warca_jax import dataset_arrays, model_checks
+from warca_jax.data import dataset_arrays
 from warca_jax.maths import linalg
-from warca_jax.methods import Method, checks
+from warca_jax.methods import Method, checks, model_checks
 from warca_jax.methods._covariance import pair_covariances
 from warca_jax.metric import Metric
 

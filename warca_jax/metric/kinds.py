@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax.clustering import INITS, kmeans, sq_dist_to_centres
 from warca_jax.maths import distances
+from warca_jax.maths.clustering import INITS, kmeans, sq_dist_to_centres
 from warca_jax.metric.base import Metric
 from warca_jax.metric.fields import integer, real
 

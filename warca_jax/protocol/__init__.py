@@ -13,7 +13,7 @@ Stages (``all`` runs the three in order):
   to ``cv/<dataset>/<method>/split_<c>/lam_<lam>_eta_<eta>/result.json``;
 * ``runs``: every (method, dataset, split) fitted on the split's training part and
   evaluated on its queries and gallery, into ``runs/<dataset>/<method>/split_<s>/``
-  (``warca_jax.pipeline.run_split``: the results, the model and its training log); the
+  (``warca_jax.runs.pipeline.run_split``: the results, the model and its training log); the
   cross-validated methods use the grid point with the best mean validation score
   (``cv/<dataset>/<method>/selected.json``);
 * ``report``: mean and std over splits into ``table2.md`` / ``table2_{rank1,rank5,auc}.csv``

@@ -14,11 +14,13 @@ from typing import NamedTuple
 import numpy as np
 from absl import logging
 
-from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits
+from warca_jax import datasets
+from warca_jax.data import dataset_arrays, identity_splits
 from warca_jax.datasets import npz_file
 from warca_jax.io import run_files, writes
 from warca_jax.protocol import fields
 from warca_jax.protocol.plan import data_config
+from warca_jax.runs import config_checks, defaults
 
 
 class DataInfo(NamedTuple):

@@ -11,7 +11,7 @@ import math
 
 import ml_collections
 
-BUILT_IN_DATASETS = ("synthetic", "npz")  # made by warca_jax.dataset_arrays, not by a loader
+BUILT_IN_DATASETS = ("synthetic", "npz")  # made by warca_jax.data.dataset_arrays, not by a loader
 
 # config field -> (what it holds, an example value as given on the command line)
 FIELDS = {

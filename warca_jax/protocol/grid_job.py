@@ -17,7 +17,8 @@ import jax
 import ml_collections
 import numpy as np
 
-from warca_jax import evaluation, feature_norm, methods
+from warca_jax import evaluation, methods
+from warca_jax.features import feature_norm
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.protocol import successive_halving
 from warca_jax.protocol.datasets import load_stored, validation_split

@@ -19,9 +19,12 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import evaluation, feature_norm, model_checks, pipeline
+from warca_jax import evaluation
+from warca_jax.features import feature_norm
 from warca_jax.io import run_files, workdir_lock, writes
+from warca_jax.methods import model_checks
 from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
+from warca_jax.runs import pipeline
 
 # What a job that started raises when training or evaluation fails on its data: recorded
 # as the job's failure (failed.json) and shown in the tables. Anything else is a bug and

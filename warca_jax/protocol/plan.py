@@ -14,8 +14,9 @@ import os
 import ml_collections
 from absl import logging
 
-from warca_jax import defaults, methods
+from warca_jax import methods
 from warca_jax.protocol import fields
+from warca_jax.runs import defaults
 
 CV_MEASURES = ("rank1", "rank5", "rank10", "mAP")  # what cv.measure may name
 

@@ -20,8 +20,7 @@ import time
 import ml_collections
 from absl import logging
 
-from warca_jax import progress_report
-from warca_jax.io import workdir_lock
+from warca_jax.io import progress_report, workdir_lock
 from warca_jax.protocol import grid_job
 from warca_jax.protocol.jobs import claim, outcome
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from warca_jax import plots
 from warca_jax.io import run_files
+from warca_jax.plots import cmc
 from warca_jax.protocol.datasets import DataInfo
 from warca_jax.protocol.fields import safe
 from warca_jax.protocol.jobs import outcome
@@ -315,7 +315,7 @@ def is_kernel(label: str, method_cfg) -> bool:
 
 def _write_cmc_plots(plan: Plan, workdir: str, results: dict) -> list[str]:
     """cmc_<dataset>.png: every method done, linear solid and kernel dashed, the best
-    ``CMC_TOP`` by rank-1 named and strong (``plots.plot_methods_cmc``)."""
+    ``CMC_TOP`` by rank-1 named and strong (``cmc.plot_methods_cmc``)."""
     written = []
     for name in plan.datasets:
         done = [m for m in plan.methods if _done(results[name].get(m))]
@@ -327,7 +327,7 @@ def _write_cmc_plots(plan: Plan, workdir: str, results: dict) -> list[str]:
         }
         if curves:
             path = os.path.join(workdir, f"cmc_{safe(name)}.png")
-            plots.plot_methods_cmc(
+            cmc.plot_methods_cmc(
                 curves,
                 path,
                 kernel=kernel,

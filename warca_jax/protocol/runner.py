@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from absl import logging
 
-from warca_jax import defaults
 from warca_jax.io import run_files
 from warca_jax.protocol.cross_validation import cv_jobs
 from warca_jax.protocol.datasets import prepare_dataset
@@ -12,6 +11,7 @@ from warca_jax.protocol.plan import Plan
 from warca_jax.protocol.pool import execute, shard
 from warca_jax.protocol.report import collect, write_report
 from warca_jax.protocol.runs import check_applicable, run_jobs
+from warca_jax.runs import defaults
 
 STAGES = ("all", "cv", "runs", "report")
 

@@ -34,10 +34,12 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, defaults, evaluation, progress_report
-from warca_jax.io import run_files, workdir_lock, writes
+from warca_jax import evaluation
+from warca_jax.data import dataset_arrays
+from warca_jax.io import progress_report, run_files, workdir_lock, writes
 from warca_jax.maths import kernels, penalties
 from warca_jax.methods import warca
+from warca_jax.runs import defaults
 from warca_jax.studies import aon_report, shared
 
 PLOTS = aon_report.PLOTS

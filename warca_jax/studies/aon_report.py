@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from warca_jax import plots, study_plots
 from warca_jax.io import run_files
+from warca_jax.plots import cmc, study_plots
 
 PLOTS = (
     "condition_number.png",
@@ -136,7 +136,7 @@ def write_plots(results: dict, workdir: str, max_rank: int) -> list[str]:
             xlabel="step size eta",
             title=f"rank-1 vs eta on {name}",
         ),
-        plots.plot_cmc(
+        cmc.plot_cmc(
             {
                 f"{p} (lambda {results['best'][p]['lam']:g})": results["best"][p]["cmc"]
                 for p in pens

@@ -40,19 +40,13 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import (
-    dataset_arrays,
-    datasets,
-    defaults,
-    evaluation,
-    methods,
-    pipeline,
-    plots,
-    study_plots,
-)
+from warca_jax import datasets, evaluation, methods
+from warca_jax.data import dataset_arrays
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.metric import Metric
+from warca_jax.plots import cmc, study_plots
 from warca_jax.protocol import fields, plan
+from warca_jax.runs import defaults, pipeline
 from warca_jax.studies.ranking import _kept, image_paths, pick_queries, ranked_lists
 
 SGD_METHODS = ("pairwise_sgd", "triplet_sgd")  # fit histories with epoch and val_cost
@@ -252,7 +246,7 @@ def _ranked_list(dataset, metric: Metric, paths, config, workdir: str) -> tuple[
         top_k=config.ranked.top_k,
     )
     shown = g[index]  # dataset indices of the ranked entries
-    figure = plots.plot_ranked_lists(
+    figure = cmc.plot_ranked_lists(
         lab[q],
         lab[shown],
         matches,

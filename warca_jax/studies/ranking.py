@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-from warca_jax import dataset_arrays, datasets
+from warca_jax import datasets
+from warca_jax.data import dataset_arrays
 
 
 def _kept(ql, qc, gl, gc) -> np.ndarray:

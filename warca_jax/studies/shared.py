@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from warca_jax import dataset_arrays, datasets, defaults, evaluation, methods, pipeline
+from warca_jax import datasets, evaluation, methods
+from warca_jax.data import dataset_arrays
 from warca_jax.io import run_files, writes
 from warca_jax.metric import Metric
+from warca_jax.runs import defaults, pipeline
 
 
 def open_study(

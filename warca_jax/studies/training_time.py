@@ -31,8 +31,10 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays, evaluation, methods, study_plots
+from warca_jax import evaluation, methods
+from warca_jax.data import dataset_arrays
 from warca_jax.io import run_files, workdir_lock
+from warca_jax.plots import study_plots
 from warca_jax.studies import shared
 
 METHODS = ("warca", "rpcca")  # the config's sections, each a method section of its config
@@ -102,7 +104,7 @@ def rank1_curve(
       dataset: the data; ``split`` indexes ``dataset.splits``.
       split: the split trained on and evaluated on.
       cfg: a method section (configs/warca.py or configs/rpcca.py).
-      eval_cfg: the evaluation section (warca_jax/defaults.py).
+      eval_cfg: the evaluation section (warca_jax/runs/defaults.py).
       seed: the fit's seed.
       fit: the learner (default: the registered ``cfg.name``'s, ``_registered_fit``).
 

@@ -6,7 +6,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from warca_jax import dataset_arrays
+from warca_jax.data import dataset_arrays
 from warca_jax.maths import kernels, losses, optim, penalties, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import prepare

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from warca_jax import learner_loop
+from warca_jax.methods import learner_loop
 from warca_jax.methods.warca import config, lam_select
 from warca_jax.methods.warca.problem import divergence_hint, prepare_fit, reference_loss
 from warca_jax.metric import Metric
@@ -51,7 +51,7 @@ def fit(
     """Learns a WARCA metric.
 
     Training runs on a mesh of ``cfg.num_devices`` devices (0: all; see
-    ``warca_jax.device_mesh``): one device is a mesh of one, and N devices give the
+    ``warca_jax.maths.device_mesh``): one device is a mesh of one, and N devices give the
     one-device result up to float rounding (same seed, same draws). With
     ``cfg.kernel_approx == "nystroem"`` the kernel form is replaced by linear WARCA on
     the Nystroem features of ``cfg.num_landmarks`` landmarks (``nystroem_features``),

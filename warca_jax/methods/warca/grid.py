@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import jax
 
-from warca_jax import model_checks
+from warca_jax.methods import model_checks
 from warca_jax.methods.warca import config, problem
 from warca_jax.metric import Metric
 

@@ -34,8 +34,7 @@ import math
 import numpy as np
 from absl import logging
 
-from warca_jax import model_checks
-from warca_jax.methods import held_out
+from warca_jax.methods import held_out, model_checks
 from warca_jax.methods.warca.grid import GridFit
 
 # each rung keeps the first ceil(n / FACTOR) of its n lambdas; 1: every lambda to the end

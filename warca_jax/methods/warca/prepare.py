@@ -7,8 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax import device_mesh
-from warca_jax.maths import linalg, sampling
+from warca_jax.maths import device_mesh, linalg, sampling
 
 # A mean squared distance below this fraction of the mean squared norm (of the mean kernel
 # diagonal) is rounding, not spread: float64 sums of float32 features, float32 kernels.

@@ -17,8 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from warca_jax import device_mesh
-from warca_jax.maths import kernels, linalg, sampling
+from warca_jax.maths import device_mesh, kernels, linalg, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import config, prepare, step
 from warca_jax.methods.warca.nystroem import nystroem_features

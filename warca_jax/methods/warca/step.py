@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from warca_jax import device_mesh, learner_loop
-from warca_jax.maths import losses, optim, penalties, sampling
+from warca_jax.maths import device_mesh, losses, optim, penalties, sampling
+from warca_jax.methods import learner_loop
 
 
 class Hyperparams(NamedTuple):

@@ -1,7 +1,7 @@
 """The figures of one run of the main job (``pipeline.train_and_evaluate``).
 
 * ``cmc.png``: the method's mean CMC over the splits with a band of +-1 std over them and
-  its mAP in the legend, beside the Euclidean baseline's (``plots.plot_cmc``);
+  its mAP in the legend, beside the Euclidean baseline's (``cmc.plot_cmc``);
 * ``curves.png``: the training curves of an iterative learner (one whose registry entry
   ``takes("callback")``, i.e. that logs a history to metrics.jsonl), against the step: the
   loss, a ranking measure that moves (``RANKING_MEASURES``: WARCA's ``closer_frac``, or
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib import ticker
 
-from warca_jax import plots
 from warca_jax.io import run_files
+from warca_jax.plots import cmc
 
 # The ranking measure drawn beside the loss: the first of these that a run logs and that
 # moves, with its panel's title.
@@ -32,7 +32,7 @@ RANKING_MEASURES = (
     ("active_triplets", "active triplets"),
 )
 VALIDATION = (("val_rank1", "rank-1", "tab:blue"), ("val_mAP", "mAP", "tab:orange"))
-PANEL = (5.0, 4.2)  # inches per panel, at plots.DPI (exact in binary: whole pixels)
+PANEL = (5.0, 4.2)  # inches per panel, at cmc.DPI (exact in binary: whole pixels)
 
 
 def _by_split(rows: list[dict], key: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -117,7 +117,7 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
     the validation rank-1 and mAP), against ``step``; each split a thin line and the mean
     over the splits bold (at the steps they all logged). A measure spanning more than a
     factor of 10 is drawn on a log axis, or a symlog one when it reaches 0 (``_y_scale``).
-    ``PANEL`` inches per panel at ``plots.DPI``.
+    ``PANEL`` inches per panel at ``cmc.DPI``.
 
     Raises:
       ValueError: no row holds a step and a loss.
@@ -126,28 +126,28 @@ def plot_training_curves(rows: list[dict], path: str | Path, *, title: str | Non
     panels = _panels(rows)
     if not panels:
         raise ValueError("no history row holds a step and a loss: nothing to draw")
-    fig, axes = plots.figure((PANEL[0] * len(panels), PANEL[1]), ncols=len(panels), squeeze=False)
+    fig, axes = cmc.figure((PANEL[0] * len(panels), PANEL[1]), ncols=len(panels), squeeze=False)
     for ax, (panel, ylabel, columns) in zip(axes[0], panels, strict=True):
         drawn = []
         for key, name, colour in columns:
             series = _by_split(rows, key)
             if series:
                 drawn += _draw(ax, series, colour, name)
-        plots.readable(ax, xlabel="step", ylabel=ylabel)
-        ax.set_title(panel, fontsize=plots.FONTS["label"])
+        cmc.readable(ax, xlabel="step", ylabel=ylabel)
+        ax.set_title(panel, fontsize=cmc.FONTS["label"])
         scale = _y_scale(drawn)
         if scale:
             ax.set_yscale(**scale)
         elif ylabel == "%":
-            ax.set_ylim(*plots.fitted_range(*drawn))
+            ax.set_ylim(*cmc.fitted_range(*drawn))
         else:  # few ticks, written short: 0.0005, not 0.00050
             ax.yaxis.set_major_locator(ticker.MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))
             ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:.4g}"))
         if len(columns) > 1:
-            ax.legend(fontsize=plots.FONTS["legend"] - 1)
+            ax.legend(fontsize=cmc.FONTS["legend"] - 1)
     if title:
-        fig.suptitle(title, fontsize=plots.FONTS["title"])
-    run_files.write_figure(path, fig, format="png", dpi=plots.DPI)
+        fig.suptitle(title, fontsize=cmc.FONTS["title"])
+    run_files.write_figure(path, fig, format="png", dpi=cmc.DPI)
     return Path(path)
 
 
@@ -175,7 +175,7 @@ def write_run_figures(
         curves["euclidean"], spread["euclidean"] = _mean_and_splits([b["cmc"] for b in base])
         maps["euclidean"] = float(np.mean([b["mAP"] for b in base]))
     path = os.path.join(workdir, "cmc.png")
-    plots.plot_cmc(curves, path, max_rank=max_rank, title=title, spread=spread, maps=maps)
+    cmc.plot_cmc(curves, path, max_rank=max_rank, title=title, spread=spread, maps=maps)
     written = [path]
     metrics = os.path.join(workdir, "metrics.jsonl")
     if iterative and os.path.exists(metrics):

@@ -3,7 +3,7 @@ curves (``plot_cmc``: a run's mean curve, its spread over the splits and its mAP
 ``plot_methods_cmc``: many methods, linear and kernel apart, as the protocol's report
 draws them) and ranked lists (``plot_ranked_lists``) here, with what they share (a
 figure's size, fonts and fitted axis range); a run's training curves in
-``warca_jax.run_plots``, the studies' plots in ``warca_jax.study_plots``."""
+``warca_jax.plots.run_plots``, the studies' plots in ``warca_jax.plots.study_plots``."""
 
 from __future__ import annotations
 

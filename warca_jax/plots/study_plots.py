@@ -1,7 +1,7 @@
 """The studies' plots: what the AON study (``plot_condition_numbers``, ``plot_rank1_sweep``,
 ``plot_rank1_by_dataset``), the training-time study (``plot_rank1_vs_seconds``) and the CUHK03
 study's figures (``plot_rank_k``, ``plot_validation_cost``) draw; the CMC curves and ranked
-lists are ``warca_jax.plots``'. Drawn without touching matplotlib's global backend.
+lists are ``warca_jax.plots.cmc``'. Drawn without touching matplotlib's global backend.
 """
 
 from __future__ import annotations

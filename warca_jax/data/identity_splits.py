@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.dataset_arrays import Split, check_matches, integer_ids, validate_split
+from warca_jax.data.dataset_arrays import Split, check_matches, integer_ids, validate_split
 
 
 def random_splits(
@@ -395,6 +395,4 @@ def _draw_split(
             single.append(idx[one : one + 1])
             others.append(np.delete(idx, one))
     train = [groups[g] for g in rest] or [np.zeros(0, np.int64)]
-    return Split(
-        *(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery))
-    )
+    return Split(*(np.sort(np.concatenate(x)).astype(np.int64) for x in (train, query, gallery)))

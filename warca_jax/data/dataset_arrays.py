@@ -6,9 +6,10 @@ preparation happens once, before training, and every problem a user's data could
 reported here with a message that names it, never later as a NaN or a shape error in a
 jitted step.
 
-The splits are drawn by `warca_jax.identity_splits`, the files read by `warca_jax.datasets` (the
-generic `.npz` format by `warca_jax.datasets.npz_file`); both import this module, never the
-reverse. The built-in synthetic data comes from `warca_jax.synthetic`.
+The splits are drawn by `warca_jax.data.identity_splits`, the files read by
+`warca_jax.datasets` (the generic `.npz` format by `warca_jax.datasets.npz_file`); both
+import this module, never the reverse. The built-in synthetic data comes from
+`warca_jax.data.synthetic`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class Dataset(NamedTuple):
     splits: tuple[Split, ...]
     name: str
     # True: the evaluation ranks a query's same-camera gallery images of its identity as
-    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.identity_splits`), not as junk; the
-    # cameras still reach the learners that take them.
+    # matches (Xiong et al.'s gallery-draw reading, `warca_jax.data.identity_splits`), not as
+    # junk; the cameras still reach the learners that take them.
     same_camera_matches: bool = False
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from warca_jax import config_checks, dataset_arrays, datasets, defaults, identity_splits, methods
+from warca_jax import datasets, methods
+from warca_jax.data import dataset_arrays, identity_splits
+from warca_jax.runs import config_checks, defaults
 
 
 class SplitPlan(NamedTuple):

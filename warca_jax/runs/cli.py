@@ -46,9 +46,9 @@ from absl import logging as absl_logging
 from ml_collections import config_dict
 from ml_collections.config_flags import config_flags
 
-from warca_jax import stops
 from warca_jax.features import image_files
 from warca_jax.io import bounded_reads, config_files, workdir_lock, writes
+from warca_jax.runs import stops
 
 
 def define_run_flags(config_help: str, workdir_help: str):

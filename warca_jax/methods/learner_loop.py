@@ -21,7 +21,7 @@ rPCCA, SVMML and the study's SGD) trains through ``run_in_chunks``.
 Every learner's result goes through ``check_model`` (once in the learner, once more in
 the method registry's dispatch, ``warca_jax.methods``): a model with NaN or inf, or one
 that maps every training sample to the same point (an all-zero projection), is a
-``TrainingDivergedError``, never a model (both in ``warca_jax.model_checks``, with
+``TrainingDivergedError``, never a model (both in ``warca_jax.methods.model_checks``, with
 ``check_row``).
 
 A learner's ``fit`` hands its own arguments on to the loop as a ``Loop`` (its name, the
@@ -42,7 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
-from warca_jax import model_checks, progress_report
+from warca_jax.io import progress_report
+from warca_jax.methods import model_checks
 from warca_jax.metric import Metric
 
 

@@ -10,7 +10,7 @@ part, embeds the query and gallery parts, evaluates, and writes into workdir:
 * ``split_{s}.json``: the results of split s;
 * ``results.json``: per-split results and their mean and std;
 * ``cmc.png``: the mean CMC curve, its spread over the splits, its mAP (and Euclidean's);
-* ``curves.png``: an iterative learner's training curves (``warca_jax.run_plots``).
+* ``curves.png``: an iterative learner's training curves (``warca_jax.plots.run_plots``).
 
 A run started again on the same workdir reuses every finished split (its
 ``split_{s}.json`` and model) and redoes only the unfinished ones; a workdir
@@ -38,12 +38,15 @@ import time
 import numpy as np
 from absl import logging
 
-from warca_jax import defaults, evaluation, feature_norm, methods, run_plots
-from warca_jax.config_checks import check_config_file
+from warca_jax import evaluation, methods
+from warca_jax.features import feature_norm
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.methods import held_out
 from warca_jax.metric import Metric
-from warca_jax.run_plan import SplitPlan, check_run_config, plan_split
+from warca_jax.plots import run_plots
+from warca_jax.runs import defaults
+from warca_jax.runs.config_checks import check_config_file
+from warca_jax.runs.run_plan import SplitPlan, check_run_config, plan_split
 
 SUMMARY_KEYS = (
     "rank1",

@@ -52,7 +52,7 @@ def base_config(*, histogram: bool = False, small: bool = False) -> ml_collectio
     # images smaller than the descriptor's smallest size (6 x 5 for color_lbp, 11 x 11 for
     # lomo): False refuses them, naming them; True leaves them out, logged.
     c.data.skip_small_images = False
-    # per-split normalisation of the features (warca_jax.feature_norm): 'none', or
+    # per-split normalisation of the features (warca_jax.features.feature_norm): 'none', or
     # 'center_l2' (each descriptor part, e.g. fused GOG's colour spaces, centred by the
     # split's training mean and L2-normalised per image, as GOG's release does).
     c.data.normalize = "none"

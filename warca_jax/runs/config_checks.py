@@ -14,7 +14,7 @@ field it is about, so that one line says what to change:
   refusal of a workdir of another run naming the fields that differ
   (``workdir.check_run_files``; presentation-only fields such as ``progress`` aside).
 
-The command line prints such an error as that one line (``warca_jax.cli``).
+The command line prints such an error as that one line (``warca_jax.runs.cli``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import numpy as np
 from absl import logging as absl_logging
 from ml_collections import config_dict
 
-from warca_jax import dataset_arrays, datasets, methods
+from warca_jax import datasets, methods
+from warca_jax.data import dataset_arrays
 from warca_jax.features.extraction import check_batch_size
 from warca_jax.io import config_files, run_files
 
@@ -93,7 +94,7 @@ def _config_hint(name: str, method: methods.Method) -> str:
     for stem in (name, module[module.index("methods") + 1] if "methods" in module else name):
         if os.path.isfile(os.path.join(_CONFIGS, f"{stem}.py")):
             return f"configs/{stem}.py"
-    return f"warca_jax.defaults.method_config({name!r})"
+    return f"warca_jax.runs.defaults.method_config({name!r})"
 
 
 def check_method_section(section, where: str = "method") -> methods.Method:

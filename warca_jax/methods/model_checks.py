@@ -3,7 +3,7 @@
 ``check_row`` refuses a history row of a diverged run (a non-finite value, or a loss grown
 ``MAX_LOSS_GROWTH`` times past its reference); ``check_model`` refuses a model with NaN
 or inf, or one that maps every training sample to the same point (an all-zero
-projection). Both raise ``TrainingDivergedError``. ``warca_jax.learner_loop`` calls them on
+projection). Both raise ``TrainingDivergedError``. ``warca_jax.methods.learner_loop`` calls them on
 every chunk and at the end of every fit. Whether a model is one its method learns is the
 registry's question (``warca_jax.methods.registered_method``).
 """
