@@ -119,7 +119,7 @@ def score(ds, method, uses_hist: bool, pca_dims: int) -> tuple[float, float]:
     rows = []
     for s, split in enumerate(ds.splits):
         d = ds if uses_hist else real_data.on_pca(ds, split, pca_dims)
-        val = run_plan.validation_split(d, s, config)
+        val = run_plan.plan_split(d, s, config).val
         with tempfile.TemporaryDirectory() as tmp:
             metric, _, _ = pipeline.fit_split(d, s, val, config, os.path.join(tmp, "m.jsonl"))
         r = real_data.score(metric, d, split, config.eval, seed=config.seed + s)

@@ -15,7 +15,7 @@ mAP, mean over ``--splits``:
   protocol's runs are;
 * ``--on=validation``: fitted on the split's training people but ``--val_fraction`` of
   them (default: the protocol's ``cv.val_fraction``) and scored on those (the protocol's
-  cross-validation split, ``protocol.datasets.validation_split``, seed 0): a choice made
+  cross-validation split, ``identity_splits.validation_split``, seed 0): a choice made
   here does not look at the test people.
 
 On VIPeR, ``--probe=random`` draws each test person's probe camera at random (the rule the WARCA
@@ -48,10 +48,10 @@ from absl import app, flags
 
 from benchmarks import real_data
 from warca_jax import datasets
+from warca_jax.data import identity_splits
 from warca_jax.datasets import two_camera
 from warca_jax.io import config_files
 from warca_jax.protocol import plan
-from warca_jax.protocol.datasets import validation_split
 
 # the protocol's config of each dataset: its output dimension, per-label settings, CV split
 _PROTOCOL_MODULE = config_files.load_config_module("configs/protocol.py")
@@ -120,7 +120,9 @@ def score(
     ``seed + s`` (the protocol runner's)."""
     split = ds.splits[s]
     if on == "validation":
-        split = validation_split(ds, s, fraction=val_fraction, seed=PROTOCOLS["viper"].data.seed)
+        split = identity_splits.validation_split(
+            ds, s, fraction=val_fraction, seed=PROTOCOLS["viper"].data.seed
+        )
     metric, _, seconds = real_data.fit(ds, split.train_idx, cfg, seed=seed + s, cams=False)
     r = real_data.score(metric, ds, split, eval_cfg)
     return {"rank1": float(r["rank1"]), "mAP": float(r["mAP"]), "train_seconds": seconds}

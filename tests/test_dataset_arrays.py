@@ -308,11 +308,19 @@ def test_random_splits_errors(labels, kwargs, pattern):
 # --- validation_split --------------------------------------------------------------------
 
 
+def _one_split(labels, cams, train_idx, name="x") -> dataset_arrays.Dataset:
+    """A dataset whose split 0 trains on ``train_idx`` (no test part: nothing reads it)."""
+    features = np.zeros((len(labels), 2), np.float32)
+    split = Split(np.asarray(train_idx), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return dataset_arrays.Dataset(features, labels, cams, (split,), name)
+
+
 def test_validation_split_holds_identities_out_of_a_training_part():
     _, labels, cams = _small(num_ids=30)
     (split,) = identity_splits.random_splits(labels, cams, num_splits=1, seed=0)
-    val = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
-    again = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=0)
+    data = _one_split(labels, cams, split.train_idx)
+    val = identity_splits.validation_split(data, 0, fraction=0.3, seed=0)
+    again = identity_splits.validation_split(data, 0, fraction=0.3, seed=0)
     _assert_splits_equal([val], [again])
     held = np.concatenate([val.query_idx, val.gallery_idx])
     np.testing.assert_array_equal(np.sort(np.concatenate([val.train_idx, held])), split.train_idx)
@@ -324,18 +332,19 @@ def test_validation_split_holds_identities_out_of_a_training_part():
             val.gallery_idx[labels[val.gallery_idx] == i],
         )
         assert len(np.unique(cams[q])) == 1 and not np.isin(cams[g], cams[q]).any()
-    other = identity_splits.validation_split(labels, cams, split.train_idx, fraction=0.3, seed=1)
+    other = identity_splits.validation_split(data, 0, fraction=0.3, seed=1)
     assert not np.array_equal(other.train_idx, val.train_idx)
 
 
 def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
-    """The pipeline's validation split, the protocol's cross-validation split and a
-    learner's own held-out choice (WARCA's lambda, LMNN's steps) draw one way."""
-    from warca_jax import protocol
+    """The pipeline's validation split, the protocol's cross-validation split (both the one
+    ``identity_splits.validation_split``, at the split's training seed) and a learner's own
+    held-out choice (WARCA's lambda, LMNN's steps) hold out the same people."""
     from warca_jax.methods import held_out
 
     config = defaults.experiment_config("warca", "small", small=True, lock=False)
     config.data.val_fraction = 0.2
+    config.seed = 3
     dataset = datasets.from_config(config.data)
     for s in range(2):
         train = dataset.splits[s].train_idx
@@ -343,11 +352,8 @@ def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
         own = held_out.split(dataset.labels[train], 0.2, seed=fit_seed)
         people = np.unique(dataset.labels[train][own.val])
         for val in (
-            run_plan.validation_split(dataset, s, config),
-            protocol.validation_split(dataset, s, fraction=0.2, seed=config.seed),
-            identity_splits.validation_split(
-                dataset.labels, dataset.cams, train, fraction=0.2, seed=fit_seed
-            ),
+            run_plan.plan_split(dataset, s, config).val,
+            identity_splits.validation_split(dataset, s, fraction=0.2, seed=config.seed),
         ):
             got = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
             np.testing.assert_array_equal(got, people)
@@ -357,7 +363,7 @@ def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
 @pytest.mark.parametrize(
     "num_ids, fraction, pattern",
     [
-        (10, 0.0, r"val_fraction must be in \(0, 1\)"),
+        (10, 0.0, r"^x split 0: val_fraction must be in \(0, 1\)"),
         (10, 1.0, r"val_fraction must be in \(0, 1\)"),
         (10, 0.1, r"val_fraction=0.1 holds out 1 of the 10 .* from 0.2 to 0.8"),
         (10, 0.9, r"holds out 9 of the 10 training identities, leaving 1"),
@@ -367,10 +373,9 @@ def test_every_held_out_draw_holds_out_the_same_people_for_the_same_seed():
 def test_validation_split_errors(num_ids, fraction, pattern):
     labels = np.repeat(np.arange(num_ids), 2)
     cams = np.arange(len(labels)) % 2
+    data = _one_split(labels, cams, np.arange(len(labels)))
     with pytest.raises(ValueError, match=pattern):
-        identity_splits.validation_split(
-            labels, cams, np.arange(len(labels)), fraction=fraction, seed=0
-        )
+        identity_splits.validation_split(data, 0, fraction=fraction, seed=0)
 
 
 # --- make_synthetic ----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from processes import ROOT, cpu_env
 from repo_configs import config_module
 
 from warca_jax import datasets, protocol
+from warca_jax.data import identity_splits
 from warca_jax.io import run_files
 from warca_jax.plots import cmc
 from warca_jax.protocol import pool
@@ -227,14 +228,14 @@ def test_cross_validation_selects_the_best_grid_point(tiny_run):
 def test_validation_split_lies_inside_the_training_part():
     ds = datasets.from_config(_tiny().data)
     for s in range(2):
-        v = protocol.validation_split(ds, s, fraction=0.3, seed=0)
+        v = identity_splits.validation_split(ds, s, fraction=0.3, seed=0)
         train = set(ds.splits[s].train_idx)
         held = set(v.query_idx) | set(v.gallery_idx)
         assert held <= train and set(v.train_idx) <= train and not held & set(v.train_idx)
         val_ids = set(ds.labels[list(held)])
         assert len(val_ids) == round(0.3 * len(set(ds.labels[list(train)])))
         assert not val_ids & set(ds.labels[v.train_idx])
-    again = protocol.validation_split(ds, 1, fraction=0.3, seed=0)
+    again = identity_splits.validation_split(ds, 1, fraction=0.3, seed=0)
     np.testing.assert_array_equal(again.query_idx, v.query_idx)
 
 

@@ -282,7 +282,7 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     dataset = datasets.from_config(config.data)
     for s, labels in enumerate(fitted):
         split = dataset.splits[s]
-        val = run_plan.validation_split(dataset, s, config)
+        val = run_plan.plan_split(dataset, s, config).val
         held = np.unique(dataset.labels[np.concatenate([val.query_idx, val.gallery_idx])])
         trained = np.unique(labels)
         assert len(held) == 8 and len(trained) == 30 - 8  # round(0.25 * 30) of 30
@@ -301,8 +301,8 @@ def test_val_fraction_logs_val_metrics_on_held_out_identities(tmp_path, monkeypa
     other = _val_config()
     other.seed = 1
     a, b = (
-        run_plan.validation_split(dataset, 0, config),
-        run_plan.validation_split(dataset, 0, other),
+        run_plan.plan_split(dataset, 0, config).val,
+        run_plan.plan_split(dataset, 0, other).val,
     )
     assert not np.array_equal(a.train_idx, b.train_idx)
 
@@ -404,7 +404,7 @@ def test_a_run_checks_its_config_once_and_draws_each_held_out_part_once(tmp_path
     results = pipeline.train_and_evaluate(config, str(tmp_path))
     assert len(checks) == 1 and len(lookups) == 1 and len(draws) == 3
     for s, (draw, labels) in enumerate(zip(draws, fitted, strict=True)):
-        np.testing.assert_array_equal(draw[2], dataset.splits[s].train_idx)
+        assert draw[1] == s  # (dataset, s): split s's training part, drawn once
         held = results["splits"][s]["num_val_ids"]
         assert held == 8 and len(np.unique(labels)) == 30 - held
     os.remove(tmp_path / "split_2.json")  # a restart redoes split 2 from the same draws

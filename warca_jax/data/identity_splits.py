@@ -30,7 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from warca_jax.data.dataset_arrays import Split, check_matches, integer_ids, validate_split
+from warca_jax.data.dataset_arrays import (
+    Dataset,
+    Split,
+    check_matches,
+    integer_ids,
+    validate_split,
+)
 
 
 def random_splits(
@@ -154,15 +160,18 @@ def held_out_ids(labels, fraction: float, *, seed: int) -> tuple[np.ndarray, int
 
 
 def validation_split(
-    labels, cams, train_idx, *, fraction: float, seed: int, field: str = "val_fraction"
+    dataset: Dataset, s: int, *, fraction: float, seed: int, field: str = "val_fraction"
 ) -> Split:
-    """The identities ``held_out_ids`` draws from ``seed`` held out of a training part, their
-    images divided into query and gallery (`query_gallery`); the rest stay for training.
+    """Split ``s``'s training part with the identities ``held_out_ids`` draws from
+    ``seed + s`` (the training seed of split ``s``) held out, their images divided into query
+    and gallery (`query_gallery`); the rest stay for training. The one draw of a validation
+    split: the main job's (``data.val_fraction``, ``seed``), the protocol's cross-validation
+    (``cv.val_fraction``, ``data.seed``); a learner's own held-out choice
+    (``methods.held_out``) draws the same people at the same seed and fraction.
 
     Args:
-      labels: [N] identity labels of the dataset.
-      cams: [N] camera ids of the dataset.
-      train_idx: indices of the training part.
+      dataset: a checked `Dataset`.
+      s: the split whose training part is divided.
       fraction: share of its identities held out, in (0, 1).
       seed: an int; same seed, same split (and the same people as ``held_out_ids``).
       field: the name of the fraction in error messages (e.g. "data.val_fraction").
@@ -173,8 +182,19 @@ def validation_split(
 
     Raises:
       ValueError: `fraction` outside (0, 1), fewer than 2 identities held out or left
-        for training, or a part without what it needs (a query, a positive pair).
+        for training, or a part without what it needs (a query, a positive pair); the
+        message starts with the dataset's name and the split.
     """
+    try:
+        return _held_out_split(
+            dataset.labels, dataset.cams, dataset.splits[s].train_idx,
+            fraction=fraction, seed=seed + s, field=field,
+        )  # fmt: skip
+    except ValueError as e:
+        raise ValueError(f"{dataset.name} split {s}: {e}") from None
+
+
+def _held_out_split(labels, cams, train_idx, *, fraction: float, seed: int, field: str) -> Split:
     labels = integer_ids(labels, "labels")
     cams = integer_ids(cams, "cams")
     train_idx = integer_ids(train_idx, "train_idx")

@@ -15,7 +15,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax import datasets
-from warca_jax.data import dataset_arrays, identity_splits
+from warca_jax.data import dataset_arrays
 from warca_jax.datasets import npz_file
 from warca_jax.io import run_files, writes
 from warca_jax.protocol import fields
@@ -128,17 +128,3 @@ def prepare_dataset(config, name: str, workdir: str) -> DataInfo:
             **arrays,
         )
     return DataInfo(path, fingerprint, len(ds.splits))
-
-
-def validation_split(dataset: dataset_arrays.Dataset, s: int, *, fraction: float, seed: int):
-    """A validation split inside the training part of split ``s``: the identities
-    ``identity_splits.held_out_ids`` draws from ``seed + s`` (the training seed of split
-    ``s``, as in the pipeline), their images divided into query and gallery. Indices are into
-    ``dataset``."""
-    try:
-        return identity_splits.validation_split(
-            dataset.labels, dataset.cams, dataset.splits[s].train_idx,
-            fraction=fraction, seed=seed + s, field="cv.val_fraction",
-        )  # fmt: skip
-    except ValueError as e:
-        raise ValueError(f"split {s}: {e}; lower cv.val_fraction or cv.num_splits") from None

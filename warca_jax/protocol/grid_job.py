@@ -18,10 +18,11 @@ import ml_collections
 import numpy as np
 
 from warca_jax import evaluation, methods
+from warca_jax.data import identity_splits
 from warca_jax.features import feature_norm
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.protocol import successive_halving
-from warca_jax.protocol.datasets import load_stored, validation_split
+from warca_jax.protocol.datasets import load_stored
 from warca_jax.protocol.jobs import (
     TRAINING_FAILURES,
     _remove,
@@ -129,8 +130,8 @@ class _Grid:
         for c in self.splits:
             point = self.points[(c, 0)]
             ds = self.ds[c] = feature_norm.for_split(self.stored, c, self.run_cfg.data)
-            self.vsplits[c] = validation_split(
-                ds, c, fraction=point["val_fraction"], seed=point["seed"]
+            self.vsplits[c] = identity_splits.validation_split(
+                ds, c, fraction=point["val_fraction"], seed=point["seed"], field="cv.val_fraction"
             )
             tr = self.vsplits[c].train_idx
             try:

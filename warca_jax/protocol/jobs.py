@@ -20,10 +20,11 @@ import numpy as np
 from absl import logging
 
 from warca_jax import evaluation
+from warca_jax.data import identity_splits
 from warca_jax.features import feature_norm
 from warca_jax.io import run_files, workdir_lock, writes
 from warca_jax.methods import model_checks
-from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
+from warca_jax.protocol.datasets import DataInfo, load_stored
 from warca_jax.runs import pipeline
 
 # What a job that started raises when training or evaluation fails on its data: recorded
@@ -157,7 +158,9 @@ def _job_cv(job: dict) -> None:
     run_cfg = ml_collections.ConfigDict(job["config"])
     ds = load_stored(job["data"], job["data_sha256"])
     ds = feature_norm.for_split(ds, job["split"], run_cfg.data)
-    split = validation_split(ds, job["split"], fraction=job["val_fraction"], seed=job["seed"])
+    split = identity_splits.validation_split(
+        ds, job["split"], fraction=job["val_fraction"], seed=job["seed"], field="cv.val_fraction"
+    )
     t_job = time.perf_counter()
     t0 = time.perf_counter()
     metric, _ = pipeline.fit_method(

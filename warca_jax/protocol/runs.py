@@ -12,12 +12,13 @@ import os
 from absl import logging
 
 from warca_jax import methods
+from warca_jax.data import identity_splits
 from warca_jax.protocol.cross_validation import (
     CrossValidationFailed,
     CrossValidationMissing,
     select,
 )
-from warca_jax.protocol.datasets import DataInfo, load_stored, validation_split
+from warca_jax.protocol.datasets import DataInfo, load_stored
 from warca_jax.protocol.fields import safe
 from warca_jax.protocol.jobs import make_job
 from warca_jax.protocol.plan import Plan, run_config, run_method_config
@@ -35,7 +36,9 @@ def _validation_splits(plan: Plan, name: str, ds) -> list:
         )
     try:
         return [
-            validation_split(ds, c, fraction=cv.val_fraction, seed=config.data.seed)
+            identity_splits.validation_split(
+                ds, c, fraction=cv.val_fraction, seed=config.data.seed, field="cv.val_fraction"
+            )
             for c in range(cv.num_splits)
         ]
     except ValueError as e:

@@ -163,12 +163,12 @@ def fit_split(
 ) -> tuple[Metric, float, dict]:
     """Fits split ``s``'s model, its history rows appended to ``metrics_path``.
 
-    With held-out identities ``val`` (``run_plan.validation_split``), the model is trained on their
-    training part and scored on them after every logged chunk; with ``eval.keep_best`` the
-    model with the best held-out mAP (the earliest of ties, ``held_out.Best``) is kept, else
-    the last. ``method``: the learner (``check_run_config``'s look-up; None: the one
-    ``config.method.name`` names). Benchmarks call it to fit as a run does without writing a
-    run's workdir.
+    With held-out identities ``val`` (``identity_splits.validation_split``, drawn by
+    ``run_plan``), the model is trained on their training part and scored on them after every
+    logged chunk; with ``eval.keep_best`` the model with the best held-out mAP (the earliest
+    of ties, ``held_out.Best``) is kept, else the last. ``method``: the learner
+    (``check_run_config``'s look-up; None: the one ``config.method.name`` names). Benchmarks
+    call it to fit as a run does without writing a run's workdir.
 
     Returns:
       (the model, its training seconds without the validation, ``watch``: the kept chunk's

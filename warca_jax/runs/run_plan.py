@@ -40,20 +40,13 @@ class CheckedRun(NamedTuple):
 
 
 def _held_out(dataset: dataset_arrays.Dataset, s: int, config, fraction: float):
-    """Split ``s``'s held-out part at the checked ``fraction`` (``validation_split``)."""
+    """Split ``s``'s held-out part at the checked ``fraction`` (``data.val_fraction``), drawn
+    from the split's training seed ``config.seed + s``; None when it is 0."""
     if not fraction:
         return None
-    try:
-        return identity_splits.validation_split(
-            dataset.labels,
-            dataset.cams,
-            dataset.splits[s].train_idx,
-            fraction=fraction,
-            seed=config.seed + s,
-            field="data.val_fraction",
-        )
-    except ValueError as e:
-        raise ValueError(f"{dataset.name} split {s}: {e}") from None
+    return identity_splits.validation_split(
+        dataset, s, fraction=fraction, seed=config.seed, field="data.val_fraction"
+    )
 
 
 def plan_split(dataset: dataset_arrays.Dataset, s: int, config) -> SplitPlan:
@@ -63,20 +56,6 @@ def plan_split(dataset: dataset_arrays.Dataset, s: int, config) -> SplitPlan:
     method = methods.get(config.method.name)
     fraction = config_checks.check_validation_config(config, method)
     return SplitPlan(method, _held_out(dataset, s, config, fraction))
-
-
-def validation_split(
-    dataset: dataset_arrays.Dataset, s: int, config
-) -> dataset_arrays.Split | None:
-    """Split ``s``'s training part divided by ``data.val_fraction``, or None when it is 0.
-
-    The returned ``train_idx`` is what the learner trains on, ``query_idx`` and
-    ``gallery_idx`` the validation query and gallery (indices into ``dataset``); the
-    identities are those ``identity_splits.held_out_ids`` draws from the split's training seed
-    ``config.seed + s``, the people a learner's own held-out choice (WARCA's lambda) draws
-    at the same fraction. A run draws each split's once (``check_run_config``).
-    """
-    return plan_split(dataset, s, config).val
 
 
 def check_run_config(config, workdir: str, *, auto_dim: bool = False) -> CheckedRun:
