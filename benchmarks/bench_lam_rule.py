@@ -35,6 +35,7 @@ from benchmarks import real_data
 from warca_jax import datasets, evaluation
 from warca_jax.io import config_files
 from warca_jax.methods import held_out, warca
+from warca_jax.methods.warca import config as warca_config
 from warca_jax.methods.warca import lam_select
 from warca_jax.runs import defaults
 
@@ -136,7 +137,7 @@ def rows(name, form, splits):
         test, fit_s = {}, None
         for p in dict.fromkeys((end, halved)):
             t = time.perf_counter()
-            metric, _ = warca.fit(x, y, lam_select.with_lam(cfg, grid[p]), seed=s, cams=cams)
+            metric, _ = warca.fit(x, y, warca_config.at_lam(cfg, grid[p]), seed=s, cams=cams)
             fit_s = fit_s or time.perf_counter() - t  # the first, compiled with it
             test[p] = scores(metric)
         row = dict(

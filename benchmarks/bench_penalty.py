@@ -46,6 +46,7 @@ from benchmarks import real_data
 from warca_jax.data.synthetic import make_reference_problem
 from warca_jax.io import config_files
 from warca_jax.methods import held_out, warca
+from warca_jax.methods.warca import config as warca_config
 from warca_jax.methods.warca import lam_select
 from warca_jax.runs import defaults, pipeline
 
@@ -100,7 +101,7 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
         held = held_out.split(np.asarray(y), val_fraction, seed=s)
         row = {"data": name, "form": form, "split": s, "held_ap": {}, "test": {}}
         for lam in grid:
-            one = lam_select.with_lam(cfg, lam)
+            one = warca_config.at_lam(cfg, lam)
             t = time.perf_counter()
             if not isinstance(held, str):
                 c_tr = None if cams is None else cams[held.train]

@@ -6,6 +6,7 @@ import pytest
 
 from warca_jax.data.synthetic import make_synthetic
 from warca_jax.methods import held_out, model_checks, warca
+from warca_jax.methods.warca import config as warca_config
 from warca_jax.methods.warca import default_config, lam_select
 from warca_jax.runs import defaults
 
@@ -68,7 +69,7 @@ def _held_out_aps(x, y, c, cfg, seed):
     out = []
     for lam in GRID:
         metric, _ = warca.fit(
-            x[held.train], y[held.train], lam_select.with_lam(cfg, lam), seed=seed,
+            x[held.train], y[held.train], warca_config.at_lam(cfg, lam), seed=seed,
             cams=c[held.train],
         )  # fmt: skip
         out.append(lam_select.held_out_ap(metric, x[held.val], y[held.val], c[held.val]))
@@ -136,3 +137,30 @@ def test_diverged_lambdas_drop_out_and_all_diverged_is_an_error(monkeypatch):
     monkeypatch.setattr(lam_select, "GridFit", warca.GridFit)
     with pytest.raises(model_checks.TrainingDivergedError, match="every lambda of lam_grid"):
         lam_select.choose(x, y, c, _cfg(lam_grid=(1e-3, 1.0), learning_rate=1e4), seed=0)
+
+
+def test_a_config_at_another_lambda_is_made_one_way():
+    """``config.at_lam``: a locked copy at that lambda (and eta, where given), its grid
+    emptied (the rule does not run), the config it came from untouched; the protocol's
+    cross-validated choice is made by it too."""
+    from warca_jax.protocol import plan
+
+    cfg = default_config("small")
+    cfg.lock()
+    at = warca_config.at_lam(cfg, 1e-3)
+    assert (at.lam, tuple(at.lam_grid), at.learning_rate) == (1e-3, (), cfg.learning_rate)
+    assert cfg.lam is None and tuple(cfg.lam_grid) == (1e-5, 1e-4, 1e-3, 1e-2)
+    assert warca_config.at_lam(cfg, 0, learning_rate=3e-3).learning_rate == 3e-3
+    with pytest.raises(AttributeError):
+        at.new_field = 1  # locked, as every config a run uses
+    config = _protocol_config()
+    chosen = plan.run_method_config(config, "warca", "synthetic", 40, lam=1e-3, learning_rate=2e-2)
+    own = plan.run_method_config(config, "warca", "synthetic", 40, learning_rate=2e-2)
+    assert own.lam is None and tuple(own.lam_grid)  # without a chosen lambda: the rule's
+    assert chosen.to_dict() == warca_config.at_lam(own, 1e-3).to_dict()
+
+
+def _protocol_config():
+    from repo_configs import config_module
+
+    return config_module("protocol").get_config("small")

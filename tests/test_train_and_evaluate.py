@@ -405,6 +405,7 @@ def test_a_run_checks_its_config_once_and_draws_each_held_out_part_once(tmp_path
     assert len(checks) == 1 and len(lookups) == 1 and len(draws) == 3
     for s, (draw, labels) in enumerate(zip(draws, fitted, strict=True)):
         assert draw[1] == s  # (dataset, s): split s's training part, drawn once
+        np.testing.assert_array_equal(draw[0].splits[s].train_idx, dataset.splits[s].train_idx)
         held = results["splits"][s]["num_val_ids"]
         assert held == 8 and len(np.unique(labels)) == 30 - held
     os.remove(tmp_path / "split_2.json")  # a restart redoes split 2 from the same draws

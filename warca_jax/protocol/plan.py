@@ -15,6 +15,7 @@ import ml_collections
 from absl import logging
 
 from warca_jax import methods
+from warca_jax.methods.warca import config as warca_config
 from warca_jax.protocol import fields
 from warca_jax.runs import defaults
 
@@ -180,8 +181,8 @@ def run_method_config(config, label: str, name: str, dim: int, **overrides):
             )
         cfg[key] = type(cfg[key])(value) if isinstance(cfg[key], float) else value
     if "lam" in overrides and "lam_grid" in cfg:
-        # a lambda the protocol's cross-validation chose replaces the learner's own choice
-        cfg.lam_grid = ()
+        # WARCA: the lambda the protocol's cross-validation chose replaces its own rule
+        cfg = warca_config.at_lam(cfg, cfg.lam)
     cfg.lock()
     return cfg
 

@@ -123,8 +123,26 @@ def _check_names(cfg) -> None:
             raise ValueError(f"unknown {field} {value!r}; expected one of {allowed}")
 
 
-def _check_lam_grid(cfg) -> None:
-    """Raises ValueError for a ``lam_grid`` or ``val_fraction`` that cannot run."""
+def at_lam(cfg, lam: float, *, learning_rate: float | None = None) -> ml_collections.ConfigDict:
+    """A locked copy of ``cfg`` that trains at penalty weight ``lam`` (and step size
+    ``learning_rate``, where given): the one way to make a WARCA config at another lambda
+    (the lambda rule's fits, a grid's points, the protocol's cross-validated choice). Its
+    ``lam_grid`` is emptied: with ``lam`` a number the rule does not run, and the config
+    written with the run says so."""
+    out = cfg.copy_and_resolve_references()
+    out.unlock()
+    out.lam, out.lam_grid = float(lam), ()
+    if learning_rate is not None:
+        out.learning_rate = float(learning_rate)
+    out.lock()
+    return out
+
+
+def _check_lam(cfg) -> None:
+    """The one check of WARCA's penalty weight: ``lam`` (None or a number >= 0), its
+    ``lam_grid`` and the held-out share that chooses from it; ValueError naming the field."""
+    if cfg.lam is not None:
+        checks.check_number(cfg, "lam", low=0)
     grid = tuple(cfg.lam_grid)
     for v in grid:
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -158,11 +176,9 @@ def check_config(cfg, *, n: int, d: int) -> None:
     checks.check_number(cfg, "max_tries", low=0, integer=True, note="; 0: no cap")
     checks.check_number(cfg, "margin", low=0, low_open=True)
     checks.check_number(cfg, "learning_rate", low=0, low_open=True)
-    if cfg.lam is not None:
-        checks.check_number(cfg, "lam", low=0)
     checks.check_number(cfg, "kernel_gamma", low=0, note="; 0: from the data")
     checks.check_number(cfg, "num_landmarks", integer=True)
-    _check_lam_grid(cfg)  # lam and learning_rate are checked above
+    _check_lam(cfg)
     _check_names(cfg)
     if cfg.kernel_approx == "nystroem":
         if cfg.kernel == "none":

@@ -30,7 +30,7 @@ def _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callbac
         written += 1
 
     metric, history = fit(
-        features, labels, lam_select.with_lam(cfg, lam), seed=seed,
+        features, labels, config.at_lam(cfg, lam), seed=seed,
         log_fn=None if log_fn is None else log_named,
         progress=progress, callback=callback, cams=cams,
     )  # fmt: skip

@@ -50,7 +50,7 @@ class GridFit:
     ):
         t0 = time.perf_counter()
         data = config.validate(features, labels, cfg)
-        self.cfgs = [_at(cfg, lam, eta) for lam, eta in lams_etas]
+        self.cfgs = [config.at_lam(cfg, lam, learning_rate=eta) for lam, eta in lams_etas]
         for c in self.cfgs:  # every point's lambda and eta, before any work
             config.check_config(c, n=data.x.shape[0], d=data.x.shape[1])
         self.features = features
@@ -153,11 +153,3 @@ class GridFit:
     def drop(self, p: int) -> None:
         """Stops point ``p`` for good (its memory back); its step count stays."""
         self.states[p] = None
-
-
-def _at(cfg, lam: float, eta: float):
-    c = cfg.copy_and_resolve_references()
-    c.unlock()
-    c.lam, c.learning_rate = float(lam), float(eta)
-    c.lock()
-    return c

@@ -28,7 +28,6 @@ cross-validation sets lambda itself (``protocol.plan.run_method_config``).
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -40,14 +39,6 @@ from warca_jax.methods.warca.grid import GridFit
 # each rung keeps the first ceil(n / FACTOR) of its n lambdas; 1: every lambda to the end
 FACTOR = 3
 RULES = ("smallest", "largest", "argmax")
-
-
-def with_lam(cfg, lam: float):
-    """An unlocked copy of ``cfg`` that trains with ``lam`` (its grid emptied)."""
-    out = copy.deepcopy(cfg)
-    out.unlock()
-    out.lam, out.lam_grid = float(lam), ()
-    return out
 
 
 def held_out_ap(metric, x, labels, cams) -> np.ndarray:
