@@ -59,7 +59,7 @@ def held_out_trajectory(x, y, cams, cfg, seed):
     when nothing can be held out.
     """
     grid = tuple(float(v) for v in cfg.lam_grid)
-    held = held_out.split(y, cfg.val_fraction, seed=seed)
+    held = held_out.split(y, cfg.lam_val_fraction, seed=seed)
     if isinstance(held, str):
         return None
     tr, va = held.train, held.val

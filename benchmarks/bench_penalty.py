@@ -97,7 +97,7 @@ def rule_rows(name, form, splits, grid, val_fraction, dim):
     for s, x, y, cams, scores in splits:
         cfg = base.get_config("linear" if form == "linear" else "chi2").method
         over = {"preconditioned": False} if form == "chi2_plain" else {}
-        cfg = defaults.overridden(cfg, dim=dim, val_fraction=val_fraction, **over)
+        cfg = defaults.overridden(cfg, dim=dim, lam_val_fraction=val_fraction, **over)
         held = held_out.split(np.asarray(y), val_fraction, seed=s)
         row = {"data": name, "form": form, "split": s, "held_ap": {}, "test": {}}
         for lam in grid:

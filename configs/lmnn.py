@@ -16,10 +16,10 @@ steps there), where the old 300 steps at a constant 1e-3 stayed near the identit
 
 Held-out identities: that objective, minimised to convergence, fits the training people
 (ORL faces of data/: test mAP 74.1, against 87.0 after 50 steps). So the default holds 20%
-of the training identities out (``val_fraction``), scores them by retrieval mAP every 50
+of the training identities out (``stop_val_fraction``), scores them by retrieval mAP every 50
 steps, and trains on every identity up to the best step, as the reference LMNN release's
 ``validation`` option does: 85.9 there; the built-in data: rank-1 83.75, mAP 85.19
-(79.90 / 81.13 at convergence). ``--config.method.val_fraction=0`` trains to convergence.
+(79.90 / 81.13 at convergence). ``--config.method.stop_val_fraction=0`` trains to convergence.
 
 """
 

@@ -260,7 +260,7 @@ def test_every_learner_checks_the_model_it_returns(name, monkeypatch):
     metric, _ = methods.call_fit(method, x, y, cfg, seed=0)
     # LMNN fits twice by default: first without held-out identities, to choose its number
     # of steps (that model is checked too, on the features it saw), then on all of them.
-    fits = 2 if name == "lmnn" and cfg.val_fraction > 0 else 1
+    fits = 2 if name == "lmnn" and cfg.stop_val_fraction > 0 else 1
     if name == "warca" and cfg.lam is None:  # the held-out lambdas' models at each rung
         rungs = lam_select.rungs(cfg.num_iters, cfg.log_every, len(cfg.lam_grid))
         fits = len(cfg.lam_grid) + sum(keep for _, keep in rungs[:-1]) + 1

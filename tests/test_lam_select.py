@@ -65,7 +65,7 @@ def test_halving_stops_the_losers_and_calls_stop_once_each():
 
 def _held_out_aps(x, y, c, cfg, seed):
     """Each lambda's held-out APs from a fit of its own on the training part (``fit``)."""
-    held = held_out.split(y, cfg.val_fraction, seed=seed)
+    held = held_out.split(y, cfg.lam_val_fraction, seed=seed)
     out = []
     for lam in GRID:
         metric, _ = warca.fit(
@@ -88,7 +88,7 @@ def test_the_rule_through_one_grid_is_the_rule_on_one_fit_per_lambda():
         assert f"{g:g}: {np.mean(a):.2f}" in note  # the same held-out scores, to the digit
     # halving: the losers stopped early change nothing for the points that go on; its
     # choice is the rule through the rungs on each lambda trained to the end and scored
-    held = held_out.split(y, cfg.val_fraction, seed=2)
+    held = held_out.split(y, cfg.lam_val_fraction, seed=2)
     tr = held.train
     points = warca.GridFit(x[tr], y[tr], cfg, [(g, 1e-2) for g in GRID], seed=2, cams=c[tr])
 

@@ -17,8 +17,8 @@ from warca_jax.metric import Metric
 
 def _method(**overrides):
     # The solver's tests train to num_iters / tol, without held-out identities (their
-    # own tests below set val_fraction).
-    return method_section("lmnn", **{"val_fraction": 0.0, **overrides})
+    # own tests below set stop_val_fraction).
+    return method_section("lmnn", **{"stop_val_fraction": 0.0, **overrides})
 
 
 @pytest.mark.slow
@@ -279,7 +279,7 @@ def test_held_out_retrieval_map_excludes_the_query_itself():
 @pytest.mark.slow
 def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
     x, y = small_problem()
-    cfg = _method(val_fraction=0.25, val_every=20, val_patience=3, num_iters=200, tol=0.0)
+    cfg = _method(stop_val_fraction=0.25, val_every=20, val_patience=3, num_iters=200, tol=0.0)
     metric, hist = lmnn.fit(x, y, cfg, seed=1)
     chosen = int(hist[-1]["held_out"].split("chose step ")[1].split(" ")[0])
     assert hist[-1]["step"] == chosen and hist[-1]["stopped"].startswith("held-out step reached")
@@ -294,13 +294,18 @@ def test_held_out_identities_choose_the_step_and_the_final_fit_stops_there():
 def test_held_out_fallback_is_said_in_the_history():
     x, y = small_problem()
     keep = y < 4  # 4 identities: 0.2 of them holds fewer than 2 out
-    _, hist = lmnn.fit(x[keep], y[keep], _method(val_fraction=0.2, num_iters=20, num_impostors=8))
-    assert hist[-1]["held_out"].startswith("no held-out identities: val_fraction 0.2")
+    _, hist = lmnn.fit(
+        x[keep], y[keep], _method(stop_val_fraction=0.2, num_iters=20, num_impostors=8)
+    )
+    assert hist[-1]["held_out"].startswith("no held-out identities: stop_val_fraction 0.2")
 
 
 @pytest.mark.parametrize(
     "overrides, match",
-    [({"val_fraction": 1.0}, "val_fraction"), ({"val_every": 15}, "multiple of refresh_every")],
+    [
+        ({"stop_val_fraction": 1.0}, "stop_val_fraction"),
+        ({"val_every": 15}, "multiple of refresh_every"),
+    ],
 )
 def test_bad_held_out_config_is_refused(overrides, match):
     with pytest.raises(ValueError, match=match):

@@ -485,8 +485,8 @@ def test_lambda_chosen_on_held_out_identities():
         warca.fit(x, y, defaults.overridden(cfg, lam_grid=(1e-3, float("nan"))), seed=1)
     with pytest.raises(ValueError, match="lam_grid is empty"):
         warca.fit(x, y, defaults.overridden(cfg, lam_grid=()), seed=1)
-    with pytest.raises(ValueError, match="val_fraction must be"):
-        warca.fit(x, y, defaults.overridden(cfg, val_fraction=1.5), seed=1)
+    with pytest.raises(ValueError, match="lam_val_fraction must be"):
+        warca.fit(x, y, defaults.overridden(cfg, lam_val_fraction=1.5), seed=1)
 
 
 def test_lambda_rules_on_paired_held_out_scores():

@@ -42,8 +42,11 @@ class Held(NamedTuple):
     num_ids: int  # identities held out
 
 
-def split(labels: np.ndarray, fraction: float, *, seed: int) -> Held | str:
-    """Holds out the identities ``identity_splits.held_out_ids`` draws (the project's one draw).
+def split(
+    labels: np.ndarray, fraction: float, *, seed: int, field: str = "the held-out share"
+) -> Held | str:
+    """Holds out the identities ``identity_splits.held_out_ids`` draws (the project's one draw);
+    ``field`` names the fraction in the sentence (``lam_val_fraction``, ``stop_val_fraction``).
 
     Returns:
       a ``Held``, or a sentence saying why nothing could be held out (fewer than 2
@@ -54,7 +57,7 @@ def split(labels: np.ndarray, fraction: float, *, seed: int) -> Held | str:
     num_val, num_ids = len(chosen), len(np.unique(labels))
     if num_val < 2 or num_ids - num_val < 2:
         return (
-            f"val_fraction {fraction:g} of {eligible} identities with two or more "
+            f"{field} {fraction:g} of {eligible} identities with two or more "
             f"images holds {num_val} out: 2 or more are needed, with 2 or more left to train on"
         )
     is_val = np.isin(labels, chosen)
@@ -143,17 +146,17 @@ def choose_steps(
 ) -> tuple[int | None, str | None]:
     """The step at which a learner's fit on all of (x, labels) is to stop, and a note.
 
-    ``cfg`` carries ``val_fraction`` (0: none), ``val_every`` and ``val_patience``;
+    ``cfg`` carries ``stop_val_fraction`` (0: none), ``val_every`` and ``val_patience``;
     ``validate(x, labels, cfg)`` is the learner's check, which the training part left
     after holding identities out must still pass; ``train_part(x, labels, watch)`` trains
-    on that part, scoring through ``watch``. Returns (None, None) for val_fraction 0;
+    on that part, scoring through ``watch``. Returns (None, None) for stop_val_fraction 0;
     (None, why) when nothing could be held out (logged): the learner then trains to its
     own end; else (the best step, what the held-out identities chose).
     """
-    fraction = float(cfg.val_fraction)
+    fraction = float(cfg.stop_val_fraction)
     if fraction <= 0:
         return None, None
-    held = split(labels, fraction, seed=seed)
+    held = split(labels, fraction, seed=seed, field="stop_val_fraction")
     if not isinstance(held, str):
         try:
             validate(x[held.train], labels[held.train], cfg)

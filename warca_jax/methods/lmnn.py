@@ -35,7 +35,7 @@ also logged with absl), and every row from the ``tol_window``-th on carries the
 truncated active set), the number to compare learned maps by.
 
 The number of steps: minimised to convergence, the loss fits the training people and
-ranks new ones worse than Euclidean distance. By default (``val_fraction`` 0.2) the step
+ranks new ones worse than Euclidean distance. By default (``stop_val_fraction`` 0.2) the step
 count is chosen on identities held out of the training set, as the reference release's
 ``validation`` and ``earlystopping`` options do (``warca_jax.methods.held_out``): a first
 fit without them, scored every ``val_every`` steps, then the fit on every identity, on the
@@ -86,7 +86,7 @@ def check_config(cfg, data: checks.TrainingData) -> None:
     checks.check_number(cfg, "mu", low=0)
     checks.check_number(cfg, "tol", low=0, note="; 0: no early stop")
     checks.check_number(
-        cfg, "val_fraction", low=0, high=1, high_open=True, note="; 0: no held-out identities"
+        cfg, "stop_val_fraction", low=0, high=1, high_open=True, note="; 0: no held-out identities"
     )
     checks.check_numbers(cfg, ("val_every", "val_patience"), low=1, integer=True)
     if cfg.val_every % cfg.refresh_every:
@@ -256,11 +256,11 @@ def make_round(mu, margin, m, rounds_steps, block_size, learning_rate, schedule,
 def fit(features, labels, cfg, *, seed=0, log_fn=None, progress=False, callback=None):
     """Learns an LMNN metric (arguments and errors: ``warca_jax.methods``).
 
-    With ``val_fraction`` > 0 (``warca_jax.methods.held_out``): a first fit on the
+    With ``stop_val_fraction`` > 0 (``warca_jax.methods.held_out``): a first fit on the
     training identities less a held-out share (drawn from ``seed``), scored on them every
     ``val_every`` steps and stopped after ``val_patience`` scores without a better one;
     then the fit on every training identity, on the same schedule, up to the step that
-    scored best. Without held-out identities (val_fraction 0, or too few identities to
+    scored best. Without held-out identities (stop_val_fraction 0, or too few identities to
     hold any out: logged, and said in the last history row) it trains to ``num_iters`` or
     ``tol``. Otherwise deterministic (fixed targets, identity or PCA initialisation,
     full-batch steps). A history row per refresh round, of the last fit.
@@ -372,12 +372,12 @@ def default_config(variant: str = "default") -> ml_collections.ConfigDict:
     m.tol_window = 10  # logged rounds (of refresh_every steps) the change is taken over.
     m.block_size = 512  # rows per [block, N] distance matrix in the searches.
     # The number of steps, chosen on held-out identities (warca_jax.methods.held_out, as
-    # the reference release's `validation` / `earlystopping`): val_fraction of the training
+    # the reference release's `validation` / `earlystopping`): stop_val_fraction of the training
     # identities are held out and scored by retrieval mAP every val_every steps; after
     # val_patience scores without a better one that fit stops, and LMNN trains on every
     # identity up to the best step. 0: train to num_iters / tol. At convergence LMNN fits
     # the training people (docs/methods.md#lmnn-and-nca-when-to-stop).
-    m.val_fraction = 0.2
+    m.stop_val_fraction = 0.2
     m.val_every = 50  # steps between held-out scores (a multiple of refresh_every).
     m.val_patience = 10  # held-out scores without a better one before that fit stops.
     if variant == "small":

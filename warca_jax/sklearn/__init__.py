@@ -121,8 +121,8 @@ class WARCA(_Named):
         Output dimension D' (the paper: 200 Market-1501, 100 VIPeR, 40 others).
     lam : float or None, default=None
         Penalty weight lambda (eq. 11, 12, 18); None: chosen from the config's ``lam_grid``
-        (1e-5 ... 1e-2) on ``val_fraction`` of the training identities held out.
-    val_fraction : float, default=0.2
+        (1e-5 ... 1e-2) on ``lam_val_fraction`` of the training identities held out.
+    lam_val_fraction : float, default=0.2
         Share of the training identities held out to choose lambda when ``lam`` is None.
     positives : str, default='cross_camera'
         The positive pairs: 'cross_camera' needs camera ids, which ``fit(X, y)`` does not
@@ -189,7 +189,7 @@ class WARCA(_Named):
         *,
         dim: int = 40,
         lam: float | None = None,
-        val_fraction: float = 0.2,
+        lam_val_fraction: float = 0.2,
         positives: str = "cross_camera",
         learning_rate: float = 1e-2,
         schedule: str = "cosine",
@@ -217,7 +217,7 @@ class WARCA(_Named):
     ):
         self.dim = dim
         self.lam = lam
-        self.val_fraction = val_fraction
+        self.lam_val_fraction = lam_val_fraction
         self.positives = positives
         self.learning_rate = learning_rate
         self.schedule = schedule

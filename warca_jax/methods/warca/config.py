@@ -44,12 +44,12 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
     # penalty weight lambda (eq. 11, 12, 18: lambda / 2 times the penalty of eq. 10), the
     # same in both forms. It must leave W free to stretch far enough to reach the margin of
     # 1, and how far depends on the data (docs/penalty.md). None: chosen per fit from
-    # ``lam_grid`` on ``val_fraction`` of the training identities held out (``lam_select``:
+    # ``lam_grid`` on ``lam_val_fraction`` of the training identities held out (``lam_select``:
     # the weakest penalty within one standard error of the best held-out mAP), at one fit
     # per grid point; a number: exactly that lambda (the grid is not used).
     m.lam = ml_collections.config_dict.placeholder(float)
     m.lam_grid = (1e-5, 1e-4, 1e-3, 1e-2)
-    m.val_fraction = 0.2
+    m.lam_val_fraction = 0.2
     m.penalty = "aon"  # 'aon' ||W W^T - I||^2 (eq. 10), 'frobenius' ||W||^2 or 'none'.
     m.penalty_mode = "coupled"  # penalty before Adam ('coupled') or after ('decoupled').
     m.margin = 1.0  # gamma of the hinge, fixed at 1 in the paper.
@@ -155,8 +155,9 @@ def _check_lam(cfg) -> None:
             "lam is None (chosen from lam_grid on held-out identities) but lam_grid is "
             "empty: give lam a number, or lam_grid its values"
         )
-    if not (isinstance(cfg.val_fraction, float) and 0.0 < cfg.val_fraction < 1.0):
-        raise ValueError(f"val_fraction must be a float in (0, 1); got {cfg.val_fraction!r}")
+    fraction = cfg.lam_val_fraction
+    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
+        raise ValueError(f"lam_val_fraction must be a float in (0, 1); got {fraction!r}")
 
 
 def check_config(cfg, *, n: int, d: int) -> None:

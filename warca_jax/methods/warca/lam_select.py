@@ -5,7 +5,7 @@ between datasets, and no statistic of the training set's shape predicts it
 (docs/penalty.md), so a fit measures it on its own training identities, as the paper's
 protocol does across splits with its cross-validation:
 
-* ``held_out.split`` holds ``val_fraction`` of the training identities out (seeded);
+* ``held_out.split`` holds ``lam_val_fraction`` of the training identities out (seeded);
 * the lambdas of ``lam_grid`` train on the rest as one ``grid.GridFit`` (the data, the
   start and the compiled program prepared once), compared at rungs by successive halving
   (``rungs``): at each rung every live lambda is scored by the average precision of every
@@ -139,7 +139,7 @@ def fit_rows(labels, cfg, *, seed: int) -> int:
     labels = np.asarray(labels)
     if cfg.get("lam", 0.0) is not None or len(tuple(cfg.lam_grid)) < 2:
         return len(labels)
-    held = held_out.split(labels, cfg.val_fraction, seed=seed)
+    held = held_out.split(labels, cfg.lam_val_fraction, seed=seed, field="lam_val_fraction")
     return len(labels) if isinstance(held, str) else len(held.train)
 
 
@@ -158,7 +158,9 @@ def choose(x, labels, cams, cfg, *, seed: int, factor: int = FACTOR) -> tuple[fl
     weakest = min(grid)
     if len(grid) == 1:
         return _said(grid[0], f"lam {grid[0]:g}, the grid's only value")
-    held = held_out.split(np.asarray(labels), cfg.val_fraction, seed=seed)
+    held = held_out.split(
+        np.asarray(labels), cfg.lam_val_fraction, seed=seed, field="lam_val_fraction"
+    )
     if isinstance(held, str):
         return _said(weakest, f"lam {weakest:g}, the grid's weakest: {held}")
     tr, va = held.train, held.val
