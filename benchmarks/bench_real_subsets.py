@@ -1,4 +1,5 @@
-"""Any learner on the real images shipped in data/, as tests/test_real_data.py scores them.
+"""Any learner on the real images shipped in data/, as tests/end_to_end/test_real_data.py
+scores them.
 
 Data (data/README.md), read as configs/real_subsets.py says, which the test reads too:
 ``data/orl_faces`` (40 people x 10 images, 2 splits of 20 test people) and
@@ -78,14 +79,15 @@ FLAGS = flags.FLAGS
 
 
 def subset(name: str):
-    """configs/real_subsets.py's ``name`` subset: what tests/test_real_data.py reads."""
+    """configs/real_subsets.py's ``name`` subset: what tests/end_to_end/test_real_data.py reads."""
     module = config_files.load_config_module(os.path.join(ROOT, "configs", "real_subsets.py"))
     return module.get_config(name)
 
 
 def load(name: str):
-    """The dataset as tests/test_real_data.py reads it (``cuhk01_draw``: the CUHK01 subset
-    under the loader's default protocol, the gallery draw, instead of the camera rule)."""
+    """The dataset as tests/end_to_end/test_real_data.py reads it (``cuhk01_draw``: the CUHK01
+    subset under the loader's default protocol, the gallery draw, instead of the camera
+    rule)."""
     config = subset("cuhk01" if name == "cuhk01_draw" else name)
     options = dict(config.options)
     if name == "cuhk01_draw":

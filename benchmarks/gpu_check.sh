@@ -67,7 +67,7 @@ if [ "${1:-}" = protocol ]; then
   exit 0
 fi
 PYTEST=(python3 -m pytest -m "not slow" -q -p no:cacheprovider -p no:benchmark -rfE)
-NON_UTF8=tests/test_bad_input_data.py::test_non_utf8_paths
+NON_UTF8=tests/bad_input/test_bad_input_data.py::test_non_utf8_paths
 t0=$SECONDS
 if python3 -c "import xdist" 2>/dev/null; then
   timeout 200 "${PYTEST[@]}" --durations=10 -n 14 --dist loadfile --deselect "$NON_UTF8" \

@@ -16,5 +16,17 @@ VARIANTS = ("default", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the frml config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("frml", arg, small=arg == "small")
+    """Returns the frml config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the library's
+    (warca_jax/methods/frml.py)."""
+    c = defaults.experiment_config("frml", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.dim = 16 if arg == "small" else 40  # rank r of M = U diag(s) U^T (W's output dimension)
+    m.lam = 1e-2  # weight of the L2 regulariser lam/2 ||M||_F^2 (0: none)
+    m.margin = 1.0  # gamma of the hinge, in squared Mahalanobis distance
+    m.weighting = "harmonic"  # WARP rank weighting L(r): 'harmonic' or 'uniform'
+    m.learning_rate = 3e-3  # constant step size eta of the Riemannian SGD
+    m.num_iters = 200 if arg == "small" else 500  # Riemannian SGD steps
+    m.batch_size = 128 if arg == "small" else 256  # pairs per minibatch
+    c.lock()
+    return c

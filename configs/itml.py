@@ -21,5 +21,18 @@ VARIANTS = ("default", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the itml config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("itml", arg, small=arg == "small")
+    """Returns the itml config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the library's
+    (warca_jax/methods/itml.py)."""
+    c = defaults.experiment_config("itml", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.gamma = 1.0  # slack trade-off (the paper's gamma); larger: harder constraints
+    # similar (and as many dissimilar) pairs drawn from the labels; 0: 20 C^2 for C identities
+    m.num_constraints = 2000 if arg == "small" else 0
+    m.prior = "identity"  # A_0: 'identity' or 'covariance' (inverse training covariance)
+    m.lower_percentile = 5.0  # u, the similar pairs' bound (a percentile of distances)
+    m.upper_percentile = 95.0  # l, the dissimilar pairs' bound (a percentile of distances)
+    m.max_iter = 100 if arg == "small" else 1000  # sweeps over all constraints at most
+    m.tol = 1e-3  # stop when a sweep's relative dual change is below tol (0: max_iter sweeps)
+    c.lock()
+    return c

@@ -22,7 +22,19 @@ VARIANTS = ("chi2", "chi2_rbf", "rbf", "laplacian", "small")
 
 
 def get_config(arg: str = "chi2") -> ml_collections.ConfigDict:
-    """Returns the kernel_nn config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config(
-        "kernel_nn", arg, histogram=arg in ("chi2", "chi2_rbf", "small"), small=arg == "small"
+    """Returns the kernel_nn config for variant ``arg``: the settings a reader asks about
+    spelled here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/baselines.py)."""
+    c = defaults.experiment_config(
+        "kernel_nn",
+        arg,
+        histogram=arg in ("chi2", "chi2_rbf", "small"),
+        small=arg == "small",
+        lock=False,
     )
+    m = c.method
+    # linear | rbf | chi2 | chi2_rbf | laplacian (the chi2 family needs non-negative features)
+    m.kernel = "chi2" if arg == "small" else arg
+    m.kernel_gamma = 0.0  # bandwidth (0: 1 / mean training distance of the kernel's distance)
+    c.lock()
+    return c

@@ -21,5 +21,13 @@ VARIANTS = ("default", "two", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the kmeans_nn config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("kmeans_nn", arg, small=arg == "small")
+    """Returns the kmeans_nn config for variant ``arg``: the settings a reader asks about
+    spelled here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/kmeans.py)."""
+    c = defaults.experiment_config("kmeans_nn", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.num_clusters = {"two": 2, "small": 4}.get(arg, 10)  # k; at most the gallery size
+    m.iterations = 5 if arg == "small" else 20  # Lloyd iterations
+    m.init = "kmeans++"  # 'kmeans++' or 'random' (k distinct gallery points), from the seed
+    c.lock()
+    return c

@@ -31,5 +31,18 @@ VARIANTS = ("default", "small", "large")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the lmnn config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("lmnn", arg, small=arg == "small")
+    """Returns the lmnn config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the library's
+    (warca_jax/methods/lmnn.py)."""
+    c = defaults.experiment_config("lmnn", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.k = 3  # target neighbours per point (same label, nearest in the input space)
+    m.dim = 128 if arg == "large" else 0  # D', L's output dimension (0: D; < D: from PCA)
+    m.mu = 1.0  # weight of the push (impostor) term: loss = pull + mu * push
+    m.learning_rate = 1e-2  # Adam's first step size (under the cosine schedule)
+    # Adam steps (full batch) at most; fewer when the loss converged
+    m.num_iters = {"small": 60, "large": 100}.get(arg, 3000)
+    # share of the training identities held out to choose the number of steps (0: none)
+    m.stop_val_fraction = 0.2
+    c.lock()
+    return c

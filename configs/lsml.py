@@ -22,5 +22,18 @@ VARIANTS = ("default", "covariance", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the lsml config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("lsml", arg, small=arg == "small")
+    """Returns the lsml config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/lsml.py)."""
+    c = defaults.experiment_config("lsml", arg, small=arg == "small", lock=False)
+    m = c.method
+    # quadruplets drawn from the labels (0: metric-learn's 20 * classes^2, capped)
+    m.n_constraints = 0
+    # prior M0 of the log-det divergence and the start: 'identity' (metric-learn 0.7.0's)
+    # or 'covariance' (inverse covariance of the quadruplets' points, the paper's)
+    m.prior = "covariance" if arg == "covariance" else "identity"
+    m.lam = 1.0  # weight of the log-det divergence (metric-learn: 1)
+    m.tol = 1e-3  # stop when ||grad f||_F <= tol (metric-learn: 1e-3; 0: never)
+    m.max_iter = 100 if arg == "small" else 1000  # gradient steps at most
+    c.lock()
+    return c

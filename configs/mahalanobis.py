@@ -18,5 +18,13 @@ VARIANTS = ("features", "within_class", "small")
 
 
 def get_config(arg: str = "features") -> ml_collections.ConfigDict:
-    """Returns the mahalanobis config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("mahalanobis", arg, small=arg == "small")
+    """Returns the mahalanobis config for variant ``arg``: the settings a reader asks about
+    spelled here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/baselines.py)."""
+    c = defaults.experiment_config("mahalanobis", arg, small=arg == "small", lock=False)
+    m = c.method
+    # 'features': covariance of the features; 'within_class': of same-identity differences
+    m.covariance = "within_class" if arg == "within_class" else "features"
+    m.reg = 1e-6  # ridge reg * trace(C) / D on C's diagonal
+    c.lock()
+    return c

@@ -27,11 +27,19 @@ SPAN = 1 << 16  # a pca_dim above any training set's size here: PCA keeps its wh
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the mlapg config for variant ``arg``: the library's defaults on the data."""
+    """Returns the mlapg config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for the variants both have, every other field
+    the library's (warca_jax/methods/mlapg.py)."""
+    base = {"lomo": "default"}.get(arg, arg)  # the library's variant
+    c = defaults.experiment_config("mlapg", base, small=arg == "small", lock=False)
+    m = c.method
+    # PCA to this many dims first when D is larger (0: never; SPAN: the whole span)
+    m.pca_dim = {"large": 64, "lomo": SPAN}.get(arg, 256)
+    m.dim = 0  # keep the top dim directions of M in W (0: all of its rank)
+    m.max_iters = 50 if arg in ("small", "large") else 300  # APG iterations at most
+    m.tol = 1e-4  # stop when |F_t - F_t-1| <= tol |F_t-1| (the authors' code: 1e-4)
+    m.init_step = 256.0  # initial step 1 / L on unit-scale features (authors: 2^8)
     if arg == "lomo":
-        c = defaults.experiment_config("mlapg", "default", lock=False)
         c.data.descriptor = "lomo"
-        c.method.pca_dim = SPAN
-        c.lock()
-        return c
-    return defaults.experiment_config("mlapg", arg, small=arg == "small")
+    c.lock()
+    return c

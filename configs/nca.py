@@ -22,5 +22,16 @@ VARIANTS = ("default", "small", "large")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the nca config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("nca", arg, small=arg == "small")
+    """Returns the nca config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/nca.py)."""
+    c = defaults.experiment_config("nca", arg, small=arg == "small", lock=False)
+    m = c.method
+    # output dimension D' of L (0: D, a square L at the identity; < D: top principal dirs)
+    m.dim = 128 if arg == "large" else 0
+    m.optimizer = "lbfgs"  # 'lbfgs' (as metric-learn's L-BFGS-B) or 'adam'
+    m.num_iters = 30 if arg == "small" else 100  # full-batch steps at most
+    m.learning_rate = 1e-2  # Adam's first step
+    m.tol = 1e-7  # stop when the loss's relative change is at most tol (0: never)
+    c.lock()
+    return c

@@ -21,5 +21,14 @@ VARIANTS = ("euclidean", "manhattan", "cosine", "chi2", "small")
 
 
 def get_config(arg: str = "euclidean") -> ml_collections.ConfigDict:
-    """Returns the nn config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("nn", arg, histogram=arg == "chi2", small=arg == "small")
+    """Returns the nn config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/baselines.py)."""
+    c = defaults.experiment_config(
+        "nn", arg, histogram=arg == "chi2", small=arg == "small", lock=False
+    )
+    m = c.method
+    # euclidean | manhattan | cosine | chi2 (chi2 needs non-negative features)
+    m.distance = "euclidean" if arg == "small" else arg
+    c.lock()
+    return c

@@ -19,5 +19,18 @@ VARIANTS = ("default", "study", "small", "large")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the pairwise_sgd config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("pairwise_sgd", arg, small=arg == "small")
+    """Returns the pairwise_sgd config for variant ``arg``: the settings a reader asks about
+    spelled here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/study_sgd.py)."""
+    c = defaults.experiment_config("pairwise_sgd", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.dim = 128 if arg == "large" else 0  # D', the output dimension of L (0: D, A = L^T L)
+    m.lam = 0.01  # penalty weight: eq. 6 is unbounded below, the penalty bounds it
+    m.penalty = "aon"  # 'aon' lam/2 ||L L^T - I||^2 or 'frobenius' lam/2 ||L||^2
+    m.learning_rate = 1e-4 if arg == "large" else 1e-3  # SGD step size (the study: 1e-3)
+    m.batch_size = 50  # samples per minibatch (eq. 6 runs over all their pairs)
+    m.num_epochs = 20 if arg in ("small", "large") else 100  # passes over the training samples
+    # identities held out for validation (the study: ~100)
+    m.num_val_ids = {"study": 100, "large": 100, "small": 6}.get(arg, 20)
+    c.lock()
+    return c

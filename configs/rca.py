@@ -24,5 +24,16 @@ VARIANTS = ("default", "reduced", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the rca config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("rca", arg, small=arg == "small")
+    """Returns the rca config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/rca.py)."""
+    c = defaults.experiment_config("rca", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.n_chunks = 40 if arg == "small" else 100  # chunklets drawn from the labels
+    m.chunk_size = 2  # same-label samples per chunklet
+    # output dimension (0: D, W = C'^{-1/2}); < D: the dim directions of largest total /
+    # within-chunklet variance (the paper's section 2.3)
+    m.dim = 40 if arg == "reduced" else 0
+    m.reg = 1e-3  # ridge reg * trace(C) / D on the within-chunklet covariance C
+    c.lock()
+    return c

@@ -1,6 +1,6 @@
 """The real images shipped in data/, read as the real-data tests read them.
 
-tests/test_real_data.py fits every learner on them against a named baseline, and
+tests/end_to_end/test_real_data.py fits every learner on them against a named baseline, and
 benchmarks/bench_real_subsets.py scores any learner on them the same way; both read their
 people, splits and feature size from here, so that the two cannot drift apart.
 

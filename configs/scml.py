@@ -22,5 +22,17 @@ VARIANTS = ("default", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the scml config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("scml", arg, small=arg == "small")
+    """Returns the scml config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/scml.py)."""
+    c = defaults.experiment_config("scml", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.k_genuine = 3  # same-label nearest neighbours per anchor
+    m.k_impostor = 10  # other-label nearest neighbours per anchor
+    m.n_basis = 0  # rank-one bases of the 'lda' basis (0: min(20 D, 2 N r - 1))
+    m.beta = 1e-5  # weight of ||w||_1
+    m.gamma = 5e-3  # RDA-AdaGrad's gamma, the inverse step scale
+    m.max_iter = 2000 if arg == "small" else 10000  # stochastic steps
+    m.batch_size = 10  # triplets per step
+    c.lock()
+    return c

@@ -23,5 +23,18 @@ VARIANTS = ("default", "metric_learn", "small")
 
 
 def get_config(arg: str = "default") -> ml_collections.ConfigDict:
-    """Returns the sdml config for variant ``arg``: the library's defaults on the data."""
-    return defaults.experiment_config("sdml", arg, small=arg == "small")
+    """Returns the sdml config for variant ``arg``: the settings a reader asks about spelled
+    here, as the library's defaults set them for each variant, every other field the
+    library's (warca_jax/methods/sdml.py)."""
+    c = defaults.experiment_config("sdml", arg, small=arg == "small", lock=False)
+    m = c.method
+    m.balance_param = 0.5  # eta in P = M_0^-1 + eta K (the paper's eta)
+    m.sparsity_param = 0.01  # alpha, the l1 weight on M's off-diagonal (the paper's lambda)
+    # K from the pairs: 'normalized' (each kind averaged, scaled to the prior) or 'sum'
+    # (the pairs' sum, the paper's and metric-learn's)
+    m.loss_matrix = "sum" if arg == "metric_learn" else "normalized"
+    m.prior = "identity"  # M_0: 'identity' or 'covariance' (the training features')
+    m.num_constraints = 0  # similar (and as many dissimilar) pairs; 0: 20 C^2 for C ids
+    m.max_iter = 500 if arg == "small" else 2000  # ADMM iterations at most
+    c.lock()
+    return c

@@ -18,7 +18,7 @@ import numpy as np
 # Scales of the synthetic generator that are not parameters: identity coordinates in the
 # signal subspace are N(0, _SIGNAL_SCALE^2); each camera's offset has norm ~_CAMERA_SCALE.
 # With the defaults of `make_synthetic` they make Euclidean 1-NN weak and an LDA
-# projection learned from the training part strong (tests/test_synthetic.py checks both).
+# projection learned from the training part strong (tests/data/test_synthetic.py checks both).
 _SIGNAL_SCALE = 3.0
 _CAMERA_SCALE = 2.0
 _NUM_STRIPES = 4
@@ -49,7 +49,7 @@ def make_synthetic(
       - isotropic noise ~ N(0, noise^2) per coordinate.
     With the defaults, Euclidean 1-NN on a half/half split ranks poorly while a projection
     onto the signal subspace learned from the training half ranks well (the bounds:
-    tests/test_synthetic.py).
+    tests/data/test_synthetic.py).
 
     Args:
       num_ids: number of identities; labels are 0..num_ids-1.

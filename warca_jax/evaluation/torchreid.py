@@ -7,7 +7,7 @@ use_metric_cuhk03=False)`` takes the arguments of ``torchreid.metrics.evaluate_r
 ``min(max_rank, num_gallery)``, ``mAP`` a float. The numbers are those of
 ``evaluate_distances`` (``single_shot_evaluate_distances`` for the CUHK03 mode), divided by
 100. On the Market-1501 mode both give the same CMC and mAP to float32 precision
-(tests/test_ecosystem_faces.py checks it against torchreid's own code). Where they part:
+(tests/sklearn/test_ecosystem_faces.py checks it against torchreid's own code). Where they part:
 
 * gallery label -1: removed here for every query (Market-1501's junk images, the protocol
   of ``warca_jax.evaluation``); torchreid counts it as an ordinary negative, because its

@@ -3,7 +3,7 @@
 ``lomo(retinex=...)``, default "none". The original preprocesses the colour channels with
 a multi-scale Retinex (sigmas 5 and 20) whose source was never released (its package
 ships compiled MEX files only). "liao" (``liao_retinex``) is that Retinex read from the
-released binary and checked against its outputs pixel for pixel (tests/test_retinex.py;
+released binary and checked against its outputs pixel for pixel (tests/features/test_retinex.py;
 each step and the test that pins it: docs/datasets.md#lomos-retinex): GIMP's MSRCR with
 changes, per 8-bit RGB image, in double precision,
 

@@ -10,7 +10,7 @@ else re-derives them. The equations that are not a function here are cited below
 code implements them, and in that function's docstring. The dense forms they are checked
 against (G_ijk of eq. 21 formed as a matrix, E_ijk of eq. 24, the penalty through
 A K A^T with K itself, the eq. 25 step) live in tests/reference_forms.py;
-tests/test_losses.py compares these functions with them and with ``jax.grad``.
+tests/maths/test_losses.py compares these functions with them and with ``jax.grad``.
 
 Section 3, eq. 5 to 25 (eq. 2-4 define the data, S and T_y; the penalties of eq. 10 and 18
 and their gradients, ``*penalty*`` below, are in ``warca_jax.maths.penalties``):

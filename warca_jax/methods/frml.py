@@ -34,7 +34,7 @@ orders of magnitude between descriptors, so one step cannot suit all of them: th
 cross-validates it (configs/protocol.py, ``cv.grids``; lam at its default). Each step
 forms Z U only and a 2r x 2r eigendecomposition, never a D x D matrix. Dividing the
 features by their root mean squared pair distance, with the step kept, under-trained the
-synthetic test problem (tests/test_frml.py), which is why the default keeps the raw scale
+synthetic test problem (tests/methods/test_frml.py), which is why the default keeps the raw scale
 and leaves the step to cross-validation; the module applies no PCA before FRML (the paper
 applies PCA only for SVMML and KISSME). Measurements, with their commands:
 docs/methods.md#frml.

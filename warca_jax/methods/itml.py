@@ -24,7 +24,7 @@ a rank-one update (A^-1 <- A^-1 - delta alpha v v^T by Sherman-Morrison) that ke
 positive definite (alpha p < 1 for similar, alpha p > -1 for dissimilar). The constants are
 those of the exact Bregman projection onto v^T A v = xi_c (the authors' released code and
 metric-learn: gamma / (gamma + 1), where the paper's printed Algorithm 1 reads delta / 2
-and gamma / xi_c); ``tests/test_itml.py`` checks one sweep against a dense NumPy
+and gamma / xi_c); ``tests/methods/test_itml.py`` checks one sweep against a dense NumPy
 projection written with A^-1 and the projected constraint holding with equality. The
 dual variables lambda >= 0 start at 0, A at A_0.
 

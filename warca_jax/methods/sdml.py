@@ -40,7 +40,7 @@ chunk is a history row of ``learner_loop.run_in_chunks``: ``loss`` (f(Theta)), `
 (rho ||Z - Z_old||_F, relative) and ``nonzero`` (the share of non-zero off-diagonal
 entries of Z; rho itself is not logged: it stayed at ``cfg.rho`` in every run measured,
 a constant column); the last row's ``stopped`` says why. The metric is Z (sparse)
-with its eigenvalues clipped at 0. ``tests/test_sdml.py`` checks the solution against the
+with its eigenvalues clipped at 0. ``tests/methods/test_sdml.py`` checks the solution against the
 problem's optimality conditions and against ``sklearn.covariance.graphical_lasso``.
 """
 

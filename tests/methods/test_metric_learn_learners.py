@@ -9,13 +9,12 @@ import sys
 import numpy as np
 import pytest
 from conftest import known_defect
-from repo_configs import config_module
+from repo_configs import ROOT, config_module
 
 from warca_jax import methods, protocol
 
 get_config = config_module("protocol").get_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEARNERS = ("nca", "mmc", "itml", "sdml", "lsml", "rca", "scml")
 
 

@@ -9,7 +9,7 @@ is wrong and where.
 
 import numpy as np
 import pytest
-from test_evaluation import assert_matches_reference, random_protocol, reference
+from evaluation_reference import assert_matches_reference, random_protocol, reference
 
 from warca_jax import datasets, evaluation
 from warca_jax.evaluation import (

@@ -24,7 +24,7 @@ from warca_jax.studies import ranking
 
 get_config = config_module("study_figures").get_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORL = str(fixture_trees.ORL)
 needs_orl = pytest.mark.skipif(not os.path.isdir(ORL), reason=f"real ORL faces not at {ORL}")
 GREEN = np.array([44, 160, 44])  # matplotlib's tab:green and tab:red, the frames' colours

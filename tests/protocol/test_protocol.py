@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from processes import ROOT, cpu_env
+from protocol_runs import run_results as _run_results
+from protocol_runs import tiny as _tiny
 from repo_configs import config_module
 
 from warca_jax import datasets, protocol
@@ -25,25 +27,6 @@ from warca_jax.runs import defaults
 get_config = config_module("protocol").get_config
 
 
-def _tiny(**changes):
-    """Two methods (one cross-validated over a 1 x 2 grid), 2 splits of 40 identities."""
-    c = get_config("small")
-    c.unlock()
-    c.methods = ("warca:linear", "nn", "nn:chi2")
-    c.cv.methods = ("warca:linear",)
-    c.cv.lams = (1e-2,)
-    c.cv.etas = (1e-2, 1e-1)
-    c.cv.num_iters = 30
-    c.overrides = {"warca:linear": {"num_iters": 60, "log_every": 30}}
-    c.data.synthetic.num_ids = 40
-    c.skip = {"synthetic": ("nn:chi2",)}
-    for key, value in changes.items():
-        section, _, field = key.rpartition(".")
-        (c[section] if section else c)[field] = value
-    c.lock()
-    return c
-
-
 def _read(*parts):
     with open(os.path.join(*parts)) as f:
         return f.read()
@@ -51,21 +34,6 @@ def _read(*parts):
 
 def _run_file(workdir, label, split, name):
     return os.path.join(workdir, "runs", "synthetic", label, f"split_{split}", name)
-
-
-def _run_results(workdir):
-    out = {}
-    for root, _, files in os.walk(os.path.join(workdir, "runs")):
-        for f in files:
-            if f.startswith("split_") and f.endswith(".json"):
-                with open(os.path.join(root, f)) as fh:
-                    res = json.load(fh)
-                out[os.path.relpath(os.path.join(root, f), workdir)] = (
-                    res["rank1"],
-                    res["mAP"],
-                    res["cmc"][:5],
-                )
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "warca_jax"
 TOP_LEVEL = {
     "pyproject.toml", "README.md", "warca_jax", "configs", "experiments", "tests",
@@ -158,6 +158,26 @@ def _room_violations(graph: dict[str, set[str]], rooms: dict[str, set[str]]) -> 
                 if not (_within(i, room) or any(_within(i, a) for a in allowed)):
                     out.append(f"{name} imports {i}")
     return out
+
+
+# The test folders that cut across the rooms (docs/layout.md, "where a test goes").
+TEST_CORPORA = {"bad_input", "end_to_end", "repository"}
+
+
+def test_the_tests_mirror_the_library():
+    """Every test file stands in a folder named for a room (or a room's sub-package:
+    tests/methods/warca/) or for a corpus that cuts across them, none at the top, each name
+    once (pytest imports a test file by its name)."""
+    tests = ROOT / "tests"
+    files = sorted(tests.rglob("test_*.py"))
+    at_top = [p.name for p in files if p.parent == tests]
+    assert not at_top, f"test files at the top of tests/: {at_top}"
+    for path in files:
+        folder = path.parent.relative_to(tests).parts
+        room = (LIBRARY / Path(*folder)).is_dir() and folder[0] in LAYERS
+        assert room or folder == (folder[0],) and folder[0] in TEST_CORPORA, path
+    names = [p.name for p in files]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
 
 
 def test_each_room_imports_only_the_rooms_below_it():

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import scipy.io
 from PIL import Image
+from repo_configs import ROOT
 
 from warca_jax import datasets
 from warca_jax.data import dataset_arrays, identity_splits
 from warca_jax.datasets import cuhk03, features_files, npz_file
 
-PROTOCOLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "data", "reid_protocols"))
+PROTOCOLS = os.path.join(ROOT, "data", "reid_protocols")
 needs_protocols = pytest.mark.skipif(
     not os.path.isdir(PROTOCOLS), reason=f"real CUHK03 protocol files not at {PROTOCOLS}"
 )

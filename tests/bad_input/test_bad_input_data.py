@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import assert_refused_before_any_work, forbid
 from processes import cpu_env
-from repo_configs import config_module
+from repo_configs import ROOT, config_module
 
 from experiments import main as _main  # noqa: F401 - defines the --config flag cli reads
 from warca_jax import datasets, features
@@ -33,7 +33,7 @@ from warca_jax.runs.defaults import overridden
 nn_config = config_module("nn")
 warca_config = config_module("warca")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = ROOT
 
 
 @pytest.fixture(scope="module")

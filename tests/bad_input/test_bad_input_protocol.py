@@ -18,7 +18,8 @@ import sys
 
 import pytest
 from processes import ROOT, cpu_env
-from test_protocol import _run_results, _tiny
+from protocol_runs import run_results as _run_results
+from protocol_runs import tiny as _tiny
 
 from warca_jax import methods, protocol
 from warca_jax.protocol import cross_validation
@@ -229,7 +230,7 @@ def _failing_fit(fit, *, fail_all_warca=False):
     kNN fails on split 1.
 
     Its tests run WARCA's cross-validation a job per point (through this fit), not as one
-    grid job (tests/test_cv_grid.py has the grid's failures)."""
+    grid job (tests/protocol/test_cv_grid.py has the grid's failures)."""
 
     def call_fit(learner, features, labels, method_cfg, *, seed=0, **kw):
         if method_cfg.name == "warca" and (fail_all_warca or method_cfg.learning_rate == 0.1):

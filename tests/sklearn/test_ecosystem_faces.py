@@ -1,5 +1,5 @@
 """metric-learn's face of the estimators and torchreid's ``evaluate_rank``, against the
-numbers of metric-learn 0.7.0 and torchreid frozen in tests/data (its README says how)."""
+numbers of metric-learn 0.7.0 and torchreid frozen in tests/reference_data (its README says how)."""
 
 import os
 import pickle
@@ -9,13 +9,14 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from repo_configs import ROOT
 from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 
 from warca_jax import evaluation  # noqa: E402
 from warca_jax import sklearn as wsk  # noqa: E402
 from warca_jax.metric import Metric  # noqa: E402
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(ROOT, "tests", "reference_data")
 # float32 arithmetic (our transform) against metric-learn's float64
 F32 = dict(rtol=1e-5, atol=1e-5)
 

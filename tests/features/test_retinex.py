@@ -1,10 +1,11 @@
 """Liao et al.'s Retinex (``retinex="liao"``): each of its five steps, and its outputs
-against those of the original's compiled Retinex (tests/data/README.md)."""
+against those of the original's compiled Retinex (tests/reference_data/README.md)."""
 
 import os
 
 import numpy as np
 import pytest
+from repo_configs import ROOT
 from scipy.ndimage import gaussian_filter
 
 from warca_jax.features import extraction, feature_cache
@@ -21,8 +22,7 @@ from warca_jax.features.retinex import (
     recursive_gaussian,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE = os.path.join(ROOT, "tests", "data", "liao_retinex_reference.npz")
+REFERENCE = os.path.join(ROOT, "tests", "reference_data", "liao_retinex_reference.npz")
 
 
 def _reference():

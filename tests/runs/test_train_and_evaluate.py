@@ -21,7 +21,7 @@ from warca_jax.runs import config_checks, pipeline, run_plan
 
 get_config = config_module("warca").get_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _small(**data_overrides):

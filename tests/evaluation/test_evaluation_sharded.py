@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from evaluation_reference import assert_matches_reference, random_protocol, reference
 from jax.sharding import Mesh
 from processes import cpu_env, run_python
-from test_evaluation import assert_matches_reference, random_protocol, reference
 
 from warca_jax import evaluation
 from warca_jax.evaluation import evaluate, pairwise_distances
