@@ -78,7 +78,7 @@ true match at all are refused with a ValueError saying what and where.
 
 from warca_jax.evaluation.learned import evaluate_metric
 from warca_jax.evaluation.multi_shot import evaluate, evaluate_distances
-from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal, k_reciprocal_features
+from warca_jax.evaluation.rerank import evaluate_reranked, k_reciprocal
 from warca_jax.evaluation.single_shot import single_shot_evaluate, single_shot_evaluate_distances
 from warca_jax.evaluation.sweep import GALLERY_CHUNK
 from warca_jax.evaluation.torchreid import evaluate_rank
@@ -93,7 +93,6 @@ __all__ = [
     "evaluate_rank",
     "evaluate_reranked",
     "k_reciprocal",
-    "k_reciprocal_features",
     "pairwise_distances",
     "row_block",
     "single_shot_evaluate",

@@ -19,34 +19,16 @@ Submodules (each descriptor lives in the module of the same name, e.g.
   (``data.normalize``), each descriptor part centred and L2-normalised.
 """
 
-from warca_jax.features.color_lbp import (
-    CHANNELS,
-    DEFAULT_CHANNELS,
-    EXTENDED_CHANNELS,
-    color_lbp_dim,
-)
 from warca_jax.features.extraction import (
     DESCRIPTORS,
-    Descriptor,
-    check_image_sizes,
     extract,
     extract_arrays,
 )
 from warca_jax.features.gog import gog_dim
-from warca_jax.features.image_files import load_images
-from warca_jax.features.lomo import lomo_dim
 
 __all__ = [
-    "CHANNELS",
-    "DEFAULT_CHANNELS",
     "DESCRIPTORS",
-    "Descriptor",
-    "check_image_sizes",
-    "EXTENDED_CHANNELS",
-    "color_lbp_dim",
     "extract",
     "extract_arrays",
     "gog_dim",
-    "load_images",
-    "lomo_dim",
 ]

@@ -5,8 +5,6 @@ See ``base``'s docstring: the kinds, saving and loading.
 
 from warca_jax.metric.base import (
     EMBEDDING_KINDS,
-    INPUT_SCALE_RANGE,
-    KINDS,
     DamagedModelError,
     Metric,
     NonFiniteEmbeddingError,
@@ -16,8 +14,6 @@ from warca_jax.metric.kinds import KMeansMetric, SvmmlMetric
 
 __all__ = [
     "EMBEDDING_KINDS",
-    "INPUT_SCALE_RANGE",
-    "KINDS",
     "DamagedModelError",
     "KMeansMetric",
     "Metric",

@@ -77,20 +77,13 @@ no cycles; the modules below ``runner`` know nothing of the command line):
 The names below are re-exported for callers and tests (``protocol.run_protocol``).
 """
 
-from warca_jax.protocol.datasets import DataInfo, prepare_dataset
 from warca_jax.protocol.plan import Plan, data_config, method_config, run_method_config
-from warca_jax.protocol.report import collect, write_report
-from warca_jax.protocol.runner import STAGES, run_protocol
+from warca_jax.protocol.runner import run_protocol
 
 __all__ = [
-    "STAGES",
-    "DataInfo",
     "Plan",
-    "collect",
     "data_config",
     "method_config",
-    "prepare_dataset",
     "run_method_config",
     "run_protocol",
-    "write_report",
 ]

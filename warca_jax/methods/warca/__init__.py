@@ -44,12 +44,7 @@ gradient; this module's ``preconditioned=True`` is the same direction.
 from warca_jax.methods import Method
 from warca_jax.methods.warca import lam_select
 from warca_jax.methods.warca.config import (
-    GRADIENTS,
-    KERNEL_APPROX,
-    NORMALIZE,
-    SCHEDULES,
     VARIANTS,
-    check_config,
     default_config,
     validate,
 )
@@ -60,7 +55,6 @@ from warca_jax.methods.warca.prepare import init_params, mean_sq_dist, normalize
 from warca_jax.methods.warca.step import (
     Hyperparams,
     compiled_chunk,
-    config_optimizer,
     hyperparams,
     init_state,
     make_train_chunk,
@@ -80,20 +74,13 @@ METHODS = {
 }
 
 __all__ = [
-    "GRADIENTS",
-    "KERNEL_APPROX",
-    "NORMALIZE",
-    "SCHEDULES",
-    "VARIANTS",
     "METHODS",
     "Hyperparams",
-    "check_config",
     "compiled_chunk",
     "fit",
     "hyperparams",
     "init_params",
     "init_state",
-    "config_optimizer",
     "default_config",
     "make_train_chunk",
     "make_train_step",
