@@ -153,6 +153,14 @@ def test_a_config_at_another_lambda_is_made_one_way():
     assert warca_config.at_lam(cfg, 0, learning_rate=3e-3).learning_rate == 3e-3
     with pytest.raises(AttributeError):
         at.new_field = 1  # locked, as every config a run uses
+    assert warca_config.at_lam(cfg, np.float32(0.5)).lam == 0.5  # a float, whatever it came as
+    for lam, eta, field in (
+        (-1.0, None, "lam"),
+        (float("nan"), None, "lam"),
+        (1e-3, 0.0, "learning_rate"),
+    ):
+        with pytest.raises(ValueError, match=rf"^method\.{field} must be"):
+            warca_config.at_lam(cfg, lam, learning_rate=eta)  # checked as it is made
     config = _protocol_config()
     chosen = plan.run_method_config(config, "warca", "synthetic", 40, lam=1e-3, learning_rate=2e-2)
     own = plan.run_method_config(config, "warca", "synthetic", 40, learning_rate=2e-2)

@@ -128,12 +128,20 @@ def at_lam(cfg, lam: float, *, learning_rate: float | None = None) -> ml_collect
     ``learning_rate``, where given): the one way to make a WARCA config at another lambda
     (the lambda rule's fits, a grid's points, the protocol's cross-validated choice). Its
     ``lam_grid`` is emptied: with ``lam`` a number the rule does not run, and the config
-    written with the run says so."""
+    written with the run says so. The values set are checked as the config's own are
+    (``_check_lam``; ``learning_rate`` > 0): ValueError naming the field."""
+
+    def number(value):  # a float where it is a real number, else as given (refused below)
+        real = isinstance(value, int | float | np.integer | np.floating)
+        return float(value) if real and not isinstance(value, bool | np.bool_) else value
+
     out = cfg.copy_and_resolve_references()
     out.unlock()
-    out.lam, out.lam_grid = float(lam), ()
+    out.lam, out.lam_grid = number(lam), ()
     if learning_rate is not None:
-        out.learning_rate = float(learning_rate)
+        out.learning_rate = number(learning_rate)
+    _check_lam(out)
+    checks.check_number(out, "learning_rate", low=0, low_open=True)
     out.lock()
     return out
 

@@ -50,9 +50,8 @@ class GridFit:
     ):
         t0 = time.perf_counter()
         data = config.validate(features, labels, cfg)
+        # every point's lambda and eta checked as it is made (``at_lam``), before any work
         self.cfgs = [config.at_lam(cfg, lam, learning_rate=eta) for lam, eta in lams_etas]
-        for c in self.cfgs:  # every point's lambda and eta, before any work
-            config.check_config(c, n=data.x.shape[0], d=data.x.shape[1])
         self.features = features
         self.prep = problem.prepare_fit(data, cfg, seed=seed, cams=cams)
         self.num_iters, self.log_every = int(cfg.num_iters), int(cfg.log_every)
