@@ -181,6 +181,14 @@ def _condition(low, high, low_open: bool, high_open: bool) -> str:
     return ""
 
 
+def is_real(value) -> bool:
+    """Whether ``value`` is a real number, a Python or NumPy int or float and not a bool:
+    what ``check_number`` accepts before it looks at the range."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
 def check_number(
     cfg,
     field: str,
@@ -210,10 +218,7 @@ def check_number(
     value = getattr(cfg, field)
     kind = "an integer" if integer else "a finite number"
     cond = _condition(low, high, low_open, high_open)
-    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
-        value, bool | np.bool_
-    )
-    ok = ok and math.isfinite(value) and (not integer or float(value).is_integer())
+    ok = is_real(value) and math.isfinite(value) and (not integer or float(value).is_integer())
     if ok:
         ok = (low is None or (value > low if low_open else value >= low)) and (
             high is None or (value < high if high_open else value <= high)

@@ -132,8 +132,7 @@ def at_lam(cfg, lam: float, *, learning_rate: float | None = None) -> ml_collect
     (``_check_lam``; ``learning_rate`` > 0): ValueError naming the field."""
 
     def number(value):  # a float where it is a real number, else as given (refused below)
-        real = isinstance(value, int | float | np.integer | np.floating)
-        return float(value) if real and not isinstance(value, bool | np.bool_) else value
+        return float(value) if checks.is_real(value) else value
 
     out = cfg.copy_and_resolve_references()
     out.unlock()
