@@ -1,4 +1,4 @@
-"""The batched cross-validation grid: WARCA's points trained together (``warca.grid``),
+"""The batched cross-validation grid: WARCA's points trained together (``warca.problem.GridFit``),
 one protocol job per grid (``protocol.grid_job``) and successive halving."""
 
 import glob
@@ -12,7 +12,7 @@ from repo_configs import config_module
 from warca_jax import protocol
 from warca_jax.data.synthetic import make_synthetic
 from warca_jax.methods import model_checks
-from warca_jax.methods.warca import default_config, fitting, grid
+from warca_jax.methods.warca import default_config, fitting, problem
 from warca_jax.protocol import cross_validation, successive_halving
 
 POINTS = [(1e-4, 1e-2), (1e-2, 1e-1), (1.0, 100.0)]  # the last may diverge
@@ -35,7 +35,7 @@ def _data(variant):
 def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
     x, y, c = _data(variant)
     cfg = _cfg(variant)
-    g = grid.GridFit(x, y, cfg, POINTS, seed=3, cams=c)
+    g = problem.GridFit(x, y, cfg, POINTS, seed=3, cams=c)
     g.advance(100)  # stopped at a rung and resumed: the same chunks as one fit
     g.advance(300, [0, 1, 2])
     for p, (lam, eta) in enumerate(POINTS):
@@ -53,7 +53,7 @@ def test_a_grid_point_is_its_own_fit_bit_for_bit(variant):
 
 def test_a_point_is_advanced_only_to_chunk_boundaries():
     x, y, c = _data("linear")
-    g = grid.GridFit(x, y, _cfg("linear"), POINTS[:1], seed=0, cams=c)
+    g = problem.GridFit(x, y, _cfg("linear"), POINTS[:1], seed=0, cams=c)
     with pytest.raises(ValueError, match="multiple of log_every"):
         g.advance(150)
 
@@ -183,7 +183,7 @@ def test_a_bad_halving_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypatch):
-    advance = grid.GridFit.advance
+    advance = problem.GridFit.advance
 
     def diverging(self, until, points=None):  # every point at eta 0.1 diverges at once
         for p in self.live(points):
@@ -191,7 +191,7 @@ def test_a_diverged_grid_point_is_recorded_and_never_selected(tmp_path, monkeypa
                 self._fail(p, model_checks.TrainingDivergedError("diverged by step 50"))
         advance(self, until, points)
 
-    monkeypatch.setattr(grid.GridFit, "advance", diverging)
+    monkeypatch.setattr(problem.GridFit, "advance", diverging)
     workdir = str(tmp_path)
     protocol.run_protocol(_small(halving=3), workdir, stage="cv")
     results = _cv_results(workdir)

@@ -90,7 +90,7 @@ class Method(NamedTuple):
     default_config: Callable[..., ml_collections.ConfigDict]
     variants: tuple[str, ...]
     # ``grid(features, labels, cfg, lams_etas, *, seed, cams)``: the fits of a
-    # lambda x eta grid sharing their preparation (``warca.grid.GridFit``), or None
+    # lambda x eta grid sharing their preparation (``warca.problem.GridFit``), or None
     grid: Callable | None = None
     # the ``Metric`` kinds its fit returns: what a saved model of this method may hold
     # (``registered_method`` refuses any other after a fit, at load and ``from_metric``)

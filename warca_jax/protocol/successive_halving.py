@@ -4,7 +4,7 @@ A grid of ``n`` points is compared at rungs: every live point is trained to the 
 step and scored on the validation splits, and the best ``ceil(n / factor)`` by mean score
 go on to the next rung; the last rung is the full training. Because a point's training
 does not depend on where it is stopped, a point that reaches the end is the model its own
-fit gives (``warca.grid``).
+fit gives (``warca.problem.GridFit``).
 """
 
 from __future__ import annotations

@@ -50,9 +50,9 @@ def test_the_span_form_is_the_full_form_at_the_same_w():
     # one training step from the same W: the same minibatch, violators and objective
     rows = []
     for prep in (span, full):
-        _, metrics = prep.chunk(
-            prep.init_state(cfg), prep.hyper(cfg), prep.feats, prep.table, prep.key_train, 1
-        )
+        hyper = prep.hyper(cfg)
+        state = prep.init_state(cfg, hyper)
+        _, metrics = prep.chunk(state, hyper, prep.feats, prep.table, prep.key_train, 1)
         rows.append({k: float(v) for k, v in metrics.items()})
     for key in ("loss", "hinge", "penalty"):
         if key in rows[0]:

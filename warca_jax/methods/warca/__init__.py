@@ -49,9 +49,9 @@ from warca_jax.methods.warca.config import (
     validate,
 )
 from warca_jax.methods.warca.fitting import fit
-from warca_jax.methods.warca.grid import GridFit
 from warca_jax.methods.warca.nystroem import nystroem_features
 from warca_jax.methods.warca.prepare import init_params, mean_sq_dist, normalized_gram
+from warca_jax.methods.warca.problem import GridFit
 from warca_jax.methods.warca.step import (
     Hyperparams,
     compiled_chunk,

@@ -84,8 +84,8 @@ def fit(
     if cfg.lam is None:
         return _fit_chosen_lam(features, labels, cfg, seed, cams, log_fn, progress, callback)
     prep = prepare_fit(data, cfg, seed=seed, cams=cams)
-    state = prep.init_state(cfg)
     hyper = prep.hyper(cfg)
+    state = prep.init_state(cfg, hyper)
     chunk, feats, table, key_train = prep.chunk, prep.feats, prep.table, prep.key_train
 
     def advance(done, length):

@@ -6,7 +6,7 @@ between datasets, and no statistic of the training set's shape predicts it
 protocol does across splits with its cross-validation:
 
 * ``held_out.split`` holds ``lam_val_fraction`` of the training identities out (seeded);
-* the lambdas of ``lam_grid`` train on the rest as one ``grid.GridFit`` (the data, the
+* the lambdas of ``lam_grid`` train on the rest as one ``problem.GridFit`` (the data, the
   start and the compiled program prepared once), compared at rungs by successive halving
   (``rungs``): at each rung every live lambda is scored by the average precision of every
   held-out image as a query against the other held-out images (with cameras, a
@@ -34,7 +34,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax.methods import held_out, model_checks
-from warca_jax.methods.warca.grid import GridFit
+from warca_jax.methods.warca.problem import GridFit
 
 # each rung keeps the first ceil(n / FACTOR) of its n lambdas; 1: every lambda to the end
 FACTOR = 3
