@@ -50,7 +50,7 @@ eq. 16 (F_A = ||A X^T (x_i - x_j)||)  a new point's embedding A k(X, x) (``kerne
 eq. 17 (||A (kappa_i - kappa_j)||)    ``distance``, ``candidate_distances`` on rows of K A^T
                                       (``methods.warca.step.kernel_step``); K:
                                       ``kernels.gram_matrix``, centred and scaled by
-                                      ``methods.warca.prepare.normalized_gram``
+                                      ``methods.warca.inputs.normalized_gram``
 eq. 18 (L(A))                         ``objective`` with ``kernel_penalty`` (``kernel_aon_penalty``)
 eq. 19 (xi_ijk under F_A)             ``margin_violation``, ``triplet_hinge`` on differences of rows
                                       of K A^T

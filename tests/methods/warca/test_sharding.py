@@ -63,13 +63,13 @@ for name, over in cases.items():
 import re
 from warca_jax.maths import device_mesh
 from warca_jax.maths import sampling
-from warca_jax.methods.warca import prepare
+from warca_jax.methods.warca import inputs
 cfg = defaults.method_config("warca:small")
 cfg.lam = 1e-3
 mesh = device_mesh.make_mesh(8)
 chunk = warca.make_train_chunk(cfg, kernel_form=False, mesh=mesh)
 w = warca.init_params(jax.random.PRNGKey(0), dim=cfg.dim, d=x.shape[1])
-feats, w = prepare.place(mesh, x, w)
+feats, w = inputs.place(mesh, x, w)
 rep = device_mesh.replicated(mesh)
 hyper = jax.device_put(warca.hyperparams(cfg), rep)
 state = jax.device_put(warca.init_state(cfg, hyper, w), rep)

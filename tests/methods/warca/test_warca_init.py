@@ -7,7 +7,7 @@ from conftest import small_problem
 
 from warca_jax.data import synthetic
 from warca_jax.methods import warca
-from warca_jax.methods.warca import prepare
+from warca_jax.methods.warca import inputs
 from warca_jax.runs import defaults
 
 
@@ -19,7 +19,7 @@ def _centred_gram(n=40, d=12, seed=0):
 
 def test_kernel_pca_start_is_the_kernel_principal_axes_with_orthonormal_rows():
     k = _centred_gram()
-    a = np.asarray(prepare.init_params(jax.random.PRNGKey(0), dim=5, d=0, gram=k, init="pca"))
+    a = np.asarray(inputs.init_params(jax.random.PRNGKey(0), dim=5, d=0, gram=k, init="pca"))
     w = np.linalg.eigvalsh(k)[::-1][:5]
     np.testing.assert_allclose(a @ k @ a.T, np.eye(5), atol=1e-4)  # W W^T = I
     # the embedding's variance along row i is the i-th largest eigenvalue of K
@@ -29,7 +29,7 @@ def test_kernel_pca_start_is_the_kernel_principal_axes_with_orthonormal_rows():
 @pytest.mark.slow
 def test_kernel_pca_start_beyond_the_rank_is_finite_with_unit_rows():
     k = _centred_gram(n=30, d=4)  # rank 4
-    a = np.asarray(prepare.init_params(jax.random.PRNGKey(1), dim=7, d=0, gram=k, init="pca"))
+    a = np.asarray(inputs.init_params(jax.random.PRNGKey(1), dim=7, d=0, gram=k, init="pca"))
     wwt = a @ k @ a.T
     assert np.all(np.isfinite(a))
     np.testing.assert_allclose(wwt[:4, :4], np.eye(4), atol=1e-4)
@@ -41,7 +41,7 @@ def test_primal_pca_start_is_the_principal_axes(n, d, dim):
     """The D x D covariance (N >= D), the N x N Gram matrix (N < D), and D' beyond the rank
     (N - 1 = 4 axes, the rest random and orthogonal to them)."""
     x = np.random.default_rng(2).normal(size=(n, d)) * np.linspace(3, 1, d)
-    w = np.asarray(prepare.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, init="pca"))
+    w = np.asarray(inputs.init_params(jax.random.PRNGKey(0), dim=dim, d=d, x=x, init="pca"))
     np.testing.assert_allclose(w @ w.T, np.eye(dim), atol=1e-5)
     _, _, vt = np.linalg.svd(x - x.mean(0), full_matrices=False)
     k = min(dim, n - 1)
@@ -54,8 +54,8 @@ def test_pca_start_of_a_memory_map_equals_the_in_memory_one(tmp_path):
     np.save(tmp_path / "x.npy", x)
     mm = np.load(tmp_path / "x.npy", mmap_mode="r")
     key = jax.random.PRNGKey(0)
-    a = prepare._primal_pca_init(key, x, 3, block_size=64)
-    b = prepare._primal_pca_init(key, mm, 3, block_size=64)
+    a = inputs._primal_pca_init(key, x, 3, block_size=64)
+    b = inputs._primal_pca_init(key, mm, 3, block_size=64)
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -85,6 +85,6 @@ def test_top_eigenpairs_of_a_large_matrix_by_subspace_iteration():
     u, _ = np.linalg.qr(rng.normal(size=(60, 60)))
     w = np.concatenate([[50.0, 40, 30, 20, 10], rng.uniform(0, 1, 55)])
     g = (u * w) @ u.T
-    ew, ev = prepare._top_eigenpairs(jax.random.PRNGKey(0), g, 5, exact_up_to=10)
+    ew, ev = inputs._top_eigenpairs(jax.random.PRNGKey(0), g, 5, exact_up_to=10)
     np.testing.assert_allclose(ew[:5], w[:5], rtol=1e-6)
     np.testing.assert_allclose(np.abs(ev[:, :5].T @ u[:, :5]), np.eye(5), atol=1e-5)

@@ -13,7 +13,7 @@ Design: one module per concern, the paper's equations in one place.
   tests/reference_forms.py.
 * ``config``: config and input checks, all before any work (``check_config``,
   ``validate``).
-* ``prepare``: the program's inputs: scaled features or the centred kernel matrix,
+* ``inputs``: the program's inputs: scaled features or the centred kernel matrix,
   ``init_params``, placement on the mesh.
 * ``nystroem``: ``nystroem_features``.
 * ``step``: ``primal_step`` and ``kernel_step``, each a sequence of those equations:
@@ -26,6 +26,9 @@ Design: one module per concern, the paper's equations in one place.
   5. ``tx`` = lambda R' + Adam (``optim.make_optimizer``), built in the program from
      its ``Hyperparams`` argument (lambda, eta), so one compiled program serves a grid.
   ``make_train_step`` / ``make_train_chunk`` jit them; ``compiled_chunk`` caches.
+* ``problem``: one config's training problem on one training set, made once from those
+  inputs (``prepare_fit``), and ``GridFit``, its points at several (lambda, eta).
+* ``lam_select``: the rule that chooses lambda from ``lam_grid`` on held-out identities.
 * ``fitting``: ``fit``, from data to ``Metric``.
 
 What the paper does not spell out, and this module does (why, with the measurements:
@@ -49,8 +52,8 @@ from warca_jax.methods.warca.config import (
     validate,
 )
 from warca_jax.methods.warca.fitting import fit
+from warca_jax.methods.warca.inputs import init_params, mean_sq_dist, normalized_gram
 from warca_jax.methods.warca.nystroem import nystroem_features
-from warca_jax.methods.warca.prepare import init_params, mean_sq_dist, normalized_gram
 from warca_jax.methods.warca.problem import GridFit
 from warca_jax.methods.warca.step import (
     Hyperparams,

@@ -9,7 +9,7 @@ from absl import logging
 from warca_jax.data import dataset_arrays
 from warca_jax.maths import kernels, losses, optim, penalties, sampling
 from warca_jax.methods import checks
-from warca_jax.methods.warca import prepare
+from warca_jax.methods.warca import inputs
 
 GRADIENTS = ("closed_form", "autodiff")
 KERNEL_APPROX = ("none", "nystroem")
@@ -116,7 +116,7 @@ def _check_names(cfg) -> None:
         ("schedule", SCHEDULES),
         ("kernel_approx", KERNEL_APPROX),
         ("positives", POSITIVES),
-        ("init", prepare.INITS),
+        ("init", inputs.INITS),
     ):
         value = getattr(cfg, field)
         if value not in allowed:

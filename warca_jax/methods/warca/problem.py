@@ -30,7 +30,7 @@ from absl import logging
 
 from warca_jax.maths import device_mesh, kernels, linalg, sampling
 from warca_jax.methods import checks, model_checks
-from warca_jax.methods.warca import config, prepare, step
+from warca_jax.methods.warca import config, inputs, step
 from warca_jax.methods.warca.nystroem import nystroem_features
 from warca_jax.metric import Metric
 
@@ -57,19 +57,19 @@ def _problem(x, cfg, *, kernel_form: bool, nystroem: bool, seed: int, gamma, key
         gram, gamma = kernels.gram_matrix(x, kernel=cfg.kernel, gamma=gamma)
         if not bool(jnp.all(jnp.isfinite(gram))):
             raise FloatingPointError("the training kernel matrix has non-finite entries")
-        gram, scale = prepare.normalized_gram(gram, normalize=cfg.normalize)
-        params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], gram=gram, init=cfg.init)
+        gram, scale = inputs.normalized_gram(gram, normalize=cfg.normalize)
+        params = inputs.init_params(key, dim=cfg.dim, d=x.shape[1], gram=gram, init=cfg.init)
         return _Problem(gram, params, scale, gamma, None, None)
     if nystroem:
         phi, landmarks, nys_proj, gamma = nystroem_features(x, cfg, seed=seed, gamma=gamma)
-        scale = prepare.feature_scale(phi, normalize=cfg.normalize)
-        params = prepare.init_params(key, dim=cfg.dim, d=phi.shape[1], x=phi, init=cfg.init)
+        scale = inputs.feature_scale(phi, normalize=cfg.normalize)
+        params = inputs.init_params(key, dim=cfg.dim, d=phi.shape[1], x=phi, init=cfg.init)
         return _Problem(phi, params, scale, gamma, landmarks, nys_proj)
     span = linalg.training_span(x, min_dim=cfg.dim) if cfg.span else None
     if span is not None:  # every difference of training points lies in it (config.span)
         x = span.coords(x)
-    scale = prepare.feature_scale(x, normalize=cfg.normalize)
-    params = prepare.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, init=cfg.init)
+    scale = inputs.feature_scale(x, normalize=cfg.normalize)
+    params = inputs.init_params(key, dim=cfg.dim, d=x.shape[1], x=x, init=cfg.init)
     return _Problem(x, params, scale, 1.0, None, None, span)
 
 
@@ -201,7 +201,7 @@ def prepare_fit(data, cfg, *, seed: int, cams) -> Prepared:
     )
     _warn_full_candidates(cfg, x.shape[0])
     # the kernel matrix is scaled already (on the device); features block by block
-    feats, params = prepare.place(
+    feats, params = inputs.place(
         mesh, problem.feats, problem.params, scale=1.0 if kernel_form else problem.scale
     )
     structural = tuple(sorted((k, v) for k, v in cfg.items() if k not in config.TUNABLE))
