@@ -20,15 +20,32 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 DATA = "data"
 
 
+def check_num_devices(num_devices) -> None:
+    """The one check of a ``num_devices`` setting that needs no device: an int >= 0 (0:
+    all). A config check calls it before any work without starting JAX's backend (which a
+    multi-host run starts only after ``jax.distributed.initialize``); ``make_mesh`` also
+    checks the count against the devices there are.
+
+    Raises:
+      ValueError: ``num_devices`` not an int (a bool is not one) or negative.
+    """
+    if (
+        not isinstance(num_devices, int | np.integer)
+        or isinstance(num_devices, bool)
+        or num_devices < 0
+    ):
+        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {num_devices!r}")
+
+
 def make_mesh(num_devices: int = 0) -> Mesh:
     """A 1-D mesh over the first ``num_devices`` devices (0: all, on every host).
 
     Raises:
-      ValueError: ``num_devices`` negative or more than there are.
+      ValueError: ``num_devices`` not an int >= 0 (``check_num_devices``) or more than
+        there are.
     """
+    check_num_devices(num_devices)
     devices = jax.devices()
-    if not isinstance(num_devices, int | np.integer) or num_devices < 0:
-        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {num_devices!r}")
     if num_devices > len(devices):
         raise ValueError(
             f"num_devices={num_devices} but only {len(devices)} {devices[0].platform} "

@@ -145,6 +145,8 @@ def test_more_devices_than_there_are_is_a_clear_error(reid):
 def test_make_mesh_checks_its_argument():
     with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
         device_mesh.make_mesh(-2)
+    with pytest.raises(ValueError, match="num_devices must be an int >= 0"):
+        device_mesh.make_mesh(True)  # a bool is not a count
     mesh = device_mesh.make_mesh(1)
     assert mesh.axis_names == (device_mesh.DATA,)
     assert device_mesh.pad_to_multiple(7, mesh) == 7

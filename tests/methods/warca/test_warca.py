@@ -158,6 +158,7 @@ def test_divergence_is_an_error_not_a_model():
             "num_landmarks must be >= 1",
         ),
         (lambda x, y: (x, y), {"num_devices": -1}, "num_devices"),
+        (lambda x, y: (x, y), {"num_devices": True}, "num_devices must be an int"),
     ],
 )
 def test_bad_input_is_refused_before_training(mutate, overrides, match):

@@ -7,7 +7,7 @@ import numpy as np
 from absl import logging
 
 from warca_jax.data import dataset_arrays
-from warca_jax.maths import kernels, losses, optim, penalties, sampling
+from warca_jax.maths import device_mesh, kernels, losses, optim, penalties, sampling
 from warca_jax.methods import checks
 from warca_jax.methods.warca import inputs
 
@@ -199,8 +199,7 @@ def check_config(cfg, *, n: int, d: int) -> None:
                 f"min(num_landmarks, N) = {min(cfg.num_landmarks, n)}"
             )
     checks.check_bool(cfg, "span")
-    if not isinstance(cfg.num_devices, int) or cfg.num_devices < 0:
-        raise ValueError(f"num_devices must be an int >= 0 (0: all), got {cfg.num_devices!r}")
+    device_mesh.check_num_devices(cfg.num_devices)
     if cfg.kernel != "none" and cfg.preconditioned and cfg.gradient == "autodiff":
         raise ValueError(
             "autodiff gives the plain kernel gradient, not the K^-1 preconditioned one: "
