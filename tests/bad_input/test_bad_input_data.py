@@ -234,7 +234,7 @@ def test_path_with_synthetic_data_is_refused(good_npz):
         (dict(num_train_ids=61), "num_train_ids=61 exceeds the 60 identities"),
         (dict(num_test_ids=59), "only 1 of the 60 are left: lower num_test_ids"),
         (dict(num_test_ids=-3), "identity counts must be >= 0"),
-        (dict(num_splits=0), "num_splits must be at least 1"),
+        (dict(num_splits=0), "num_splits must be a positive int; got 0"),
         (dict(name="markets1501", path="x"), "unknown dataset name 'markets1501'; valid names"),
         (dict(name="viper", path="x", loader_options={"variants": 1}), "takes no option"),
     ],

@@ -188,7 +188,7 @@ def test_classic_protocol_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="num_splits = 5 but .* has 3 test sets"):
         datasets.load("cuhk03", tmp_path, protocol="classic", num_splits=5)
     assert not (tmp_path / "images_labeled").exists()  # Checked before any image is written.
-    with pytest.raises(ValueError, match="num_splits must be at least 1; got 0"):
+    with pytest.raises(ValueError, match="num_splits must be a positive int; got 0"):
         datasets.load("cuhk03", tmp_path, protocol="classic", num_splits=0)
     with pytest.raises(ValueError, match="protocol must be one of"):
         datasets.load("cuhk03", tmp_path, protocol="old")

@@ -66,8 +66,7 @@ def random_splits(
     cams = integer_ids(cams, "cams")
     if len(labels) != len(cams):
         raise ValueError(f"labels and cams differ in length: {len(labels)} vs {len(cams)}")
-    if int(num_splits) < 1:
-        raise ValueError(f"num_splits must be at least 1; got {num_splits}")
+    check_split_options(num_splits=num_splits, seed=seed)
     order = np.argsort(labels, kind="stable")
     ids, starts = np.unique(labels[order], return_index=True)
     groups = np.split(order, starts[1:])
@@ -223,6 +222,18 @@ def _held_out_split(labels, cams, train_idx, *, fraction: float, seed: int, fiel
     return split
 
 
+def check_split_options(*, num_splits, seed) -> None:
+    """The one check of a draw's ``num_splits`` (a positive int) and ``seed`` (a
+    non-negative int), before any work: both draws here and every loader's options."""
+    _count(num_splits, "num_splits", allow_none=False)
+    _check_seed(seed)
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int; got {seed!r}")
+
+
 def _count(value, what: str, *, allow_none: bool) -> int | None:
     if value is None and allow_none:
         return None
@@ -289,10 +300,11 @@ def probe_gallery_splits(
     ids, groups, eligible, rule = _identity_groups(labels, cams, masks, bool(gallery_draw))
     eligible_pos = np.flatnonzero(eligible)
     if test_id_sets is not None:
+        _check_seed(seed)  # it draws the probes
         test_sets = _fixed_test_sets(test_id_sets, ids, eligible, rule, name)
         num_splits = len(test_sets)
     else:
-        num_splits = _count(num_splits, "num_splits", allow_none=False)
+        check_split_options(num_splits=num_splits, seed=seed)
         n_test = _count(num_test_ids, "num_test_ids", allow_none=False)
         if n_test > len(eligible_pos):
             raise ValueError(

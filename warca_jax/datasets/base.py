@@ -289,9 +289,9 @@ def import_h5py(what: str):
 
 def split_options(*, num_splits, seed, **others) -> dict:
     """The split options of a loader (``num_splits``, ``seed`` and the ``others``, e.g.
-    ``num_test_ids``) as a dict for `protocol_image_set`, once `check_split_options`
-    passed."""
-    check_split_options(num_splits=num_splits, seed=seed)
+    ``num_test_ids``) as a dict for `protocol_image_set`, once
+    `identity_splits.check_split_options` passed."""
+    identity_splits.check_split_options(num_splits=num_splits, seed=seed)
     return {**others, "num_splits": num_splits, "seed": seed}
 
 
@@ -310,13 +310,3 @@ def cameras_by_index(found, *, dataset: str, per_camera: int, example: str):
         labels.append(int(match.group(1)))
         cams.append(0 if index <= per_camera else 1)
     return labels, cams
-
-
-def check_split_options(*, num_splits, seed) -> None:
-    """Checks the options shared by loaders with random splits."""
-    if isinstance(num_splits, bool) or not isinstance(num_splits, int | np.integer):
-        raise TypeError(f"num_splits must be an int; got {num_splits!r}")
-    if num_splits < 1:
-        raise ValueError(f"num_splits must be at least 1; got {num_splits}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int; got {seed!r}")

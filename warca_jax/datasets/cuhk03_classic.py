@@ -58,7 +58,9 @@ def load_cuhk03_classic(
     """
     if variant not in ("labeled", "detected"):
         raise ValueError(f"CUHK03 variant must be 'labeled' or 'detected'; got {variant!r}")
-    base.check_split_options(num_splits=1 if num_splits is None else num_splits, seed=seed)
+    identity_splits.check_split_options(
+        num_splits=1 if num_splits is None else num_splits, seed=seed
+    )
     root = base.require_layout(root, dataset="CUHK03 (classic protocol)", files=(MAT_NAME,))
     h5py = base.import_h5py(MAT_NAME)
     path = os.path.join(root, MAT_NAME)
