@@ -62,10 +62,8 @@ def add_penalty_grad(lam) -> optax.GradientTransformationExtraArgs:
     return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def check_hyperparams(*, learning_rate: float, lam: float, penalty_mode: str) -> None:
-    """Raises ValueError for a step size, penalty weight or penalty mode out of range."""
-    if penalty_mode not in PENALTY_MODES:
-        raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
+def check_hyperparams(*, learning_rate: float, lam: float) -> None:
+    """Raises ValueError for a step size or penalty weight out of range."""
     if not (math.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(f"learning_rate must be positive (a finite number), got {learning_rate}")
     if not (math.isfinite(lam) and lam >= 0):
@@ -94,10 +92,10 @@ def make_optimizer(
     ``decay_steps`` > 0 multiplies the step by a cosine falling from 1 to 0 over that
     many steps (0: a constant step size). ``tx.update`` needs ``penalty_grad=``.
     """
-    if not isinstance(learning_rate, jax.Array) and not isinstance(lam, jax.Array):
-        check_hyperparams(learning_rate=learning_rate, lam=lam, penalty_mode=penalty_mode)
-    elif penalty_mode not in PENALTY_MODES:
+    if penalty_mode not in PENALTY_MODES:
         raise ValueError(f"unknown penalty_mode {penalty_mode!r}; expected one of {PENALTY_MODES}")
+    if not isinstance(learning_rate, jax.Array) and not isinstance(lam, jax.Array):
+        check_hyperparams(learning_rate=learning_rate, lam=lam)
     if decay_steps < 0:
         raise ValueError(f"decay_steps must be >= 0 (0: constant step), got {decay_steps}")
     pen = add_penalty_grad(lam)
