@@ -118,9 +118,7 @@ def _check_names(cfg) -> None:
         ("positives", POSITIVES),
         ("init", inputs.INITS),
     ):
-        value = getattr(cfg, field)
-        if value not in allowed:
-            raise ValueError(f"unknown {field} {value!r}; expected one of {allowed}")
+        checks.check_choice(cfg, field, allowed)
 
 
 def at_lam(cfg, lam: float, *, learning_rate: float | None = None) -> ml_collections.ConfigDict:
@@ -169,10 +167,7 @@ def _check_lam(cfg) -> None:
 
 def check_config(cfg, *, n: int, d: int) -> None:
     """Raises ValueError for a WARCA config that cannot run on N x D training data."""
-    if cfg.kernel != "none" and cfg.kernel not in kernels.KERNELS:
-        raise ValueError(
-            f"unknown kernel {cfg.kernel!r}; expected 'none' or one of {kernels.KERNELS}"
-        )
+    checks.check_choice(cfg, "kernel", kernels.KERNELS, also=("none",))
     limit = n if cfg.kernel != "none" else d
     checks.check_number(cfg, "dim", integer=True)
     if not 1 <= cfg.dim <= limit:
