@@ -159,6 +159,7 @@ def test_divergence_is_an_error_not_a_model():
         ),
         (lambda x, y: (x, y), {"num_devices": -1}, "num_devices"),
         (lambda x, y: (x, y), {"num_devices": True}, "num_devices must be an int"),
+        (lambda x, y: (x, y), {"normalize": "l2"}, "unknown normalize 'l2'; expected one of"),
     ],
 )
 def test_bad_input_is_refused_before_training(mutate, overrides, match):

@@ -105,14 +105,14 @@ def default_config(variant: str = "linear") -> ml_collections.ConfigDict:
 
 
 def _check_names(cfg) -> None:
-    """Raises ValueError for a config naming an option that does not exist."""
+    """Raises ValueError for a config naming an option that does not exist (``normalize``
+    is checked by ``validate``, before the data it scales)."""
     for field, allowed in (
         ("penalty_mode", optim.PENALTY_MODES),  # the order of optim.make_optimizer's parts
         ("penalty", penalties.PENALTIES),
         ("gradient", GRADIENTS),
         ("sampler", sampling.SAMPLERS),
         ("weighting", losses.WEIGHTINGS),
-        ("normalize", NORMALIZE),
         ("schedule", SCHEDULES),
         ("kernel_approx", KERNEL_APPROX),
         ("positives", POSITIVES),
@@ -218,8 +218,7 @@ def validate(features, labels, cfg) -> checks.TrainingData:
         identities, a config that cannot run on this data, or negative features for a
         chi2 kernel.
     """
-    if cfg.normalize not in NORMALIZE:
-        raise ValueError(f"unknown normalize {cfg.normalize!r}; expected one of {NORMALIZE}")
+    checks.check_choice(cfg, "normalize", NORMALIZE)  # before the data, which it scales
     data = checks.training_data(
         features,
         labels,
