@@ -24,18 +24,7 @@ CV_MEASURES = ("rank1", "rank5", "rank10", "mAP")  # what cv.measure may name
 
 def method_config(label: str) -> ml_collections.ConfigDict:
     """The learner's default ``method`` section named by ``label``, ``<method>[:<variant>]``,
-    locked (``defaults.method_config``)."""
-    name, _, variant = label.partition(":")
-    known = methods.registry()
-    if name not in known:
-        raise ValueError(
-            f"unknown method label {label!r}: a label is <method>[:<variant>], e.g. "
-            f"warca:chi2 or kissme; the methods are {sorted(known)}"
-        )
-    if variant and variant not in known[name].variants:
-        raise ValueError(
-            f"unknown variant in method label {label!r}; {name} has {known[name].variants}"
-        )
+    locked (``defaults.method_config``, which checks the label)."""
     cfg = defaults.method_config(label)
     cfg.lock()
     return cfg

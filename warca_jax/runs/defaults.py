@@ -147,7 +147,15 @@ def method_config(label: str) -> ml_collections.ConfigDict:
     name, sep, variant = label.partition(":")
     if sep and not variant:
         raise ValueError(f"method label {label!r} has an empty variant; e.g. 'warca:chi2'")
-    method = methods.get(name)
+    known = methods.registry()
+    if name not in known:
+        raise ValueError(
+            f"unknown method label {label!r}: a label is <method>[:<variant>], e.g. "
+            f"warca:chi2 or kissme; the methods are {sorted(known)}"
+        )
+    method = known[name]
+    if variant and variant not in method.variants:
+        raise ValueError(f"unknown variant in method label {label!r}; {name} has {method.variants}")
     return method.default_config(variant) if variant else method.default_config()
 
 
