@@ -102,12 +102,15 @@ def rgb_to_hsv(rgb: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     return h, s, mx
 
 
-def _lab(rgb: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def rgb_to_lab(rgb: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """CIE L*a*b* (D65 white) of sRGB in [0, 1], [..., 3]: L in [0, 100], a and b about
+    [-86, 98] and [-108, 95] (``_LAB_RANGE``); the one conversion both descriptors use."""
     lin = jnp.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    m = jnp.array(
-        [[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]], jnp.float32
+    m = jnp.asarray(
+        [[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]],
+        rgb.dtype,
     )
-    xyz = lin @ m.T / jnp.array([0.95047, 1.0, 1.08883], jnp.float32)
+    xyz = lin @ m.T / jnp.asarray([0.95047, 1.0, 1.08883], rgb.dtype)
     eps = (6 / 29) ** 3
     f = jnp.where(xyz > eps, jnp.cbrt(jnp.maximum(xyz, eps)), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
     fx, fy, fz = f[..., 0], f[..., 1], f[..., 2]
@@ -141,7 +144,7 @@ def colour_channels(rgb: jax.Array, channels: tuple[str, ...]) -> jax.Array:
             v = cache["hsv"][("H", "S", "V_hsv").index(name)]
         elif name in _LAB_RANGE:
             if "lab" not in cache:
-                cache["lab"] = _lab(rgb)
+                cache["lab"] = rgb_to_lab(rgb)
             lo, hi = _LAB_RANGE[name]
             v = (cache["lab"]["Lab".index(name)] - lo) / (hi - lo)
         else:

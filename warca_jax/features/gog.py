@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from warca_jax.features.color_lbp import rgb_to_hsv
+from warca_jax.features.color_lbp import rgb_to_hsv, rgb_to_lab
 
 COLOURS = ("rgb", "lab", "hsv", "nrng")  # the fused form concatenates them in this order
 _COLOUR_CHANNELS = {"rgb": 3, "lab": 3, "hsv": 3, "nrng": 2}
@@ -120,17 +120,8 @@ def gradient_features(grey: jax.Array) -> jax.Array:
 
 def _lab(rgb: jax.Array) -> jax.Array:
     """sRGB in [0, 1] -> [L / 100, (a + 50) / 100, (b + 50) / 100] (D65)."""
-    lin = jnp.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    m = jnp.asarray(
-        [[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]],
-        rgb.dtype,
-    )
-    xyz = lin @ m.T / jnp.asarray([0.95047, 1.0, 1.08883], rgb.dtype)
-    eps = (6 / 29) ** 3
-    f = jnp.where(xyz > eps, jnp.cbrt(jnp.maximum(xyz, eps)), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
-    fx, fy, fz = f[..., 0], f[..., 1], f[..., 2]
-    lab = (116 * fy - 16) / 100, (500 * (fx - fy) + 50) / 100, (200 * (fy - fz) + 50) / 100
-    return jnp.stack(lab, axis=-1)
+    light, a, b = rgb_to_lab(rgb)
+    return jnp.stack([light / 100, (a + 50) / 100, (b + 50) / 100], axis=-1)
 
 
 def colour_channels(x: jax.Array, colour: str) -> jax.Array:
