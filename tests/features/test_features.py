@@ -330,3 +330,18 @@ def test_orl_faces_same_person_is_closer():
         same = chi2[np.ix_(y == p, y == p)][~np.eye(4, dtype=bool)].mean()
         other = chi2[np.ix_(y == p, y != p)].mean()
         assert same < 0.75 * other, (p, same, other)
+
+
+@pytest.mark.parametrize(
+    "rgb, lab",
+    [  # CIE L*a*b* (D65) of the sRGB primaries and white, as colour science tabulates them
+        ((1.0, 1.0, 1.0), (100.0, 0.0, 0.0)),
+        ((1.0, 0.0, 0.0), (53.24, 80.09, 67.20)),
+        ((0.0, 1.0, 0.0), (87.73, -86.18, 83.18)),
+        ((0.0, 0.0, 1.0), (32.30, 79.19, -107.86)),
+        ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+    ],
+)
+def test_rgb_to_lab_gives_the_tabulated_values(rgb, lab):
+    got = np.array([float(v) for v in clbp.rgb_to_lab(jax.numpy.asarray(rgb, np.float32))])
+    np.testing.assert_allclose(got, lab, atol=0.05)
