@@ -170,6 +170,13 @@ def test_bad_input_is_refused_before_training(mutate, overrides, match):
     )
 
 
+def test_the_step_refuses_a_lambda_not_yet_chosen():
+    cfg = warca.default_config("linear")  # lam None: the rule chooses it in fit
+    assert cfg.lam is None
+    with pytest.raises(ValueError, match="the step needs lam as a number"):
+        warca.hyperparams(cfg)
+
+
 @pytest.mark.slow
 def test_train_step_is_one_jitted_step():
     x, y = _small_problem()

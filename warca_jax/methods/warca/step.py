@@ -52,7 +52,16 @@ class Hyperparams(NamedTuple):
 def hyperparams(cfg) -> Hyperparams:
     """The ``Hyperparams`` of a checked WARCA config (``config.check_config``) whose ``lam``
     is a number (``fit`` chooses one first where it is None): the one place the config's
-    lambda and eta become the compiled step's arguments (float32, as the parameters)."""
+    lambda and eta become the compiled step's arguments (float32, as the parameters).
+
+    Raises:
+      ValueError: ``cfg.lam`` is None (the default: the rule has not chosen one yet).
+    """
+    if cfg.lam is None:
+        raise ValueError(
+            "the step needs lam as a number; lam None is chosen from lam_grid by fit "
+            "(lam_select), so give lam a value to build the step directly"
+        )
     return Hyperparams(
         lam=jnp.asarray(cfg.lam, jnp.float32),
         learning_rate=jnp.asarray(cfg.learning_rate, jnp.float32),
